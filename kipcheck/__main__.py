@@ -1,0 +1,3 @@
+from kipcheck.cli import main
+
+raise SystemExit(main())

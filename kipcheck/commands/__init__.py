@@ -1,0 +1,1 @@
+"""The subcommands of the `kipcheck` command line, one module each."""

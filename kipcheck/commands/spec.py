@@ -1,0 +1,38 @@
+"""kipcheck spec: list the spec clauses."""
+
+from __future__ import annotations
+
+import argparse
+
+from kipcheck.spec import PREFIXES, clauses
+
+SUMMARY = "list the spec clauses (ids, seeds, profiles)"
+DESCRIPTION = """\
+List every clause of the normative spec (spec/*.md): its id, the machine it
+belongs to, the profile it holds under and its title. Decisions (where the
+seeds are silent or contradict each other) are marked with a D."""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--machine", choices=sorted(PREFIXES.values()), help="only this machine's clauses")
+    parser.add_argument("--show", metavar="ID", help="print one clause in full")
+
+
+def run(args: argparse.Namespace) -> int:
+    every = clauses()
+    if args.show:
+        clause = every.get(args.show)
+        if clause is None:
+            print(f"no clause {args.show!r}")
+            return 2
+        print(f"{clause.id}: {clause.title}\nmachine: {clause.machine}\nseed: {clause.seed}\nprofile: {clause.profile}")
+        if clause.decision:
+            print(f"decision: {clause.decision}")
+        print(f"\n{clause.text}")
+        return 0
+    for clause in every.values():
+        if args.machine and clause.machine != args.machine:
+            continue
+        marker = "D" if clause.decision else " "
+        print(f"{clause.id:<7} {marker} {clause.machine:<17} {clause.profile:<9} {clause.title}")
+    return 0

@@ -1,0 +1,80 @@
+"""The normative text: one clause per rule, read from the Markdown files beside this module.
+
+Each machine has one file, spec/<machine>.md. A clause is a level-two heading
+`## ID: title` followed by bullet lines `- seed: ...`, optionally
+`- profile: kip` or `- profile: kafka-4.2` (a clause that holds only under one
+profile), then its text. Decisions taken where the seeds are silent or
+contradict each other are clauses too, with `- decision: ...` saying why.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+CLAUSE_ID = re.compile(r"\b(SP|SS|ST|IC|RD|KR|EX)-\d+\b")
+_HEADING = re.compile(r"^## ((?:SP|SS|ST|IC|RD|KR|EX)-\d+): (.+)$")
+_FIELD = re.compile(r"^- (seed|profile|decision): (.+)$")
+PREFIXES = {
+    "SP": "share-partition", "SS": "share-session", "ST": "share-state", "IC": "ic",
+    "RD": "revoke-delay", "KR": "key-range-assign", "EX": "expansion",
+}
+
+
+@dataclass(frozen=True)
+class Clause:
+    id: str
+    title: str
+    machine: str
+    seed: str
+    profile: str  # "all", "kip" or "kafka-4.2"
+    decision: str | None
+    text: str
+    source: str
+
+
+def _parse(path: Path) -> list[Clause]:
+    clauses: list[Clause] = []
+    current: dict | None = None
+
+    def close() -> None:
+        if current is not None:
+            clause_id = current["id"]
+            if "seed" not in current:
+                raise ValueError(f"{path.name}: clause {clause_id} has no '- seed:' line")
+            clauses.append(Clause(
+                clause_id, current["title"], PREFIXES[clause_id.split("-")[0]], current["seed"],
+                current.get("profile", "all"), current.get("decision"),
+                "\n".join(current["text"]).strip(), path.name,
+            ))
+
+    for line in path.read_text(encoding="utf-8").splitlines():
+        heading = _HEADING.match(line)
+        if heading:
+            close()
+            current = {"id": heading.group(1), "title": heading.group(2), "text": []}
+        elif line.startswith("#"):
+            close()
+            current = None
+        elif current is not None:
+            field_line = _FIELD.match(line)
+            if field_line and not any(text.strip() for text in current["text"]):
+                current[field_line.group(1)] = field_line.group(2).strip()
+            else:
+                current["text"].append(line)
+    close()
+    return clauses
+
+
+@cache
+def clauses() -> dict[str, Clause]:
+    """Every clause of every machine, by id."""
+    found: dict[str, Clause] = {}
+    for path in sorted(Path(__file__).parent.glob("*.md")):
+        for clause in _parse(path):
+            if clause.id in found:
+                raise ValueError(f"clause {clause.id} defined twice ({found[clause.id].source}, {clause.source})")
+            found[clause.id] = clause
+    return found
