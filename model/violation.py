@@ -1,4 +1,8 @@
-"""The one exception every model raises when an observed answer is not allowed."""
+"""What every model shares: the exception for a disallowed answer, and a ruled answer."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
 
 
 class Violation(Exception):
@@ -13,3 +17,10 @@ class Violation(Exception):
         self.clause = clause
         self.allowed = allowed
         self.observed = observed
+
+
+class Ruled(NamedTuple):
+    """A deterministic answer and the clause that decides it (named when an observation differs)."""
+
+    value: Any
+    clause: str

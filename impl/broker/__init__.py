@@ -1,0 +1,1 @@
+"""The reference broker: the Kafka wire protocol (through kio) in front of impl/share."""
