@@ -57,6 +57,8 @@ class Judge:
     @staticmethod
     def arg(step: Step, name: str, kind: type | tuple[type, ...], default: Any = _MISSING) -> Any:
         value = step.args.get(name, default)
+        if type(value) is kind:
+            return value
         if value is _MISSING:
             raise Malformed(step.line, f"op {step.op!r} needs args.{name}")
         if not _has_type(value, kind):

@@ -81,36 +81,63 @@ def read_header(text: bytes | str) -> Header:
 
 
 def read_steps(lines: Iterator[bytes | str], first_line: int = 2) -> Iterator[Step]:
-    """Yield the steps of `lines` (the lines after the header), checking the envelope."""
-    expected_step = 1
-    clock_ms = None
-    for line_number, text in enumerate(lines, start=first_line):
-        if not text.strip():
-            continue
-        record = _parse(text, line_number)
-        if not isinstance(record, dict):
-            raise Malformed(line_number, "a step must be a JSON object")
+    """Yield the steps of `lines` (the lines after the header), checking the envelope.
+
+    The common case, a well-formed step, takes one combined test; anything
+    else goes to _diagnose, which finds the precise reason.
+    """
+    loads, decode_error = orjson.loads, orjson.JSONDecodeError
+    expected_step, clock_ms, line_number = 1, 0, first_line - 1
+    for text in lines:
+        line_number += 1
         try:
+            record = loads(text)
             number, at_ms, actor, op = record["step"], record["at_ms"], record["actor"], record["op"]
-        except KeyError as missing:
-            raise Malformed(line_number, f"missing required field {missing.args[0]!r}") from None
-        if number != expected_step or not _is_int(number):
-            raise Malformed(line_number, f'"step" must be {expected_step}, found {number!r}')
-        if not _is_int(at_ms) or at_ms < 0:
-            raise Malformed(line_number, f'"at_ms" must be a non-negative integer, found {at_ms!r}')
-        if clock_ms is not None and at_ms < clock_ms:
-            raise Malformed(line_number, f'"at_ms" went back in time ({at_ms} after {clock_ms})')
-        if not isinstance(actor, str) or not isinstance(op, str):
-            raise Malformed(line_number, '"actor" and "op" must be strings')
-        args = record.get("args", {})
+        except (decode_error, KeyError, TypeError):
+            if not text.strip():
+                continue
+            _diagnose(text, line_number, expected_step, clock_ms)
+            raise AssertionError("unreachable: _diagnose raises")  # pragma: no cover
+        args = record.get("args", _EMPTY)
         observed = record.get("observed")
-        if not isinstance(args, dict) or not (observed is None or isinstance(observed, dict)):
-            raise Malformed(line_number, '"args" and "observed" must be objects')
-        if not STEP_FIELDS.issuperset(record):
-            raise Malformed(line_number, f"unknown step field(s): {', '.join(sorted(set(record) - STEP_FIELDS))}")
+        if (
+            number != expected_step or type(number) is not int
+            or type(at_ms) is not int or at_ms < clock_ms
+            or type(actor) is not str or type(op) is not str
+            or type(args) is not dict or not (observed is None or type(observed) is dict)
+            or (len(record) > 4 and not STEP_FIELDS.issuperset(record))
+        ):
+            _diagnose(text, line_number, expected_step, clock_ms)
         yield Step(number, line_number, at_ms, actor, op, args, observed)
         expected_step += 1
         clock_ms = at_ms
+
+
+_EMPTY: dict[str, Any] = {}
+
+
+def _diagnose(text: bytes | str, line_number: int, expected_step: int, clock_ms: int) -> None:
+    """Raise Malformed with the precise reason a step line is not well formed."""
+    record = _parse(text, line_number)
+    if not isinstance(record, dict):
+        raise Malformed(line_number, "a step must be a JSON object")
+    for name in ("step", "at_ms", "actor", "op"):
+        if name not in record:
+            raise Malformed(line_number, f"missing required field {name!r}")
+    number, at_ms = record["step"], record["at_ms"]
+    if number != expected_step or not _is_int(number):
+        raise Malformed(line_number, f'"step" must be {expected_step}, found {number!r}')
+    if not _is_int(at_ms) or at_ms < 0:
+        raise Malformed(line_number, f'"at_ms" must be a non-negative integer, found {at_ms!r}')
+    if at_ms < clock_ms:
+        raise Malformed(line_number, f'"at_ms" went back in time ({at_ms} after {clock_ms})')
+    if not isinstance(record["actor"], str) or not isinstance(record["op"], str):
+        raise Malformed(line_number, '"actor" and "op" must be strings')
+    observed = record.get("observed")
+    if not isinstance(record.get("args", _EMPTY), dict) or not (observed is None or isinstance(observed, dict)):
+        raise Malformed(line_number, '"args" and "observed" must be objects')
+    unknown = set(record) - STEP_FIELDS
+    raise Malformed(line_number, f"unknown step field(s): {', '.join(sorted(unknown))}")
 
 
 def dumps(record: dict[str, Any]) -> bytes:
