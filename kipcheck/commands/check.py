@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from typing import BinaryIO, Iterator
 
-from kipcheck.oracle.check import check_file
+from kipcheck.oracle.check import Verdict, check_file, check_lines
 
 SUMMARY = "judge trace files (exit 0 all allowed, 1 a violation, 2 malformed input)"
 DESCRIPTION = """\
@@ -13,24 +15,54 @@ Judge each trace file (JSON Lines, see TRACE-FORMAT.md) against the model of
 its machine, and print one verdict line per file. For a violation the line
 names the first disallowed step, the spec clause it breaks, what the model
 allowed and what was observed; for malformed input, the line number and the
-reason.
+reason. Large files show a progress bar on a terminal.
 
 exit status: 0 every step of every file is allowed, 1 some trace breaks a
 clause, 2 some input is malformed (unreadable, bad JSON, unknown machine, op
 or config key, missing required field). Malformed input is never a pass."""
 
+PROGRESS_MIN_BYTES = 32 * 1024 * 1024
+PROGRESS_EVERY_LINES = 20_000
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="trace files to judge ('-' reads standard input)")
     parser.add_argument("--quiet", "-q", action="store_true", help="print only the verdicts that are not ok")
+    parser.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+
+
+def _with_progress(lines: BinaryIO, total_bytes: int, name: str) -> Iterator[bytes]:
+    from tqdm import tqdm
+
+    with tqdm(total=total_bytes, unit="B", unit_scale=True, desc=os.path.basename(name), leave=False) as bar:
+        done = pending = 0
+        for done, line in enumerate(lines, start=1):
+            pending += len(line)
+            if done % PROGRESS_EVERY_LINES == 0:
+                bar.update(pending)
+                pending = 0
+            yield line
+        bar.update(pending)
+
+
+def _judge(name: str, progress: bool) -> Verdict:
+    if name == "-":
+        return check_lines(sys.stdin.buffer, "<stdin>")
+    try:
+        size = os.path.getsize(name)
+    except OSError:
+        return check_file(name)  # reports why it cannot be read
+    if not progress or size < PROGRESS_MIN_BYTES:
+        return check_file(name)
+    with open(name, "rb") as lines:
+        return check_lines(_with_progress(lines, size, name), name)
 
 
 def run(args: argparse.Namespace) -> int:
-    from kipcheck.oracle.check import check_lines
-
+    progress = not args.no_progress and sys.stderr.isatty()
     worst = 0
     for name in args.files:
-        verdict = check_lines(sys.stdin.buffer, "<stdin>") if name == "-" else check_file(name)
+        verdict = _judge(name, progress)
         worst = max(worst, verdict.exit_code)
         if verdict.status != "ok" or not args.quiet:
             print(verdict.summary(), flush=True)

@@ -16,6 +16,7 @@ seeds are silent or contradict each other) are marked with a D."""
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--machine", choices=sorted(PREFIXES.values()), help="only this machine's clauses")
     parser.add_argument("--show", metavar="ID", help="print one clause in full")
+    parser.add_argument("--decisions", action="store_true", help="only the decisions, with their reasons")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,8 +32,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"\n{clause.text}")
         return 0
     for clause in every.values():
-        if args.machine and clause.machine != args.machine:
+        if (args.machine and clause.machine != args.machine) or (args.decisions and not clause.decision):
             continue
         marker = "D" if clause.decision else " "
         print(f"{clause.id:<7} {marker} {clause.machine:<17} {clause.profile:<9} {clause.title}")
+        if args.decisions:
+            print(f"          {clause.decision}")
     return 0
