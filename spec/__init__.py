@@ -50,12 +50,15 @@ def _parse(path: Path) -> list[Clause]:
                 "\n".join(current["text"]).strip(), path.name,
             ))
 
+    in_code = False
     for line in path.read_text(encoding="utf-8").splitlines():
-        heading = _HEADING.match(line)
+        if line.startswith("```"):
+            in_code = not in_code
+        heading = None if in_code else _HEADING.match(line)
         if heading:
             close()
             current = {"id": heading.group(1), "title": heading.group(2), "text": []}
-        elif line.startswith("#"):
+        elif line.startswith("#") and not in_code:
             close()
             current = None
         elif current is not None:

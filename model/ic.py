@@ -1,0 +1,180 @@
+"""Individual commit (IC) offsets of one group and partition at the coordinator (seeds 000/003).
+
+State: `stable_offset` (inclusive, -1 when nothing is committed; IC-1) and
+`ranges`, the held IC ranges in normal form (IC-2). Clause ids refer to
+spec/ic.md. A range is a closed `(first, last)` pair; answers use JSON-shaped
+`[first, last]` lists so they compare directly with a trace.
+
+Library API (all pure, deterministic):
+
+- `IndividualCommit(max_ranges=10_000, accept_individual_commit=True)`: an empty partition.
+- `.commit(ranges) -> CommitResult(error, stable_offset, ranges, appends, clause)`:
+  apply one OffsetCommit's ranges; `clause` names the rule that decided `error`.
+- `.fetch() -> (stable_offset, ranges)`: the offset-fetch answer (IC-9).
+- `.uncommitted(first, last) -> ranges`: the offsets of [first, last] a poll may return (IC-10).
+- `.amend(fetched, processed) -> ranges`: the consumer's gap-amended commit (IC-11).
+- `replay(appends) -> (stable_offset, ranges)`: rebuild the state from the IC and primary logs (IC-12).
+- `live_ic_ranges(appends) -> set of ranges`: the IC log keys left after compaction.
+- `normal_form(stable_offset, ranges) -> (stable_offset, ranges)`: union, trim, merge, advance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+Range = tuple[int, int]
+
+NONE = "NONE"
+NOT_ALLOWED = "INDIVIDUAL_COMMIT_NOT_ALLOWED"
+TOO_OLD = "INDIVIDUAL_COMMIT_TOO_OLD"
+MAX_REACHED = "MAX_INDIVIDUAL_COMMIT_REACHED"
+INVALID_REQUEST = "INVALID_REQUEST"
+
+# The clause that decides each error a commit can answer (NONE: the commit applied, IC-2).
+ERROR_CLAUSES = {NONE: "IC-2", NOT_ALLOWED: "IC-7", INVALID_REQUEST: "IC-8", TOO_OLD: "IC-5", MAX_REACHED: "IC-6"}
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    error: str
+    stable_offset: int
+    ranges: list[list[int]]
+    appends: list[dict]
+    clause: str
+
+
+def merge(ranges: Iterable[Range]) -> tuple[Range, ...]:
+    """Union of closed ranges as sorted, disjoint, non-adjacent ranges (IC-2)."""
+    merged: list[Range] = []
+    for first, last in sorted(ranges):
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+        else:
+            merged.append((first, last))
+    return tuple(merged)
+
+
+def normal_form(stable_offset: int, ranges: Iterable[Range]) -> tuple[int, tuple[Range, ...]]:
+    """The held state for a stable offset and any ranges: trimmed, merged, stable offset advanced."""
+    # IC-2: offsets at or below the stable offset are already committed; the rest is a merged union.
+    above = merge((max(first, stable_offset + 1), last) for first, last in ranges if last > stable_offset)
+    # IC-3: a range starting right after the stable offset is folded into it. Merged ranges are
+    # non-adjacent, so only the lowest can touch it.
+    if above and above[0][0] == stable_offset + 1:
+        return above[0][1], above[1:]
+    return stable_offset, above
+
+
+def subtract(ranges: Iterable[Range], removed: Iterable[Range]) -> tuple[Range, ...]:
+    """The offsets of `ranges` not in `removed`, merged."""
+    result: list[Range] = []
+    removed = merge(removed)
+    for first, last in merge(ranges):
+        for cut_first, cut_last in removed:
+            if cut_last < first or cut_first > last:
+                continue
+            if cut_first > first:
+                result.append((first, cut_first - 1))
+            first = cut_last + 1
+            if first > last:
+                break
+        if first <= last:
+            result.append((first, last))
+    return merge(result)
+
+
+def as_lists(ranges: Iterable[Range]) -> list[list[int]]:
+    return [[first, last] for first, last in ranges]
+
+
+def compaction_appends(before: tuple[int, tuple[Range, ...]], after: tuple[int, tuple[Range, ...]]) -> list[dict]:
+    """The log records that take the held state `before` to `after` (IC-4)."""
+    (stable_before, ranges_before), (stable_after, ranges_after) = before, after
+    appends: list[dict] = []
+    # IC-4: new state first (the primary log's stable offset, then new IC ranges), tombstones last,
+    # so a crash between the writes leaves a superset that replays correctly (IC-12).
+    if stable_after != stable_before:
+        appends.append({"log": "primary", "stable_offset": stable_after})
+    appends += [{"log": "ic", "put": [first, last]} for first, last in ranges_after if (first, last) not in ranges_before]
+    appends += [{"log": "ic", "tombstone": [first, last]} for first, last in ranges_before if (first, last) not in ranges_after]
+    return appends
+
+
+class IndividualCommit:
+    """The coordinator's IC state for one group and topic-partition."""
+
+    def __init__(self, max_ranges: int = 10_000, accept_individual_commit: bool = True) -> None:
+        assert max_ranges >= 0
+        self.max_ranges = max_ranges
+        self.accept_individual_commit = accept_individual_commit
+        self.stable_offset = -1  # IC-1: nothing committed yet.
+        self.ranges: tuple[Range, ...] = ()
+
+    def _answer(self, error: str, appends: list[dict] | None = None) -> CommitResult:
+        return CommitResult(error, self.stable_offset, as_lists(self.ranges), appends or [], ERROR_CLAUSES[error])
+
+    def commit(self, ranges: Iterable[Iterable[int]]) -> CommitResult:
+        """Apply one IC commit request for this partition and answer it."""
+        request = [tuple(pair) for pair in ranges]
+        # IC-7: a coordinator that refuses IC refuses before looking at the request.
+        if not self.accept_individual_commit:
+            return self._answer(NOT_ALLOWED)
+        # IC-8: an empty list or a backwards or negative range is not a valid IC commit.
+        if not request or any(len(pair) != 2 or pair[0] > pair[1] or pair[0] < 0 for pair in request):
+            return self._answer(INVALID_REQUEST)
+        # IC-5: wholly at or below the stable offset is too old; a straddling commit is trimmed (below).
+        if all(last <= self.stable_offset for _, last in request):
+            return self._answer(TOO_OLD)
+        before = (self.stable_offset, self.ranges)
+        after = normal_form(self.stable_offset, self.ranges + tuple(request))
+        # IC-6: refuse a commit that would leave more ranges held than the cap (filling gaps never grows it).
+        if len(after[1]) > self.max_ranges:
+            return self._answer(MAX_REACHED)
+        self.stable_offset, self.ranges = after
+        return self._answer(NONE, compaction_appends(before, after))
+
+    def fetch(self) -> tuple[int, list[list[int]]]:
+        # IC-9: offset fetch answers the stable offset and the held ranges.
+        return self.stable_offset, as_lists(self.ranges)
+
+    def _uncommitted(self, first: int, last: int) -> tuple[Range, ...]:
+        committed = ((0, self.stable_offset),) + self.ranges if self.stable_offset >= 0 else self.ranges
+        return subtract([(first, last)], committed)
+
+    def uncommitted(self, first: int, last: int) -> list[list[int]]:
+        # IC-10: a poll returns a record iff it is above the stable offset and in no held range.
+        return as_lists(self._uncommitted(first, last))
+
+    def amend(self, fetched: Iterable[int], processed: Iterable[Iterable[int]]) -> list[list[int]]:
+        """The ranges a consumer commits after processing `processed` out of the `fetched` range."""
+        uncommitted = self._uncommitted(*fetched)
+        # IC-11: commit = (processed ∩ fetched) − (<= stable ∪ held ranges), i.e. the uncommitted
+        # fetched offsets minus those not processed.
+        not_processed = subtract(uncommitted, (tuple(pair) for pair in processed))
+        return as_lists(subtract(uncommitted, not_processed))
+
+
+def live_ic_ranges(appends: Iterable[dict]) -> set[Range]:
+    """The IC log keys still live after compaction: puts not later tombstoned (IC-12)."""
+    live: set[Range] = set()
+    for record in appends:
+        if record["log"] != "ic":
+            continue
+        if "put" in record:
+            live.add(tuple(record["put"]))
+        else:
+            live.discard(tuple(record["tombstone"]))
+    return live
+
+
+def replay(appends: Iterable[dict]) -> tuple[int, list[list[int]]]:
+    """Rebuild (stable_offset, ranges) from the IC and primary log records, in write order."""
+    records = list(appends)
+    # IC-12: the stable offset is the last primary record; the ranges are the live IC keys, normalised.
+    stable_offset = -1
+    for record in records:
+        if record["log"] == "primary":
+            stable_offset = record["stable_offset"]
+    stable_offset, ranges = normal_form(stable_offset, live_ic_ranges(records))
+    return stable_offset, as_lists(ranges)

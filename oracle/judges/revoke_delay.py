@@ -1,0 +1,68 @@
+"""Judge for `revoke-delay` traces: a KIP-983 consumer (spec/revoke-delay.md)."""
+
+from __future__ import annotations
+
+import re
+
+from kipcheck.model.revoke_delay import RevokeDelayConsumer
+from kipcheck.oracle.judge import Judge
+from kipcheck.oracle.trace import Malformed, Step
+
+_TOPIC_PARTITION = re.compile(r"^.+:\d+$")
+
+
+class RevokeDelayJudge(Judge):
+    machine = "revoke-delay"
+
+    def __init__(self, config: dict, profile: str) -> None:
+        super().__init__(config, profile)
+        self.model = RevokeDelayConsumer()
+
+    @staticmethod
+    def _check_partitions(step: Step, where: str, partitions: list) -> list[str]:
+        for partition in partitions:
+            if not isinstance(partition, str) or not _TOPIC_PARTITION.match(partition):
+                reason = f"{where} of {step.op!r} must name partitions as \"topic:partition\", found {partition!r}"
+                raise Malformed(step.line, reason)
+        return partitions
+
+    def _partitions_arg(self, step: Step) -> list[str]:
+        return self._check_partitions(step, "args.partitions", self.arg(step, "partitions", list))
+
+    def _partitions_observed(self, step: Step, name: str) -> list[str] | None:
+        partitions = self.observed(step, name, list)
+        return None if partitions is None else self._check_partitions(step, f"observed.{name}", partitions)
+
+    def _expect_set(self, clause: str, step: Step, name: str, expected: frozenset[str]) -> None:
+        # The lists are sets: their order in a trace does not matter.
+        observed = self._partitions_observed(step, name)
+        self.expect(clause, name, sorted(expected), None if observed is None else sorted(set(observed)))
+
+    def op_assign(self, step: Step) -> None:
+        self.model.assign(self._partitions_arg(step))
+
+    def op_revoke(self, step: Step) -> None:
+        self.model.revoke(self._partitions_arg(step))
+
+    def op_lose(self, step: Step) -> None:
+        self.model.lose(self._partitions_arg(step))
+
+    def op_poll(self, step: Step) -> None:
+        result = self.model.poll()
+        self._expect_set("RD-3", step, "revoked", result.revoked)
+        self._expect_set("RD-5", step, "lost", result.lost)
+        self._expect_set("RD-8", step, "to_be_revoked", result.to_be_revoked)
+        records_from = self._partitions_observed(step, "records_from")
+        if records_from is not None:
+            self.model.check_records_from(records_from)
+
+    def op_delay_revoke(self, step: Step) -> None:
+        self.expect("RD-9", "result", self.model.delay_revoke(self._partitions_arg(step)), self.observed(step, "result", bool))
+
+    def op_commit(self, step: Step) -> None:
+        partition = self.arg(step, "partition", str)
+        self._check_partitions(step, "args.partition", [partition])
+        offset = self.arg(step, "offset", int)
+        if offset < 0:
+            raise Malformed(step.line, f"args.offset of 'commit' must be >= 0, found {offset}")
+        self.expect("RD-10", "error", self.model.commit(partition), self.observed(step, "error", str))
