@@ -8,6 +8,7 @@ import sys
 
 # Subcommand name -> module. Each module has SUMMARY, DESCRIPTION, configure(parser) and run(args) -> exit code.
 COMMANDS = {
+    "broker": "kipcheck.commands.broker",
     "check": "kipcheck.commands.check",
     "conformance": "kipcheck.commands.conformance",
     "spec": "kipcheck.commands.spec",
@@ -49,6 +50,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) went away: not an error of ours. Point stdout at
+        # devnull so the interpreter's final flush does not fail again.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,154 @@
+"""KIP-932 share sessions: the share session cache of one broker (seed 002, "The sessions are handled as follows").
+
+One cache serves one share group; a member has at most one session, keyed by
+its member id. Every request has exactly one allowed answer, so the model is
+deterministic: each request method decides the answer, applies it and
+returns it. Clause ids refer to spec/share-session.md.
+
+Library API (pure; callers compare an observed error with `Answer.error`):
+
+    cache = ShareSessionCache(profile="kip")          # or "kafka-4.2", max_sessions=2000
+    answer = cache.share_fetch(member, epoch, add=("orders:0",), forget=(), has_acks=False)
+    answer = cache.share_acknowledge(member, epoch)
+    answer.error         # "NONE" or a Kafka error name
+    answer.clause        # the clause that decides this answer
+    answer.acknowledges  # the request's acknowledgements are processed
+    answer.releases      # the member's acquired records are released (session discarded)
+    cache.sessions()     # Ruled({member: epoch}, clause of the last request)
+    cache.by_member      # {member: Session(epoch, partitions)}: readable, and settable to
+                         # start from any state (e.g. an epoch of Integer.MAX_VALUE)
+
+`releases` is the effect a share-partition model needs: when it is true, every
+record the member holds in the session's share-partitions becomes available
+again (SP rules decide the details).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, NamedTuple
+
+from kipcheck.model.violation import Ruled
+
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+MAX_EPOCH = 2**31 - 1  # Integer.MAX_VALUE
+PROFILES = ("kip", "kafka-4.2")
+
+NONE = "NONE"
+INVALID_REQUEST = "INVALID_REQUEST"
+SHARE_SESSION_NOT_FOUND = "SHARE_SESSION_NOT_FOUND"
+INVALID_SHARE_SESSION_EPOCH = "INVALID_SHARE_SESSION_EPOCH"
+SHARE_SESSION_LIMIT_REACHED = "SHARE_SESSION_LIMIT_REACHED"
+
+
+class Answer(NamedTuple):
+    error: str
+    clause: str
+    acknowledges: bool = False
+    releases: bool = False
+
+
+@dataclass(frozen=True)
+class Session:
+    epoch: int
+    partitions: frozenset[str] = frozenset()
+
+
+def next_epoch(epoch: int) -> int:
+    # SS-9: the epoch after Integer.MAX_VALUE is 1, since 0 and -1 are taken.
+    return 1 if epoch == MAX_EPOCH else epoch + 1
+
+
+@dataclass
+class ShareSessionCache:
+    profile: str = "kip"
+    max_sessions: int = 2000
+    by_member: dict[str, Session] = field(default_factory=dict)
+    _last_clause: str = field(default="SS-1", init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        assert self.profile in PROFILES, self.profile
+        assert self.max_sessions >= 0
+
+    def sessions(self) -> Ruled:
+        """SS-1: every member's session epoch; the clause is the one that decided the last request."""
+        return Ruled({member: session.epoch for member, session in self.by_member.items()}, self._last_clause)
+
+    def share_fetch(
+        self, member: str, epoch: int, add: Iterable[str] = (), forget: Iterable[str] = (), has_acks: bool = False,
+    ) -> Answer:
+        add, forget = frozenset(add), frozenset(forget)
+        if epoch == INITIAL_EPOCH:
+            answer = self._open(member, add, has_acks)
+        elif epoch == FINAL_EPOCH:
+            answer = self._final_fetch(member, add, forget)
+        else:
+            answer = self._incremental(member, epoch, "SS-8", add, forget)
+        return self._decided(answer)
+
+    def share_acknowledge(self, member: str, epoch: int) -> Answer:
+        if epoch == INITIAL_EPOCH:
+            # SS-13: ShareAcknowledge cannot open a session (Kafka 4.2 answers before the lookup).
+            answer = Answer(INVALID_SHARE_SESSION_EPOCH, "SS-13")
+        elif epoch == FINAL_EPOCH:
+            answer = self._close(member)
+        else:
+            answer = self._incremental(member, epoch, "SS-14")
+        return self._decided(answer)
+
+    def _decided(self, answer: Answer) -> Answer:
+        # SS-15: a refused request changes nothing, so the check after it is ruled by SS-15;
+        # SS-5 is the one refusal that changes the cache (the old session is gone).
+        unchanged = answer.error != NONE and answer.clause != "SS-5"
+        self._last_clause = "SS-15" if unchanged else answer.clause
+        return answer
+
+    def _open(self, member: str, add: frozenset[str], has_acks: bool) -> Answer:
+        if has_acks:
+            # SS-2: a full fetch request cannot carry acknowledgements.
+            return Answer(INVALID_REQUEST, "SS-2")
+        # SS-3 (kip): the existing session is discarded releasing its records.
+        # SS-4 (kafka-4.2): it is dropped without releasing them.
+        releases = self.profile == "kip" and member in self.by_member
+        self.by_member.pop(member, None)
+        if self.profile == "kafka-4.2" and len(self.by_member) >= self.max_sessions:
+            # SS-5: the cache is full; the member's old session is already gone.
+            return Answer(SHARE_SESSION_LIMIT_REACHED, "SS-5")
+        # SS-16: a full fetch names the complete set; its forget list is ignored.
+        self.by_member[member] = Session(1, add)
+        return Answer(NONE, "SS-3" if self.profile == "kip" else "SS-4", releases=releases)
+
+    def _incremental(
+        self, member: str, epoch: int, clause: str, add: frozenset[str] = frozenset(), forget: frozenset[str] = frozenset(),
+    ) -> Answer:
+        session = self.by_member.get(member)
+        if session is None:
+            # SS-6: a non-zero epoch needs a session in the cache.
+            return Answer(SHARE_SESSION_NOT_FOUND, "SS-6")
+        if session.epoch != epoch:
+            # SS-7: an incremental epoch (and any epoch below -1) must equal the cached one.
+            return Answer(INVALID_SHARE_SESSION_EPOCH, "SS-7")
+        # SS-8: ShareFetch adds then forgets partitions; SS-14: ShareAcknowledge keeps them.
+        # Both increment the epoch and process the acknowledgements.
+        self.by_member[member] = Session(next_epoch(epoch), (session.partitions | add) - forget)
+        return Answer(NONE, clause, acknowledges=True)
+
+    def _final_fetch(self, member: str, add: frozenset[str], forget: frozenset[str]) -> Answer:
+        if self.profile == "kip" and (add or forget):
+            # SS-10 (kip): a final fetch cannot change the set of topic-partitions.
+            return Answer(INVALID_REQUEST, "SS-10")
+        answer = self._close(member)
+        if answer.error == NONE and (add or forget):
+            # SS-11 (kafka-4.2): topics to add or forget are accepted and ignored.
+            return answer._replace(clause="SS-11")
+        return answer
+
+    def _close(self, member: str) -> Answer:
+        if member not in self.by_member:
+            # SS-6: a final epoch needs a session in the cache.
+            return Answer(SHARE_SESSION_NOT_FOUND, "SS-6")
+        # SS-12: -1 is the final request's only epoch, never checked against the cached one;
+        # acknowledgements are processed, then the session goes and its records are released.
+        del self.by_member[member]
+        return Answer(NONE, "SS-12", acknowledges=True, releases=True)

@@ -1,0 +1,311 @@
+"""KIP-932 share coordinator: one share-partition's persisted state, its records, and replay (seed 002).
+
+The coordinator keeps the state in memory and appends one record per accepted
+request to its log. Under `kip` the records are the draft's ShareCheckpoint
+(full state) and ShareDelta (one write); under `kafka-4.2` they are Kafka's
+ShareSnapshot and ShareUpdate, here the same two classes `Checkpoint` and
+`Delta`. `failover` rebuilds the state by replaying the log, so the invariant
+"replay(log) == in-memory state" can be checked at any point. Every request
+has one allowed answer, except COORDINATOR_LOAD_IN_PROGRESS while loading
+(ST-13). Clause ids refer to spec/share-state.md.
+
+Library API (pure):
+
+    coordinator = ShareCoordinator(profile="kip")   # or "kafka-4.2"; deltas_per_checkpoint=None
+    coordinator.initialize(state_epoch, start_offset) -> Answer(error, clause)
+    coordinator.write(state_epoch, start_offset, [Batch(first, last, state, delivery_count), ...]) -> Answer
+    coordinator.read() -> Answer; when its error is "NONE" the answer is `coordinator.state`
+    coordinator.ruled(field) -> the clause that decides `state_epoch`, `start_offset` or `batches`
+    coordinator.failover()         # the coordinator restarts: state = replay(log)
+    coordinator.still_loading()    # an observed COORDINATOR_LOAD_IN_PROGRESS: Violation unless loading
+    coordinator.log() -> tuple of Checkpoint / Delta records
+    replay(log, profile, deltas_per_checkpoint) -> PersistedState or None
+    merge(batches, incoming, start_offset, profile) -> canonical batches
+    canonical(batches) -> sorted batches with equal neighbours joined
+
+States are named as in the trace format: available, acquired, acknowledged,
+archived. Batches are canonical when sorted, disjoint and coalesced (no two
+adjacent batches with the same state and delivery count).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Iterable, NamedTuple
+
+from kipcheck.model.violation import Violation
+
+PROFILES = ("kip", "kafka-4.2")
+# The persisted DeliveryState ids; Kafka orders equal delivery counts by them (ST-8).
+STATE_IDS = {"available": 0, "acquired": 1, "acknowledged": 2, "archived": 4}
+# ST-9: DeltaIndex is a uint8, so one checkpoint epoch holds at most 256 deltas.
+KIP_DELTAS_MAX = 256
+# ST-10: share.coordinator.snapshot.update.records.per.snapshot.
+KAFKA_UPDATES_PER_SNAPSHOT = 500
+UNCHANGED = -1
+
+NONE = "NONE"
+INVALID_REQUEST = "INVALID_REQUEST"
+FENCED_STATE_EPOCH = "FENCED_STATE_EPOCH"
+COORDINATOR_LOAD_IN_PROGRESS = "COORDINATOR_LOAD_IN_PROGRESS"
+FIELDS = ("state_epoch", "start_offset", "batches")
+
+
+class Batch(NamedTuple):
+    first: int
+    last: int
+    state: str
+    delivery_count: int
+
+
+class Answer(NamedTuple):
+    error: str
+    clause: str
+
+
+@dataclass(frozen=True)
+class PersistedState:
+    state_epoch: int
+    start_offset: int
+    batches: tuple[Batch, ...]
+    checkpoint_epoch: int
+    # kip: ShareDelta records since the checkpoint, the next DeltaIndex.
+    # kafka-4.2: Kafka's snapshotUpdateCount for the key.
+    deltas: int = 0
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """ShareCheckpoint (kip) or ShareSnapshot (kafka-4.2): the whole state."""
+
+    checkpoint_epoch: int
+    state_epoch: int
+    start_offset: int
+    batches: tuple[Batch, ...]
+
+
+@dataclass(frozen=True)
+class Delta:
+    """ShareDelta (kip) or ShareUpdate (kafka-4.2): one write; start_offset -1 means unchanged."""
+
+    checkpoint_epoch: int
+    state_epoch: int | None  # None under kafka-4.2: ShareUpdate has no StateEpoch
+    delta_index: int | None  # None under kafka-4.2: no DeltaIndex
+    start_offset: int
+    batches: tuple[Batch, ...]
+
+
+Record = Checkpoint | Delta
+
+
+# Batches: merging offset by offset.
+
+def canonical(batches: Iterable[Batch]) -> tuple[Batch, ...]:
+    """Sorted, with equal neighbours joined: one spelling per state (batches must be disjoint)."""
+    result: list[Batch] = []
+    for batch in sorted(batches):
+        previous = result[-1] if result else None
+        if previous and previous.last + 1 == batch.first and previous[2:] == batch[2:]:
+            result[-1] = previous._replace(last=batch.last)
+        else:
+            result.append(batch)
+    return tuple(result)
+
+
+def _split(batch: Batch, first: int, last: int) -> list[Batch]:
+    """`batch` cut into pieces that each lie wholly inside or wholly outside [first, last]."""
+    cuts = sorted({batch.first, batch.last + 1} | {cut for cut in (first, last + 1) if batch.first < cut <= batch.last})
+    return [batch._replace(first=low, last=high - 1) for low, high in zip(cuts, cuts[1:])]
+
+
+def _uncovered(batch: Batch, pieces: list[Batch]) -> list[Batch]:
+    """The parts of `batch` that no piece (sorted, disjoint, inside it) covers."""
+    parts, next_offset = [], batch.first
+    for piece in pieces:
+        if piece.first > next_offset:
+            parts.append(batch._replace(first=next_offset, last=piece.first - 1))
+        next_offset = piece.last + 1
+    if next_offset <= batch.last:
+        parts.append(batch._replace(first=next_offset))
+    return parts
+
+
+def _new_wins(new: Batch, old: Batch, profile: str) -> bool:
+    if profile == "kip":
+        # ST-7: a later write wins offset by offset.
+        return True
+    # ST-8: the higher delivery count wins, then the higher state id (PersisterStateBatchCombiner).
+    return (new.delivery_count, STATE_IDS[new.state]) >= (old.delivery_count, STATE_IDS[old.state])
+
+
+def _overlay(current: tuple[Batch, ...], batch: Batch, profile: str) -> tuple[Batch, ...]:
+    pieces = [piece for old in current for piece in _split(old, batch.first, batch.last)]
+    inside = [piece for piece in pieces if batch.first <= piece.first and piece.last <= batch.last]
+    outside = [piece for piece in pieces if piece not in inside]
+    kept = [piece for piece in inside if not _new_wins(batch, piece, profile)]
+    return canonical(outside + kept + _uncovered(batch, kept))
+
+
+def _clip(batches: tuple[Batch, ...], start_offset: int) -> tuple[Batch, ...]:
+    # ST-6: state below the start offset is discarded.
+    return tuple(batch._replace(first=max(batch.first, start_offset)) for batch in batches if batch.last >= start_offset)
+
+
+def merge(batches: Iterable[Batch], incoming: Iterable[Batch], start_offset: int, profile: str) -> tuple[Batch, ...]:
+    """`incoming` written over `batches` in order (ST-7 or ST-8), then clipped at `start_offset` (ST-6)."""
+    result = canonical(batches)
+    for batch in incoming:
+        result = _overlay(result, batch, profile)
+    return _clip(result, start_offset)
+
+
+# Records: applying one, and replaying a log.
+
+def _apply(state: PersistedState | None, record: Record, profile: str, deltas_per_checkpoint: int) -> PersistedState:
+    """The state after `record`, as both the in-memory update and replay see it."""
+    if isinstance(record, Checkpoint):
+        deltas = 0
+        if profile == "kafka-4.2" and state is not None and state.deltas < deltas_per_checkpoint:
+            # ST-10: Kafka resets the update count only when it had reached the limit.
+            deltas = state.deltas
+        return PersistedState(record.state_epoch, record.start_offset, record.batches, record.checkpoint_epoch, deltas)
+    assert state is not None, "a delta needs a checkpoint before it"
+    if profile == "kip" and record.checkpoint_epoch != state.checkpoint_epoch:
+        # ST-11: a delta of another checkpoint epoch is not replayed.
+        return state
+    # ST-6: -1 leaves the start offset unchanged.
+    start_offset = state.start_offset if record.start_offset == UNCHANGED else record.start_offset
+    # ST-11: the delta index sequence continues after the highest index; ST-12: Kafka counts updates.
+    deltas = record.delta_index + 1 if profile == "kip" else state.deltas + 1
+    return replace(state, start_offset=start_offset, deltas=deltas,
+                   batches=merge(state.batches, record.batches, start_offset, profile))
+
+
+def replay(log: Iterable[Record], profile: str, deltas_per_checkpoint: int | None = None) -> PersistedState | None:
+    """The state a newly elected coordinator builds from `log` (ST-11, ST-12); None: never initialized."""
+    limit = default_deltas_per_checkpoint(profile) if deltas_per_checkpoint is None else deltas_per_checkpoint
+    log = list(log)
+    if profile == "kip":
+        # ST-11: the latest checkpoint, then the later deltas whose checkpoint epoch matches.
+        checkpoints = [index for index, record in enumerate(log) if isinstance(record, Checkpoint)]
+        log = log[checkpoints[-1]:] if checkpoints else []
+    state = None
+    # ST-12 (kafka-4.2): every record in order; a snapshot replaces, an update merges.
+    for record in log:
+        state = _apply(state, record, profile, limit)
+    return state
+
+
+def default_deltas_per_checkpoint(profile: str) -> int:
+    return KIP_DELTAS_MAX if profile == "kip" else KAFKA_UPDATES_PER_SNAPSHOT
+
+
+@dataclass
+class ShareCoordinator:
+    profile: str = "kip"
+    deltas_per_checkpoint: int | None = None
+    state: PersistedState | None = None
+    records: list[Record] = field(default_factory=list)
+    # ST-13: the trace starts with a newly elected coordinator, as after a failover.
+    loading: bool = True
+    _ruled: dict[str, str] = field(default_factory=lambda: dict.fromkeys(FIELDS, "ST-3"), init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        assert self.profile in PROFILES, self.profile
+        if self.deltas_per_checkpoint is None:
+            self.deltas_per_checkpoint = default_deltas_per_checkpoint(self.profile)
+        assert 0 <= self.deltas_per_checkpoint <= (KIP_DELTAS_MAX if self.profile == "kip" else 2**31 - 1)
+
+    def log(self) -> tuple[Record, ...]:
+        return tuple(self.records)
+
+    def ruled(self, name: str) -> str:
+        """The clause that decides the current value of `name` (a field of a read answer)."""
+        return self._ruled[name]
+
+    def still_loading(self) -> None:
+        # ST-13: COORDINATOR_LOAD_IN_PROGRESS until the first other answer after a failover.
+        if not self.loading:
+            raise Violation("ST-13", "an answer other than COORDINATOR_LOAD_IN_PROGRESS (loading is over)",
+                            COORDINATOR_LOAD_IN_PROGRESS)
+        self._ruled = dict.fromkeys(FIELDS, "ST-13")
+
+    def failover(self) -> None:
+        # ST-11 / ST-12: the new coordinator's state is the replay of the log.
+        self.state = replay(self.records, self.profile, self.deltas_per_checkpoint)
+        self.loading = True
+        self._ruled = dict.fromkeys(FIELDS, "ST-11" if self.profile == "kip" else "ST-12")
+
+    def read(self) -> Answer:
+        self.loading = False
+        if self.state is None:
+            # ST-3: no state before InitializeShareGroupState.
+            return self._refuse(INVALID_REQUEST, "ST-3")
+        # ST-1: the answer is the persisted state.
+        return Answer(NONE, "ST-1")
+
+    def initialize(self, state_epoch: int, start_offset: int) -> Answer:
+        self.loading = False
+        if self.profile == "kip" and state_epoch < 0:
+            # ST-17: StateEpoch is a uint32 in the draft.
+            return self._refuse(INVALID_REQUEST, "ST-17")
+        if self.state is not None and self.state.state_epoch > state_epoch:
+            # ST-2: an older state epoch is fenced.
+            return self._refuse(FENCED_STATE_EPOCH, "ST-2")
+        # ST-2: a checkpoint with the next checkpoint epoch replaces the whole state.
+        checkpoint_epoch = 0 if self.state is None else self.state.checkpoint_epoch + 1
+        self._append(Checkpoint(checkpoint_epoch, state_epoch, start_offset, ()))
+        self._ruled = dict.fromkeys(FIELDS, "ST-2")
+        return Answer(NONE, "ST-2")
+
+    def write(self, state_epoch: int, start_offset: int, batches: Iterable[Batch]) -> Answer:
+        self.loading = False
+        batches = tuple(batches)
+        refusal = self._write_refusal(state_epoch, batches)
+        if refusal:
+            return self._refuse(*refusal)
+        # ST-14: the coordinator stores the batches it is given, whatever the leader chose.
+        self._append(self._record_for_write(state_epoch, start_offset, batches))
+        epoch_clause = "ST-4" if self.profile == "kip" else "ST-5"
+        self._ruled = {"state_epoch": epoch_clause, "start_offset": "ST-6",
+                       "batches": "ST-7" if self.profile == "kip" else "ST-8"}
+        return Answer(NONE, self._ruled["batches"])
+
+    def _write_refusal(self, state_epoch: int, batches: tuple[Batch, ...]) -> tuple[str, str] | None:
+        if self.state is None:
+            # ST-3: a write before InitializeShareGroupState.
+            return INVALID_REQUEST, "ST-3"
+        if self.profile == "kip":
+            if state_epoch != self.state.state_epoch:
+                # ST-4: the state epoch must match.
+                return FENCED_STATE_EPOCH, "ST-4"
+            if any(batch.state == "acquired" for batch in batches):
+                # ST-15: Acquired is never persisted (ST-16: kafka-4.2 does not check).
+                return INVALID_REQUEST, "ST-15"
+        elif state_epoch != UNCHANGED and self.state.state_epoch > state_epoch:
+            # ST-5: an older state epoch is fenced; -1 skips the check.
+            return FENCED_STATE_EPOCH, "ST-5"
+        return None
+
+    def _record_for_write(self, state_epoch: int, start_offset: int, batches: tuple[Batch, ...]) -> Record:
+        state = self.state
+        assert state is not None
+        if state.deltas < self.deltas_per_checkpoint:
+            # ST-9: a ShareDelta numbered in sequence; ST-10: a ShareUpdate without StateEpoch.
+            if self.profile == "kip":
+                return Delta(state.checkpoint_epoch, state_epoch, state.deltas, start_offset, batches)
+            return Delta(state.checkpoint_epoch, None, None, start_offset, merge((), batches, UNCHANGED, self.profile))
+        # ST-9 / ST-10: after the limit, a checkpoint with the next epoch holds the merged state.
+        # ST-5: a write never changes the stored state epoch.
+        new_start = state.start_offset if start_offset == UNCHANGED else start_offset
+        merged = merge(state.batches, batches, new_start, self.profile)
+        return Checkpoint(state.checkpoint_epoch + 1, state.state_epoch, new_start, merged)
+
+    def _append(self, record: Record) -> None:
+        self.records.append(record)
+        self.state = _apply(self.state, record, self.profile, self.deltas_per_checkpoint)
+
+    def _refuse(self, error: str, clause: str) -> Answer:
+        # A refused request changes nothing: the state after it is ruled by the refusing clause.
+        self._ruled = dict.fromkeys(FIELDS, clause)
+        return Answer(error, clause)

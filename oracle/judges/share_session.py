@@ -1,0 +1,64 @@
+"""Judge for `share-session` traces (KIP-932 share session cache of one broker)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kipcheck.model.share_session import Answer, ShareSessionCache
+from kipcheck.oracle.judge import Judge
+from kipcheck.oracle.trace import Malformed, Step
+
+ACK_FIELDS = {"tp": str, "first": int, "last": int, "type": str}
+
+
+class ShareSessionJudge(Judge):
+    machine = "share-session"
+    config_defaults = {"max_sessions": 2000}
+    profiles = ("kip", "kafka-4.2")
+
+    def __init__(self, config: dict, profile: str) -> None:
+        super().__init__(config, profile)
+        if self.config["max_sessions"] < 0:
+            raise Malformed(1, f"config 'max_sessions' must be >= 0, found {self.config['max_sessions']}")
+        self.model = ShareSessionCache(self.profile, self.config["max_sessions"])
+
+    def op_share_fetch(self, step: Step) -> None:
+        answer = self.model.share_fetch(
+            step.actor, self.arg(step, "epoch", int),
+            add=self._partitions(step, "add"), forget=self._partitions(step, "forget"),
+            has_acks=bool(self._acks(step)),
+        )
+        self._expect_error(step, answer)
+
+    def op_share_acknowledge(self, step: Step) -> None:
+        self._acks(step)
+        self._expect_error(step, self.model.share_acknowledge(step.actor, self.arg(step, "epoch", int)))
+
+    def op_check(self, step: Step) -> None:
+        observed = self.observed(step, "sessions", dict)
+        if observed is not None and not all(type(epoch) is int for epoch in observed.values()):
+            raise Malformed(step.line, f"observed.sessions must map members to integer epochs, found {observed!r}")
+        sessions = self.model.sessions()
+        self.expect(sessions.clause, "sessions", sessions.value, observed)
+
+    def _expect_error(self, step: Step, answer: Answer) -> None:
+        self.expect(answer.clause, "error", answer.error, self.observed(step, "error", str))
+
+    def _partitions(self, step: Step, name: str) -> list[str]:
+        partitions = self.arg(step, name, list, [])
+        for partition in partitions:
+            topic, _, number = partition.partition(":") if isinstance(partition, str) else ("", "", "")
+            if not topic or not number.isdigit():
+                raise Malformed(step.line, f'args.{name} must list "topic:partition" strings, found {partition!r}')
+        return partitions
+
+    def _acks(self, step: Step) -> list[dict[str, Any]]:
+        acks = self.arg(step, "acks", list, [])
+        for ack in acks:
+            if not isinstance(ack, dict) or any(not _typed(ack.get(key), kind) for key, kind in ACK_FIELDS.items()):
+                raise Malformed(step.line, f"args.acks entries must be {{tp, first, last, type}}, found {ack!r}")
+        return acks
+
+
+def _typed(value: Any, kind: type) -> bool:
+    return isinstance(value, kind) and type(value) is not bool

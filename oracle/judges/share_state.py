@@ -1,0 +1,105 @@
+"""Judge for `share-state` traces (KIP-932 share coordinator: checkpoint and delta records, replay)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from kipcheck.model.share_state import (
+    COORDINATOR_LOAD_IN_PROGRESS, KIP_DELTAS_MAX, STATE_IDS, UNCHANGED, Answer, Batch, ShareCoordinator, canonical,
+)
+from kipcheck.model.violation import Violation
+from kipcheck.oracle.judge import Judge
+from kipcheck.oracle.trace import Malformed, Step
+
+BATCH_FIELDS = ("first", "last", "state", "delivery_count")
+
+
+class ShareStateJudge(Judge):
+    machine = "share-state"
+    # None: the profile's default (256 under kip, 500 under kafka-4.2).
+    config_defaults = {"deltas_per_checkpoint": None}
+    profiles = ("kip", "kafka-4.2")
+
+    def __init__(self, config: dict, profile: str) -> None:
+        super().__init__(config, profile)
+        limit = self.config["deltas_per_checkpoint"]
+        highest = KIP_DELTAS_MAX if self.profile == "kip" else 2**31 - 1
+        if limit is not None and (type(limit) is not int or not 0 <= limit <= highest):
+            raise Malformed(1, f"config 'deltas_per_checkpoint' must be an integer in 0..{highest}, found {limit!r}")
+        self.model = ShareCoordinator(self.profile, limit)
+
+    def op_initialize(self, step: Step) -> None:
+        state_epoch, start_offset = self.arg(step, "state_epoch", int), self._start_offset(step)
+        if not self._loading_answered(step):
+            self._expect_error(step, self.model.initialize(state_epoch, start_offset))
+
+    def op_write(self, step: Step) -> None:
+        state_epoch, start_offset = self.arg(step, "state_epoch", int), self._start_offset(step)
+        batches = _batches(step, self.arg(step, "batches", list), f"args.batches of {step.op!r}")
+        for batch in batches:
+            if batch.first < 0 or batch.first > batch.last or batch.delivery_count < 0:
+                raise Malformed(step.line, f"args.batches needs 0 <= first <= last and delivery_count >= 0, found {batch}")
+        if not self._loading_answered(step):
+            self._expect_error(step, self.model.write(state_epoch, start_offset, batches))
+
+    def op_failover(self, step: Step) -> None:
+        self.model.failover()
+
+    def op_read(self, step: Step) -> None:
+        if self._loading_answered(step):
+            return
+        answer = self.model.read()
+        self._expect_error(step, answer)
+        state = self.model.state
+        if answer.error != "NONE" or state is None:
+            return
+        for name in ("state_epoch", "start_offset"):
+            self.expect(self.model.ruled(name), name, getattr(state, name), self.observed(step, name, int))
+        observed = self.observed(step, "batches", list)
+        if observed is not None:
+            self.expect(self.model.ruled("batches"), "batches", _rows(state.batches), _rows(_disjoint(step, observed)))
+
+    def _loading_answered(self, step: Step) -> bool:
+        """True when the step answered COORDINATOR_LOAD_IN_PROGRESS (allowed only while loading: ST-13)."""
+        if self.observed(step, "error", str) != COORDINATOR_LOAD_IN_PROGRESS:
+            return False
+        self.model.still_loading()
+        return True
+
+    def _expect_error(self, step: Step, answer: Answer) -> None:
+        self.expect(answer.clause, "error", answer.error, self.observed(step, "error", str))
+
+    def _start_offset(self, step: Step) -> int:
+        start_offset = self.arg(step, "start_offset", int)
+        if start_offset < UNCHANGED:
+            raise Malformed(step.line, f"args.start_offset must be an offset or -1, found {start_offset}")
+        return start_offset
+
+
+def _batches(step: Step, rows: list[Any], where: str) -> list[Batch]:
+    batches = []
+    for row in rows:
+        if not isinstance(row, dict) or set(row) != set(BATCH_FIELDS):
+            raise Malformed(step.line, f"{where} must be objects {{first, last, state, delivery_count}}, found {row!r}")
+        first, last, state, delivery_count = (row[name] for name in BATCH_FIELDS)
+        if any(type(value) is not int for value in (first, last, delivery_count)) or state not in STATE_IDS:
+            raise Malformed(step.line, f"{where}: integers and a state in {', '.join(STATE_IDS)}, found {row!r}")
+        batches.append(Batch(first, last, state, delivery_count))
+    return batches
+
+
+def _disjoint(step: Step, rows: list[Any]) -> list[Batch]:
+    batches = sorted(_batches(step, rows, f"observed.batches of {step.op!r}"))
+    for before, after in zip(batches, batches[1:]):
+        if after.first <= before.last:
+            # ST-1: one offset has one state.
+            shown = orjson.dumps([list(batch) for batch in batches]).decode()
+            raise Violation("ST-1", "disjoint batches", f"batches={shown}")
+    return batches
+
+
+def _rows(batches: Any) -> list[list[Any]]:
+    """Batches as [first, last, state, delivery_count] rows, equal neighbours joined (runs do not matter)."""
+    return [list(batch) for batch in canonical(batches)]

@@ -1,0 +1,50 @@
+"""The share-session judge: bad trace input exits 2 with a reason; kip and kafka-4.2 answers differ where the spec says."""
+
+import json
+
+import pytest
+
+from kipcheck.oracle.check import check_lines
+
+HEADER = {"format": "kipcheck-trace", "version": 1, "machine": "share-session"}
+
+
+def trace(*steps, profile="kip", config=None):
+    header = {**HEADER, "profile": profile, **({"config": config} if config else {})}
+    numbered = [{"step": n, "at_ms": n, "actor": "c1", **step} for n, step in enumerate(steps, start=1)]
+    return [json.dumps(header)] + [json.dumps(step) for step in numbered]
+
+
+def fetch(epoch=0, observed=None, **args):
+    return {"op": "share_fetch", "args": {"epoch": epoch, **args}, **({"observed": observed} if observed else {})}
+
+
+@pytest.mark.parametrize("lines, reason", [
+    (trace(fetch(add=["orders"])), '"topic:partition"'),
+    (trace(fetch(add=[3])), '"topic:partition"'),
+    (trace(fetch(epoch="1")), "args.epoch"),
+    (trace({"op": "share_fetch", "args": {}}), "needs args.epoch"),
+    (trace(fetch(acks=[{"tp": "orders:0", "first": 0}])), "{tp, first, last, type}"),
+    (trace({"op": "share_acknowledge", "args": {"epoch": 1, "acks": [7]}}), "{tp, first, last, type}"),
+    (trace({"op": "check", "observed": {"sessions": {"c1": "1"}}}), "integer epochs"),
+    (trace(fetch(), config={"max_sessions": -1}), "max_sessions"),
+    (trace(fetch(), config={"max_sessions": True}), "max_sessions"),
+    (trace({"op": "leave"}), "unknown op"),
+])
+def test_malformed_input_is_reported_not_judged(lines, reason):
+    verdict = check_lines(lines)
+    assert verdict.status == "malformed" and reason in verdict.reason, verdict.summary()
+
+
+@pytest.mark.parametrize("profile, error, clause", [("kip", "INVALID_REQUEST", None), ("kafka-4.2", "NONE", None),
+                                                     ("kip", "NONE", "SS-10"), ("kafka-4.2", "INVALID_REQUEST", "SS-11")])
+def test_final_fetch_with_topics_is_judged_per_profile(profile, error, clause):
+    verdict = check_lines(trace(fetch(observed={"error": "NONE"}), fetch(-1, add=["orders:1"], observed={"error": error}),
+                                profile=profile))
+    assert (verdict.status, verdict.clause) == (("ok", None) if clause is None else ("violation", clause))
+
+
+def test_check_after_a_refusal_names_ss15():
+    check = {"op": "check", "observed": {"sessions": {"c1": 6}}}
+    verdict = check_lines(trace(fetch(observed={"error": "NONE"}), fetch(5), check))
+    assert (verdict.status, verdict.step, verdict.clause) == ("violation", 3, "SS-15")
