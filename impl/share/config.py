@@ -1,0 +1,97 @@
+"""ShareConfig: the share-group settings of the engine, under Kafka's own names.
+
+    config = ShareConfig.from_properties({"group.share.record.lock.duration.ms": "15000"})
+    config = ShareConfig(record_lock_duration_ms=100, profile="kip")   # tests
+
+`from_properties` takes strings (as a server.properties file or a command line
+gives them) or ints; an unknown name or a bad value raises ValueError naming
+the setting, so a CLI can print it instead of a traceback. Kafka's own bounds
+(e.g. lock duration 1000..3600000) are not enforced: a test may use a 100 ms
+lock, as the trace format allows; only values that make no sense (zero or
+negative durations and limits) are refused.
+
+Profiles: "kafka-4.2" (the default; Apache Kafka 4.2's released behaviour,
+what the broker serves) or "kip" (the KIP-932 text of seed 002).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Mapping
+
+PROFILES = ("kafka-4.2", "kip")
+AUTO_OFFSET_RESETS = ("latest", "earliest")
+
+# Kafka's config name -> (field name, parser); one place lists every setting.
+_PROPERTIES = {
+    "group.share.record.lock.duration.ms": "record_lock_duration_ms",
+    "group.share.delivery.count.limit": "delivery_count_limit",
+    "group.share.partition.max.record.locks": "max_inflight_records",
+    "group.share.max.share.sessions": "max_share_sessions",
+    "share.coordinator.snapshot.update.records.per.snapshot": "updates_per_snapshot",
+    "share.auto.offset.reset": "auto_offset_reset",
+    "profile": "profile",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ShareConfig:
+    record_lock_duration_ms: int = 30000
+    delivery_count_limit: int = 5
+    max_inflight_records: int = 2000
+    max_share_sessions: int = 2000
+    updates_per_snapshot: int = 500
+    auto_offset_reset: str = "latest"
+    profile: str = "kafka-4.2"
+
+    def __post_init__(self) -> None:
+        for name in ("record_lock_duration_ms", "delivery_count_limit", "max_inflight_records",
+                     "max_share_sessions", "updates_per_snapshot"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise ValueError(f"{_kafka_name(name)} must be a positive integer, found {value!r}")
+        if self.auto_offset_reset not in AUTO_OFFSET_RESETS:
+            raise ValueError(f"share.auto.offset.reset must be one of {', '.join(AUTO_OFFSET_RESETS)}, "
+                             f"found {self.auto_offset_reset!r}")
+        if self.profile not in PROFILES:
+            raise ValueError(f"profile must be one of {', '.join(PROFILES)}, found {self.profile!r}")
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str | int]) -> "ShareConfig":
+        """Build from Kafka config names; ValueError names the first unknown or bad setting."""
+        values: dict[str, str | int] = {}
+        for name, raw in properties.items():
+            field_name = _PROPERTIES.get(name)
+            if field_name is None:
+                raise ValueError(f"unknown share config {name!r} (known: {', '.join(sorted(_PROPERTIES))})")
+            values[field_name] = _parse_value(name, field_name, raw)
+        return cls(**values)
+
+    def trace_config(self, start_offset: int) -> dict[str, int]:
+        """The share-partition trace header's config (shared/TRACE-FORMAT.md) for this engine."""
+        return {
+            "start_offset": start_offset,
+            "delivery_count_limit": self.delivery_count_limit,
+            "record_lock_duration_ms": self.record_lock_duration_ms,
+            "max_inflight_records": self.max_inflight_records,
+        }
+
+
+_STRING_FIELDS = {field.name for field in fields(ShareConfig) if field.type == "str"}
+
+
+def _parse_value(name: str, field_name: str, raw: str | int) -> str | int:
+    if field_name in _STRING_FIELDS:
+        if not isinstance(raw, str):
+            raise ValueError(f"{name} must be a string, found {raw!r}")
+        return raw.strip()
+    if type(raw) is int:
+        return raw
+    try:
+        return int(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, found {raw!r}") from None
+
+
+def _kafka_name(field_name: str) -> str:
+    return next(name for name, field in _PROPERTIES.items() if field == field_name)

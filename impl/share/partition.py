@@ -1,0 +1,540 @@
+"""SharePartition: the in-flight records of one share-partition (group, topic, partition), fast.
+
+The real counterpart of model/share_partition.py. State is kept as in-flight
+BATCHES (runs of offsets with one state, delivery count, owner and lock), split
+only where an operation needs a boundary, never one object per record; locks
+expire through one ordered queue, so the broker arms a single timer.
+
+API (all times are the caller's clock in ms, never decreasing per partition):
+
+    partition = SharePartition(config, start_offset=0, trace=None)     # in memory
+    partition = SharePartition.load(config, coordinator, key, log_start_offset, log_end_offset,
+                                    now_ms, trace_writer=None)
+        Durable: reads the key's state from the share coordinator, or initializes
+        it at the log end (share.auto.offset.reset=latest) or start (earliest).
+        Then call on_append for the log's batches from partition.log_end_offset on.
+
+    partition.on_append(base_offset, count, now_ms)   # a produced batch landed in the log
+        Offsets already known are ignored (so a broker may replay its whole log
+        after load); a base past the known log end raises ValueError.
+    partition.acquire(member_id, max_records, now_ms) -> list[(first, last, delivery_count)]
+        Ascending, one entry per contiguous run of equal delivery count; [] if
+        nothing is acquirable (or max_records < 1, which is not traced). kafka-4.2 acquires whole log batches (max_records
+        is a soft limit, as Kafka's batch_optimized mode); kip stops at exactly
+        max_records. New records enter only while in-flight (speo - spso) is
+        below max_inflight_records (kafka-4.2 rounds up to the batch end).
+    partition.acknowledge(member_id, [(first, last, ack_type), ...], now_ms) -> error name
+        ack_type: "accept", "release", "reject", or "gap" (kafka-4.2 only).
+        Atomic per request: "NONE" and every batch applied, or an error and
+        nothing applied. INVALID_REQUEST: unknown type, first > last, batches
+        overlapping the previous batch (kip: or sharing its last offset). Then
+        batch by batch, the first failing one decides (spec SP-10..SP-19):
+        a batch reaching speo is INVALID_REQUEST (kafka-4.2: INVALID_RECORD_STATE
+        when the window is empty); kafka-4.2 ignores offsets below spso and
+        answers INVALID_RECORD_STATE for a batch starting on the previous
+        batch's last offset; kip answers INVALID_RECORD_STATE below spso.
+        INVALID_RECORD_STATE: a record not ACQUIRED by this member (acknowledged,
+        held by another member, expired); kip answers REQUEST_TIMED_OUT when the
+        first such record is AVAILABLE because this member's own lock expired.
+        A persistence failure rolls nothing forward and answers its error.
+        Negative offsets or an unknown type: INVALID_REQUEST, not traced (a
+        trace cannot hold them). ACK_TYPES_BY_WIRE maps the wire's type codes.
+    partition.release_member(member_id, now_ms) -> int   # session closed / member left:
+        its ACQUIRED records become AVAILABLE (ARCHIVED at the delivery limit),
+        delivery count kept (Kafka 4.2, KAFKA-19972). Returns records released.
+    partition.expire_locks(now_ms) -> int      # locks with deadline <= now_ms; same transition
+    partition.next_deadline_ms() -> int | None # earliest live lock deadline: arm one timer
+    partition.spso, partition.speo             # start offset; exclusive end of the in-flight window
+    partition.log_end_offset                   # end of the log as far as on_append told it
+    partition.states() -> list[(first, last, state_name, delivery_count)]   # [spso, speo)
+    partition.acquired_by(member_id) -> list[(first, last, delivery_count)]
+    partition.trace_check(now_ms)              # write a `check` step to the trace, if traced
+    partition.store = coordinator              # after a coordinator failover: the new coordinator
+
+Every public operation first expires the locks whose deadline is <= now_ms,
+as the trace format's timers fire before a step's own op.
+
+Traces: with `trace=` (or `load(..., trace_writer=)`) every operation is a
+share-partition step (append by actor "log"; acquire, acknowledge, leave by
+the member; check). A partition loaded with persisted in-flight records is not
+traced: a trace header cannot describe them. Mutation tests subclass
+`_acquire_cached` and `_advance_start` and read `_batches` with the FIRST..EXPIRED
+indices: keep those names stable.
+
+Delivery count: incremented on acquisition (the returned count is the new
+one). Release, lock expiry and member leave at count >= delivery_count_limit
+archive the record instead of making it available.
+
+Durability (when built by `load` with a coordinator): every transition out of
+ACQUIRED (acknowledge, release, lock expiry, member leave) is written to the
+share coordinator before the call returns, with the current SPSO and only the
+records that changed. The coordinator fsyncs before answering, so an
+acknowledged or archived record is never delivered again after kill -9.
+An acknowledgement is written before it is applied (a failed write changes
+nothing); expiry and release are applied even if the write fails, as in Kafka.
+ACQUIRED is never persisted: after a restart a record that was acquired and
+not yet acknowledged is AVAILABLE again with the delivery count of its last
+persisted transition (0 if it never had one, so its next delivery counts 1),
+i.e. an acquisition whose outcome was not persisted is not counted. Offsets
+between persisted batches (never transitioned) come back AVAILABLE with count 0.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import deque
+from typing import Iterable, Protocol
+
+from kipcheck.impl.share.config import ShareConfig
+
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4   # Kafka's RecordState ids
+STATE_NAMES = {AVAILABLE: "available", ACQUIRED: "acquired", ACKNOWLEDGED: "acknowledged", ARCHIVED: "archived"}
+STATE_IDS = {name: state for state, name in STATE_NAMES.items()}
+ACK_TYPES_BY_WIRE = {0: "gap", 1: "accept", 2: "release", 3: "reject"}   # ShareFetch/ShareAcknowledge codes
+_ACK_TARGETS = {"accept": ACKNOWLEDGED, "reject": ARCHIVED, "gap": ARCHIVED, "release": AVAILABLE}
+_PROFILE_ACK_TYPES = {"kafka-4.2": frozenset(_ACK_TARGETS), "kip": frozenset({"accept", "release", "reject"})}
+
+# One in-flight batch is a list: [first, last, state, delivery_count, member_id, lock_id, expired_owner].
+# expired_owner: whose lock expired on these records (kip answers that member REQUEST_TIMED_OUT);
+# set on expiry, cleared on the next acquisition.
+FIRST, LAST, STATE, COUNT, MEMBER, LOCK, EXPIRED = range(7)
+NO_LOCK = 0
+
+
+class StateStore(Protocol):
+    """What a SharePartition needs from the share coordinator (see coordinator.ShareCoordinator)."""
+
+    def write(self, key: str, state_epoch: int, start_offset: int,
+              batches: list[tuple[int, int, int, int]], now_ms: int) -> str: ...
+
+
+class PartitionTrace(Protocol):
+    """Where a SharePartition reports its steps (see tracing.TraceWriter.partition)."""
+
+    def step(self, at_ms: int, actor: str, op: str, args: dict, observed: dict | None = None) -> None: ...
+
+
+class SharePartition:
+    def __init__(self, config: ShareConfig, start_offset: int = 0, *, store: StateStore | None = None,
+                 key: str = "", state_epoch: int = 0, trace: PartitionTrace | None = None) -> None:
+        if start_offset < 0:
+            raise ValueError(f"start_offset must be >= 0, found {start_offset}")
+        self.config = config
+        self.key = key
+        self.state_epoch = state_epoch
+        self.store = store
+        self._trace = trace
+        self._whole_batches = config.profile == "kafka-4.2"
+        self._ack_types = _PROFILE_ACK_TYPES[config.profile]
+        self._spso = start_offset
+        self._cache_end = start_offset          # exclusive end of the cached window (the trace's speo)
+        self._log_end = start_offset            # exclusive end of the log as far as we know it
+        self._batches: list[list] = []          # cached batches, ascending, covering [spso, cache_end)
+        self._firsts: list[int] = []            # their first offsets, for bisect
+        self._log_batches: deque[list[int]] = deque()   # [first, last] of log batches at/after cache_end
+        self._available_records = 0             # AVAILABLE records in the cache
+        self._locks: deque[tuple[int, int]] = deque()   # (deadline_ms, lock_id), deadlines ascending
+        self._lock_records: dict[int, int] = {}         # live lock_id -> records it still holds
+        self._lock_ranges: dict[int, tuple[int, int]] = {}
+        self._next_lock_id = 1
+        self._clock_ms = 0
+
+    # -- construction from persisted state ------------------------------------------------
+
+    @classmethod
+    def load(cls, config: ShareConfig, coordinator, key: str, log_start_offset: int, log_end_offset: int,
+             now_ms: int, trace_writer=None) -> "SharePartition":
+        """Read the persisted state of `key` from `coordinator`, initializing it on first use.
+
+        A new share-partition starts at the log end (share.auto.offset.reset=latest)
+        or the log start (earliest). `trace_writer` (a tracing.TraceWriter) gets a
+        share-partition trace for this incarnation, headed by the loaded SPSO.
+        """
+        error, state_epoch, start_offset, batches = coordinator.read(key, now_ms)
+        if error != "NONE":
+            state_epoch, batches = 0, []
+            start_offset = log_end_offset if config.auto_offset_reset == "latest" else log_start_offset
+            error = coordinator.initialize(key, state_epoch, start_offset, now_ms)
+            if error != "NONE":
+                raise RuntimeError(f"cannot initialize share state of {key}: {error}")
+        start_offset = max(start_offset, log_start_offset)
+        partition = cls(config, start_offset, store=coordinator, key=key, state_epoch=state_epoch)
+        partition._restore(batches)
+        if trace_writer is not None:
+            partition._trace = trace_writer.partition(key, config, partition._spso, partition.states())
+        partition._clock_ms = now_ms
+        return partition
+
+    def _restore(self, batches: Iterable[tuple[int, int, int, int]]) -> None:
+        """Rebuild the cache from persisted (first, last, state, count): holes become AVAILABLE, count 0."""
+        position = self._spso
+        for first, last, state, count in sorted(batches):
+            first = max(first, position)
+            if last < first:
+                continue
+            if first > position:
+                self._insert_new(position, first - 1, AVAILABLE, 0)
+            self._insert_new(first, last, state if state != ACQUIRED else AVAILABLE, count)
+            position = last + 1
+        self._cache_end = self._log_end = position
+        self._advance_start()
+
+    def _insert_new(self, first: int, last: int, state: int, count: int) -> None:
+        self._batches.append([first, last, state, count, None, NO_LOCK, None])
+        self._firsts.append(first)
+        if state == AVAILABLE:
+            self._available_records += last - first + 1
+
+    # -- queries ---------------------------------------------------------------------------
+
+    @property
+    def spso(self) -> int:
+        return self._spso
+
+    @property
+    def speo(self) -> int:
+        """Exclusive end of the in-flight window (the trace format's SPEO)."""
+        return self._cache_end
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end
+
+    def states(self) -> list[tuple[int, int, str, int]]:
+        """The in-flight window [spso, speo) as (first, last, state name, delivery count) runs."""
+        return [(batch[FIRST], batch[LAST], STATE_NAMES[batch[STATE]], batch[COUNT]) for batch in self._batches]
+
+    def acquired_by(self, member_id: str) -> list[tuple[int, int, int]]:
+        """(first, last, delivery_count) of the records `member_id` holds now."""
+        return [(batch[FIRST], batch[LAST], batch[COUNT]) for batch in self._batches
+                if batch[STATE] == ACQUIRED and batch[MEMBER] == member_id]
+
+    def next_deadline_ms(self) -> int | None:
+        """The earliest deadline of a lock that still holds records, or None."""
+        locks = self._locks
+        while locks and locks[0][1] not in self._lock_records:
+            locks.popleft()
+        return locks[0][0] if locks else None
+
+    # -- log -------------------------------------------------------------------------------
+
+    def on_append(self, base_offset: int, count: int, now_ms: int) -> None:
+        """A batch of `count` records at `base_offset` landed in the log."""
+        if count < 1:
+            raise ValueError(f"an appended batch needs count >= 1, found {count}")
+        if base_offset > self._log_end:
+            raise ValueError(f"append at {base_offset} leaves a hole after log end {self._log_end}")
+        self._tick(now_ms)
+        last = base_offset + count - 1
+        if last < self._log_end:
+            return
+        first = self._log_end
+        self._log_batches.append([first, last])
+        self._log_end = last + 1
+        self._record(now_ms, "log", "append", {"count": last - first + 1})
+
+    # -- acquire ---------------------------------------------------------------------------
+
+    def acquire(self, member_id: str, max_records: int, now_ms: int) -> list[tuple[int, int, int]]:
+        """Acquire up to max_records (soft under kafka-4.2) for member_id; see the module docstring."""
+        self._tick(now_ms)
+        if max_records < 1:
+            return []   # nothing asked; not a step a trace can hold (max_records >= 1)
+        lock_id = self._next_lock_id
+        acquired: list[tuple[int, int, int]] = []
+        budget = self._acquire_cached(member_id, max_records, lock_id, acquired)
+        room = self.config.max_inflight_records - (self._cache_end - self._spso)
+        if self._whole_batches:
+            # Kafka 4.2 (SP-6, SP-8): re-acquired records use up the in-flight room too.
+            budget = room = min(max_records, room) - (max_records - budget)
+        if budget > 0 and room > 0:
+            self._acquire_new(member_id, budget, room, lock_id, acquired)
+        if acquired:
+            self._lock(lock_id, acquired, now_ms)
+        records = _coalesce(acquired)
+        self._record(now_ms, member_id, "acquire", {"max_records": max_records},
+                     {"records": [list(run) for run in records]})
+        return records
+
+    def _lock(self, lock_id: int, acquired: list[tuple[int, int, int]], now_ms: int) -> None:
+        """One lock for everything one acquisition took; its deadline queues behind earlier ones."""
+        self._next_lock_id += 1
+        self._lock_records[lock_id] = sum(last - first + 1 for first, last, _ in acquired)
+        self._lock_ranges[lock_id] = (acquired[0][0], acquired[-1][1])
+        self._locks.append((now_ms + self.config.record_lock_duration_ms, lock_id))
+
+    def _acquire_cached(self, member_id: str, budget: int, lock_id: int, acquired: list) -> int:
+        if self._available_records == 0:
+            return budget
+        index = 0
+        while index < len(self._batches) and budget > 0 and self._available_records > 0:
+            batch = self._batches[index]
+            if batch[STATE] == AVAILABLE:
+                size = batch[LAST] - batch[FIRST] + 1
+                if not self._whole_batches and size > budget:
+                    self._split_after(index, batch[FIRST] + budget - 1)
+                    size = budget
+                self._available_records -= size
+                batch[STATE], batch[COUNT], batch[MEMBER], batch[LOCK] = ACQUIRED, batch[COUNT] + 1, member_id, lock_id
+                batch[EXPIRED] = None
+                acquired.append((batch[FIRST], batch[LAST], batch[COUNT]))
+                budget -= size
+            index += 1
+        return budget
+
+    def _acquire_new(self, member_id: str, budget: int, room: int, lock_id: int, acquired: list) -> None:
+        log_batches = self._log_batches
+        while budget > 0 and room > 0 and log_batches:
+            first, last = log_batches[0]
+            size = last - first + 1
+            if not self._whole_batches and size > min(budget, room):
+                size = min(budget, room)
+                log_batches[0][0] = first + size
+            else:
+                log_batches.popleft()
+            last = first + size - 1
+            self._batches.append([first, last, ACQUIRED, 1, member_id, lock_id, None])
+            self._firsts.append(first)
+            self._cache_end = last + 1
+            acquired.append((first, last, 1))
+            budget -= size
+            room -= size
+
+    # -- acknowledge -------------------------------------------------------------------------
+
+    def acknowledge(self, member_id: str, batches: list[tuple[int, int, str]], now_ms: int) -> str:
+        """Apply one request's acknowledgements atomically; returns Kafka's error name."""
+        self._tick(now_ms)
+        if any(first < 0 or last < 0 or ack_type not in _ACK_TARGETS for first, last, ack_type in batches):
+            return "INVALID_REQUEST"   # not expressible in a trace (a trace names offsets >= 0, known types)
+        error = self._validate(member_id, batches)
+        if error == "NONE":
+            error = self._apply_acknowledgements(member_id, batches, now_ms)
+        self._record(now_ms, member_id, "acknowledge",
+                     {"batches": [{"first": first, "last": last, "type": ack_type} for first, last, ack_type in batches]},
+                     {"error": error})
+        return error
+
+    def _validate(self, member_id: str, batches: list[tuple[int, int, str]]) -> str:
+        # Request validation (KafkaApis) first, over every batch; then the records, batch by batch.
+        previous_last = -1
+        for first, last, ack_type in batches:
+            if ack_type not in self._ack_types or first > last or first < previous_last \
+                    or (first == previous_last and not self._whole_batches):
+                return "INVALID_REQUEST"
+            previous_last = last
+        previous_last = -1
+        for first, last, _ in batches:
+            error = self._batch_error(member_id, first, last, previous_last)
+            if error != "NONE":
+                return error
+            previous_last = last
+        return "NONE"
+
+    def _batch_error(self, member_id: str, first: int, last: int, previous_last: int) -> str:
+        if self._whole_batches:                       # Kafka 4.2
+            if last < self._spso:                     # wholly below SPSO: ignored
+                return "NONE"
+            if last >= self._cache_end:               # an empty cache finds no batch at all
+                return "INVALID_RECORD_STATE" if self._spso == self._cache_end else "INVALID_REQUEST"
+            if first == previous_last:                # the shared offset is in a pending transition
+                return "INVALID_RECORD_STATE"
+            first = max(first, self._spso)
+        else:
+            if last >= self._cache_end:
+                return "INVALID_REQUEST"
+            if first < self._spso:                    # below SPSO every record is terminal
+                return "INVALID_RECORD_STATE"
+        batch = self._first_not_held(member_id, first, last)
+        if batch is None:
+            return "NONE"
+        if batch[STATE] == AVAILABLE and batch[EXPIRED] == member_id and not self._whole_batches:
+            return "REQUEST_TIMED_OUT"               # kip: the seed's TimeoutException
+        return "INVALID_RECORD_STATE"
+
+    def _first_not_held(self, member_id: str, first: int, last: int) -> list | None:
+        index = self._index_of(first)
+        while index < len(self._batches):
+            batch = self._batches[index]
+            if batch[FIRST] > last:
+                return None
+            if batch[STATE] != ACQUIRED or batch[MEMBER] != member_id:
+                return batch
+            index += 1
+        return None
+
+    def _apply_acknowledgements(self, member_id: str, batches: list[tuple[int, int, str]], now_ms: int) -> str:
+        live = [(max(first, self._spso), last, ack_type) for first, last, ack_type in batches if last >= self._spso]
+        if not live:
+            return "NONE"
+        planned = [(first, last, target, count)
+                   for first, last, ack_type in live
+                   for first, last, target, count in self._planned(first, last, _ACK_TARGETS[ack_type])]
+        error = self._persist(planned, now_ms)
+        if error != "NONE":
+            return error
+        for first, last, ack_type in live:
+            self._transition(first, last, _ACK_TARGETS[ack_type])
+        self._advance_start()
+        return "NONE"
+
+    def _planned(self, first: int, last: int, target: int) -> list[tuple[int, int, int, int]]:
+        """(first, last, new state, count) of the ACQUIRED runs in [first, last] after a transition to target."""
+        runs = []
+        index = self._index_of(first)
+        while index < len(self._batches) and self._batches[index][FIRST] <= last:
+            batch = self._batches[index]
+            runs.append((max(first, batch[FIRST]), min(last, batch[LAST]),
+                         self._landing(target, batch[COUNT]), batch[COUNT]))
+            index += 1
+        return runs
+
+    def _landing(self, target: int, count: int) -> int:
+        if target == AVAILABLE and count >= self.config.delivery_count_limit:
+            return ARCHIVED
+        return target
+
+    # -- releasing ---------------------------------------------------------------------------
+
+    def release_member(self, member_id: str, now_ms: int) -> int:
+        """Release every record member_id holds (its session closed or it left); returns how many."""
+        self._tick(now_ms)
+        ranges = [(batch[FIRST], batch[LAST]) for batch in self._batches
+                  if batch[STATE] == ACQUIRED and batch[MEMBER] == member_id]
+        released = self._release_ranges(ranges, now_ms)
+        self._record(now_ms, member_id, "leave", {})
+        return released
+
+    def expire_locks(self, now_ms: int) -> int:
+        """Release the records of every lock whose deadline is <= now_ms; returns how many records."""
+        if now_ms < self._clock_ms:
+            raise ValueError(f"the clock went back: {now_ms} after {self._clock_ms}")
+        self._clock_ms = now_ms
+        locks = self._locks
+        if not locks or locks[0][0] > now_ms:
+            return 0
+        ranges = []
+        while locks and locks[0][0] <= now_ms:
+            _, lock_id = locks.popleft()
+            if self._lock_records.pop(lock_id, None) is not None:
+                ranges.extend(self._locked_ranges(lock_id))
+        ranges.sort()
+        return self._release_ranges(ranges, now_ms, expired=True)
+
+    def _locked_ranges(self, lock_id: int) -> list[tuple[int, int]]:
+        first, last = self._lock_ranges.pop(lock_id)
+        index = self._index_of(first)
+        ranges = []
+        while index < len(self._batches) and self._batches[index][FIRST] <= last:
+            batch = self._batches[index]
+            if batch[STATE] == ACQUIRED and batch[LOCK] == lock_id:
+                ranges.append((batch[FIRST], batch[LAST]))
+            index += 1
+        return ranges
+
+    def _release_ranges(self, ranges: list[tuple[int, int]], now_ms: int, expired: bool = False) -> int:
+        if not ranges:
+            return 0
+        planned = [run for first, last in ranges for run in self._planned(first, last, AVAILABLE)]
+        for first, last in ranges:
+            self._transition(first, last, AVAILABLE, expired)
+        self._advance_start()
+        self._persist(planned, now_ms)   # as Kafka: a release stands even if its write fails
+        return sum(last - first + 1 for first, last in ranges)
+
+    # -- the state machine core --------------------------------------------------------------
+
+    def _transition(self, first: int, last: int, target: int, expired: bool = False) -> None:
+        """Move the ACQUIRED records in [first, last] to target (release lands on ARCHIVED at the limit)."""
+        index = self._index_of(first)
+        if self._batches[index][FIRST] < first:
+            self._split_after(index, first - 1)
+            index += 1
+        while index < len(self._batches) and self._batches[index][FIRST] <= last:
+            batch = self._batches[index]
+            if batch[LAST] > last:
+                self._split_after(index, last)
+            if expired:
+                batch[EXPIRED] = batch[MEMBER]
+            self._leave_acquired(batch, self._landing(target, batch[COUNT]))
+            index += 1
+
+    def _leave_acquired(self, batch: list, state: int) -> None:
+        size = batch[LAST] - batch[FIRST] + 1
+        lock_id = batch[LOCK]
+        held = self._lock_records.get(lock_id)
+        if held is not None:
+            if held > size:
+                self._lock_records[lock_id] = held - size
+            else:
+                del self._lock_records[lock_id]
+                self._lock_ranges.pop(lock_id, None)
+        batch[STATE], batch[MEMBER], batch[LOCK] = state, None, NO_LOCK
+        if state == AVAILABLE:
+            self._available_records += size
+
+    def _index_of(self, offset: int) -> int:
+        """Index of the cached batch holding `offset`, or of the first batch after it."""
+        return max(bisect_right(self._firsts, offset) - 1, 0)
+
+    def _split_after(self, index: int, offset: int) -> None:
+        """Split batch `index` into [first, offset] and [offset + 1, last]."""
+        batch = self._batches[index]
+        tail = [offset + 1, batch[LAST], batch[STATE], batch[COUNT], batch[MEMBER], batch[LOCK], batch[EXPIRED]]
+        batch[LAST] = offset
+        self._batches.insert(index + 1, tail)
+        self._firsts.insert(index + 1, offset + 1)
+
+    def _advance_start(self) -> None:
+        """SPSO moves past the longest prefix of terminal (acknowledged or archived) records."""
+        batches = self._batches
+        done = 0
+        while done < len(batches) and batches[done][STATE] in (ACKNOWLEDGED, ARCHIVED):
+            done += 1
+        if done:
+            del batches[:done]
+            del self._firsts[:done]
+            self._spso = batches[0][FIRST] if batches else self._cache_end
+
+    def _persist(self, planned: list[tuple[int, int, int, int]], now_ms: int) -> str:
+        if self.store is None or not planned:
+            return "NONE"
+        error = self.store.write(self.key, self.state_epoch, self._spso, planned, now_ms)
+        return _PERSISTER_ERRORS.get(error, error if error in _KEPT_ERRORS else "UNKNOWN_SERVER_ERROR")
+
+    def _tick(self, now_ms: int) -> None:
+        # The trace's timers fire before each step's op; the model replays them itself.
+        self.expire_locks(now_ms)
+
+    # -- tracing -------------------------------------------------------------------------------
+
+    def _record(self, at_ms: int, actor: str, op: str, args: dict, observed: dict | None = None) -> None:
+        if self._trace is not None:
+            self._trace.step(at_ms, actor, op, args, observed)
+
+    def trace_check(self, now_ms: int) -> None:
+        """Write a `check` step (spso, speo, states) to the trace, if this partition is traced."""
+        self._tick(now_ms)
+        self._record(now_ms, "check", "check", {}, {
+            "spso": self._spso, "speo": self._cache_end,
+            "states": [list(run) for run in self.states()],
+        })
+
+
+# Persister errors as the share-partition leader answers them (Kafka 4.2, SharePartition).
+_PERSISTER_ERRORS = {
+    "FENCED_STATE_EPOCH": "NOT_LEADER_OR_FOLLOWER", "FENCED_LEADER_EPOCH": "NOT_LEADER_OR_FOLLOWER",
+    "NOT_COORDINATOR": "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS": "COORDINATOR_NOT_AVAILABLE",
+}
+_KEPT_ERRORS = {"NONE", "COORDINATOR_NOT_AVAILABLE", "GROUP_ID_NOT_FOUND", "UNKNOWN_TOPIC_OR_PARTITION"}
+
+
+def _coalesce(acquired: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Merge contiguous runs of equal delivery count (the trace's `records` shape)."""
+    runs: list[tuple[int, int, int]] = []
+    for first, last, count in acquired:
+        if runs and runs[-1][1] + 1 == first and runs[-1][2] == count:
+            runs[-1] = (runs[-1][0], last, count)
+        else:
+            runs.append((first, last, count))
+    return runs

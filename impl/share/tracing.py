@@ -1,0 +1,197 @@
+"""TraceWriter: the engine's own traces, in shared/TRACE-FORMAT.md (version 1), judged by `kipcheck check`.
+
+    writer = TraceWriter(directory, config)           # config: ShareConfig (profile, limits)
+    partition = SharePartition(config, 0, trace=writer.partition("g:orders:0", config, 0))
+    partition = SharePartition.load(config, coordinator, key, ..., trace_writer=writer)
+    sessions = ShareSessionCache(config, trace_writer=writer)
+    coordinator = ShareCoordinator(data_dir, config, trace_writer=writer)
+    ...
+    writer.close()
+
+Files in `directory`, one per machine instance:
+- `share-partition.<key>.jsonl`: one per (group, topic, partition) and
+  incarnation of its SharePartition (a reload after a restart starts
+  `...<key>.2.jsonl`, headed by the loaded SPSO). Steps: append (actor "log"),
+  acquire, acknowledge, leave (actor = member), check. A partition reloaded
+  with persisted in-flight records (acknowledged/archived/released records
+  above its SPSO) cannot be described by a trace header, so that incarnation
+  is not traced (writer.partition returns None) until the trace format has an
+  op for loaded state.
+- `share-session.<group>.jsonl`: the broker's share sessions of one group
+  (spec/share-session.md: one trace is one group at one broker); actor = member.
+  Sessions die with the process, so a new process starts `...<group>.2.jsonl`.
+  Kafka's session limit counts every group's sessions, so with several groups
+  a SHARE_SESSION_LIMIT_REACHED may not be explained by one group's trace.
+- `share-state.<key>.jsonl`: one per share-partition key at the coordinator
+  (initialize, write, read by actor "leader"; failover by "coordinator").
+  These survive process restarts: reopening an existing file resumes it
+  (after cutting a partial last line) so the failover that follows a crash
+  is judged against everything written before it.
+
+Headers carry the engine's profile and config (start_offset,
+delivery_count_limit, record_lock_duration_ms, max_inflight_records).
+`at_ms` is the clock the engine was given; a value below the previous step's
+is written as the previous value (the format demands a clock that never goes
+back). Lines are written whole and flushed one by one (line_buffered=True, the
+default), so a killed process leaves at most a partial last line, which the
+checker reports as malformed and a resuming writer cuts off. JSON is written
+with orjson here: impl/ never imports oracle/.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import urllib.parse
+from pathlib import Path
+
+import orjson
+
+from kipcheck.impl.share.config import ShareConfig
+
+FORMAT, VERSION = "kipcheck-trace", 1
+
+
+class Trace:
+    """One trace file: a header, then numbered steps."""
+
+    def __init__(self, path: Path, header: dict, line_buffered: bool = True) -> None:
+        self.path = path
+        self._line_buffered = line_buffered
+        self._step, self._clock_ms = _resume(path)
+        self._file = open(path, "ab")
+        if self._step == 0 and path.stat().st_size == 0:
+            self._write({"format": FORMAT, "version": VERSION, **header})
+
+    def step(self, at_ms: int, actor: str, op: str, args: dict, observed: dict | None = None) -> None:
+        self._step += 1
+        self._clock_ms = max(self._clock_ms, at_ms)
+        record = {"step": self._step, "at_ms": self._clock_ms, "actor": actor, "op": op, "args": args}
+        if observed is not None:
+            record["observed"] = observed
+        self._write(record)
+
+    def _write(self, record: dict) -> None:
+        self._file.write(orjson.dumps(record) + b"\n")
+        if self._line_buffered:
+            self._file.flush()
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.flush()
+            self._file.close()
+
+
+class SessionTrace(Trace):
+    """The share-session trace: ShareSessionCache reports its requests here."""
+
+    def share_fetch(self, at_ms: int, member: str, epoch: int, add: list[str], forget: list[str],
+                    acks: list, error: str) -> None:
+        self.step(at_ms, member, "share_fetch",
+                  {"epoch": epoch, "add": list(add), "forget": list(forget), "acks": _acks_json(acks)},
+                  {"error": error})
+
+    def share_acknowledge(self, at_ms: int, member: str, epoch: int, acks: list, error: str) -> None:
+        self.step(at_ms, member, "share_acknowledge", {"epoch": epoch, "acks": _acks_json(acks)},
+                  {"error": error})
+
+    def check(self, at_ms: int, sessions: dict[str, int]) -> None:
+        self.step(at_ms, "check", "check", {}, {"sessions": dict(sessions)})
+
+
+class TraceWriter:
+    def __init__(self, directory: str | os.PathLike, config: ShareConfig | None = None,
+                 line_buffered: bool = True) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.config = config or ShareConfig()
+        self._line_buffered = line_buffered
+        self._traces: dict[str, Trace] = {}
+
+    def partition(self, key: str, config: ShareConfig | None = None, start_offset: int = 0,
+                  loaded_states: list | None = None) -> Trace | None:
+        """A new share-partition trace for `key` (a new incarnation each call); None if it cannot be traced."""
+        if loaded_states:
+            return None
+        config = config or self.config
+        path = self._new_incarnation(f"share-partition.{_file_name(key)}")
+        header = {"machine": "share-partition", "profile": config.profile, "config": config.trace_config(start_offset)}
+        return self._open(f"partition:{path.name}", path, header, Trace)
+
+    def sessions(self, group: str) -> SessionTrace:
+        """The share-session trace of `group` for this process (sessions die with it: never resumed)."""
+        trace = self._traces.get(f"sessions:{group}")
+        if trace is not None:
+            return trace
+        header = {"machine": "share-session", "profile": self.config.profile,
+                  "config": {"max_sessions": self.config.max_share_sessions}}
+        path = self._new_incarnation(f"share-session.{_file_name(group)}")
+        return self._open(f"sessions:{group}", path, header, SessionTrace)
+
+    def state(self, key: str, config: dict | None = None) -> Trace:
+        header = {"machine": "share-state", "profile": self.config.profile, "config": config or {}}
+        return self._open(f"state:{key}", self._state_path(key), header, Trace)
+
+    def state_keys(self) -> list[str]:
+        """Keys with a share-state trace in this directory (from this process or an earlier one)."""
+        prefix, suffix = "share-state.", ".jsonl"
+        return sorted(_key_name(path.name[len(prefix):-len(suffix)])
+                      for path in self.directory.glob(f"{prefix}*{suffix}"))
+
+    def paths(self) -> list[Path]:
+        return sorted(self.directory.glob("*.jsonl"))
+
+    def close(self) -> None:
+        for trace in self._traces.values():
+            trace.close()
+        self._traces.clear()
+
+    def _new_incarnation(self, stem: str) -> Path:
+        """`<stem>.jsonl`, or `<stem>.<n>.jsonl` with the first n >= 2 not yet taken."""
+        path, incarnation = self.directory / f"{stem}.jsonl", 1
+        while path.exists():
+            incarnation += 1
+            path = self.directory / f"{stem}.{incarnation}.jsonl"
+        return path
+
+    def _state_path(self, key: str) -> Path:
+        return self.directory / f"share-state.{_file_name(key)}.jsonl"
+
+    def _open(self, name: str, path: Path, header: dict, kind: type[Trace]) -> Trace:
+        trace = self._traces.get(name)
+        if trace is None:
+            trace = self._traces[name] = kind(path, header, self._line_buffered)
+        return trace
+
+
+def _resume(path: Path) -> tuple[int, int]:
+    """(last step number, last at_ms) of an existing trace, cutting a partial last line; (0, 0) if new."""
+    if not path.exists():
+        return 0, 0
+    data = path.read_bytes()
+    complete = data.rfind(b"\n") + 1
+    if complete < len(data):
+        with open(path, "r+b") as file:
+            file.truncate(complete)
+    lines = data[:complete].splitlines()
+    if len(lines) <= 1:
+        return 0, 0
+    last = orjson.loads(lines[-1])
+    return last["step"], last["at_ms"]
+
+
+def _acks_json(acks: list) -> list[dict]:
+    return [{"tp": tp, "first": first, "last": last, "type": ack_type} for tp, first, last, ack_type in acks]
+
+
+# Keys are "group:topic:partition"; file names keep them readable and reversible. Dots are
+# escaped too, so a name never looks like an incarnation suffix (".2.jsonl").
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def _file_name(key: str) -> str:
+    return _UNSAFE.sub(lambda match: "".join(f"%{byte:02X}" for byte in match.group().encode()), key)
+
+
+def _key_name(file_name: str) -> str:
+    return urllib.parse.unquote(file_name)
