@@ -8,9 +8,10 @@ import sys
 
 # Subcommand name -> module. Each module has SUMMARY, DESCRIPTION, configure(parser) and run(args) -> exit code.
 COMMANDS = {
-    "broker": "kipcheck.commands.broker",
-    "check": "kipcheck.commands.check",
     "conformance": "kipcheck.commands.conformance",
+    "check": "kipcheck.commands.check",
+    "broker": "kipcheck.commands.broker",
+    "prove": "kipcheck.commands.prove",
     "spec": "kipcheck.commands.spec",
 }
 

@@ -1,1 +1,24 @@
-"""The reference broker: the Kafka wire protocol (through kio) in front of impl/share."""
+"""The reference broker: the Kafka wire protocol (through kio) in front of impl/share.
+
+A one-node broker that real clients (confluent-kafka's ShareConsumer,
+Producer, Consumer and AdminClient) talk to; run it with
+`kipcheck broker --data-dir DIR [--trace-dir DIR] [--set NAME=VALUE ...]`.
+
+Modules:
+- `server`:       asyncio connections, framing, pipelined in-order answers, limits.
+- `codec`:        frames in and out through kio; `build` makes typed kio messages from plain values.
+- `broker`:       the Broker: state, timers (lock expiry, member expiry, log fsync), clean stop.
+- `handlers/`:    one module per API group: cluster (ApiVersions, Metadata,
+                  CreateTopics, FindCoordinator, InitProducerId), records
+                  (Produce, Fetch, ListOffsets), share (ShareGroupHeartbeat,
+                  ShareGroupDescribe, ShareFetch, ShareAcknowledge).
+- `log`:          partition logs of raw record batches in durable segment files.
+- `metadata`:     topics with stable ids (uuid5 of the name).
+- `groups`:       share group membership and assignment.
+- `share_engine`: the adapter to impl/share (sessions, share-partitions, share coordinator, traces).
+- `config`:       the broker's own settings under Kafka's names (impl/share has the share ones).
+- `clock`:        the monotonic millisecond clock.
+
+The share-group rules live in impl/share; this package only carries them
+over the wire. impl/ never imports oracle/.
+"""

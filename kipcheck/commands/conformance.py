@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
+from pathlib import Path
 
 from kipcheck.oracle.examples import examples
 
@@ -13,11 +15,23 @@ Run the conformance suite. It judges every bundled example trace (one folder
 per machine; traces under violations/ must be caught at the clause their name
 ends with) and prints one line per trace and a verdict.
 
+Then (unless --machine or --no-broker is given) it runs the broker scenarios:
+the reference broker is started on a free loopback port, real confluent-kafka
+clients produce and consume through share groups (compressed and idempotent
+producers, implicit and explicit acknowledgement, a consumer and the broker
+killed -9), and every trace the broker wrote is judged. A scenario passes
+when the clients saw what the protocol promises and every trace is allowed.
+
 exit status: 0 every check behaved as expected, 1 otherwise."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--machine", help="only this machine's traces")
+    parser.add_argument("--machine", help="only this machine's traces (and no broker scenarios)")
+    parser.add_argument("--no-broker", action="store_true", help="skip the broker scenarios")
+    parser.add_argument("--scenario", action="append", metavar="NAME", help="run only this broker scenario (repeatable)")
+    parser.add_argument("--broker-profile", choices=("kafka-4.2", "kip", "both"), default="kafka-4.2",
+                        help="whose semantics the broker serves in the scenarios (default kafka-4.2)")
+    parser.add_argument("--work-dir", type=Path, help="keep the scenarios' data, traces and broker logs here")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,6 +48,31 @@ def run(args: argparse.Namespace) -> int:
         print(f"{mark}  {example.machine:<17} {example.path.name:<48} {expectation:<22} -> {verdict.summary().split('  ')[0].strip()}"
               + ("" if as_expected else f"\n      {verdict.summary()}"))
     machines = len({example.machine for example in suite})
-    print(f"\nverdict: {len(suite) - failures} of {len(suite)} conformance checks as expected across {machines} machines"
-          + ("" if not failures else f"; {failures} FAILED"))
+    checks = len(suite)
+    if args.machine is None and not args.no_broker:
+        scenario_checks, scenario_failures = _run_broker_scenarios(args)
+        checks, failures = checks + scenario_checks, failures + scenario_failures
+    print(f"\nverdict: {checks - failures} of {checks} conformance checks as expected across {machines} machines"
+          + (" and the broker scenarios" if checks > len(suite) else "") + ("" if not failures else f"; {failures} FAILED"))
     return 1 if failures else 0
+
+
+def _run_broker_scenarios(args: argparse.Namespace) -> tuple[int, int]:
+    """Run the broker scenarios; (checks run, failures)."""
+    try:
+        from kipcheck.oracle.conformance.scenarios import SCENARIOS, run_scenarios
+    except ImportError as error:
+        print(f"\nbroker scenarios skipped: {error} (install confluent-kafka==2.16.1)")
+        return 0, 0
+    names = args.scenario or list(SCENARIOS)
+    unknown = [name for name in names if name not in SCENARIOS]
+    if unknown:
+        print(f"unknown scenario {unknown[0]!r} (known: {', '.join(SCENARIOS)})", file=sys.stderr)
+        return 1, 1
+    print(f"\nbroker scenarios (real clients against the reference broker; about 10 s each):", flush=True)
+    with tempfile.TemporaryDirectory(prefix="kipcheck-conformance-") as temporary:
+        work_root = args.work_dir or Path(temporary)
+        profiles = ("kafka-4.2", "kip") if args.broker_profile == "both" else (args.broker_profile,)
+        results = [result for profile in profiles for result in
+                   run_scenarios(work_root, names, report=lambda result: print(result.summary(), flush=True), profile=profile)]
+    return len(results), sum(not result.ok for result in results)

@@ -1,0 +1,153 @@
+"""Broker: the state one broker process serves, its timers, and its start and clean stop.
+
+Owns the topics (metadata.Topics), the partition logs (log.PartitionLog), the
+share groups (groups.ShareGroups), and impl/share's engine: a
+ShareSessionCache, a ShareCoordinator in `<data dir>/share-state/`, and one
+SharePartition per (group, topic, partition), loaded lazily on first
+ShareFetch. The request handlers live in handlers/; everything runs on one
+asyncio loop, so no two handlers ever touch the state at once.
+
+Timers (one task, every TICK_MS): expire acquisition locks whose deadline
+passed, expire group members past their session timeout, fsync the logs every
+`log.flush.interval.ms`. Waiting fetches sleep on `changed()`, which wakes
+them when records are produced or become available again; no fetch waits
+longer than MAX_WAIT_MS.
+
+Clock: `now_ms()` is a monotonic millisecond clock (never decreasing, as the
+engine and the trace format require).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from kipcheck.impl.broker.clock import now_ms
+from kipcheck.impl.broker.config import BrokerConfig, advertised_address
+from kipcheck.impl.broker.groups import ShareGroups
+from kipcheck.impl.broker.log import PartitionLog
+from kipcheck.impl.broker.metadata import Topic, TopicError, Topics
+from kipcheck.impl.broker.server import Connection, Server
+from kipcheck.impl.broker.share_engine import ShareEngine
+from kipcheck.impl.share.config import ShareConfig
+
+log = logging.getLogger("kipcheck.broker")
+
+TICK_MS = 50
+MAX_WAIT_MS = 30_000  # a fetch long-polls at most this long, whatever max_wait it asks for
+
+
+class Broker:
+    def __init__(self, data_dir: Path, config: BrokerConfig, share_config: ShareConfig,
+                 trace_dir: Path | None = None):
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.config = config
+        self.share_config = share_config
+        self.topics = Topics(self.data_dir)
+        self.logs: dict[tuple[str, int], PartitionLog] = {}
+        self.groups = ShareGroups(self._partition_count, config.session_timeout_ms, config.max_group_size)
+        self.engine = ShareEngine(self, share_config, trace_dir)
+        self.host, self.port = "127.0.0.1", 0
+        self.advertised = (self.host, self.port)  # what Metadata and FindCoordinator tell clients
+        self.server: Server | None = None
+        self._change = asyncio.Event()
+        self._timer: asyncio.Task | None = None
+        for topic in self.topics:
+            for partition in range(topic.partitions):
+                self.partition_log(topic.name, partition)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        from kipcheck.impl.broker.handlers import all_handlers
+
+        self.server = Server(all_handlers(self), self.config.max_request_bytes, self.connection_closed)
+        self.host, self.port = await self.server.start(host, port)
+        self.advertised = advertised_address(self.config.advertised_listener) if self.config.advertised_listener \
+            else (self.host, self.port)
+        self._timer = asyncio.create_task(self._tick_forever())
+        return self.host, self.port
+
+    async def stop(self) -> None:
+        """Clean stop: no new requests, then traces flushed and logs and share state fsync'd."""
+        if self.server is not None:
+            await self.server.stop()
+        if self._timer is not None:
+            self._timer.cancel()
+        self.engine.close()
+        for partition_log in self.logs.values():
+            partition_log.close()
+
+    # -- topics and logs -------------------------------------------------------------------
+
+    def topic(self, name: str, create: bool = False) -> Topic | None:
+        """The topic, auto-created with `num.partitions` when asked and allowed."""
+        topic = self.topics.get(name)
+        if topic is None and create and self.config.auto_create_topics:
+            try:
+                topic = self.create_topic(name, self.config.default_partitions)
+            except TopicError:
+                return None
+        return topic
+
+    def create_topic(self, name: str, partitions: int) -> Topic:
+        topic = self.topics.create(name, partitions)
+        for partition in range(partitions):
+            self.partition_log(name, partition)
+        log.info("created topic %s with %d partition(s), id %s", name, partitions, topic.topic_id)
+        return topic
+
+    def partition_log(self, topic: str, partition: int) -> PartitionLog:
+        key = (topic, partition)
+        if key not in self.logs:
+            self.logs[key] = PartitionLog.open(self.data_dir / "logs" / f"{topic}-{partition}",
+                                               self.config.segment_bytes, self.config.flush_interval_messages)
+        return self.logs[key]
+
+    def find_log(self, topic: str, partition: int) -> PartitionLog | None:
+        known = self.topics.get(topic)
+        return self.partition_log(topic, partition) if known and 0 <= partition < known.partitions else None
+
+    def _partition_count(self, name: str) -> int:
+        topic = self.topics.get(name)
+        return topic.partitions if topic else 0
+
+    # -- waiting ---------------------------------------------------------------------------
+
+    def notify_changed(self) -> None:
+        """Records were produced or became available: wake every waiting fetch."""
+        self._change.set()
+        self._change = asyncio.Event()
+
+    async def wait_changed(self, timeout_ms: int) -> None:
+        if timeout_ms <= 0:
+            return
+        try:
+            await asyncio.wait_for(self._change.wait(), timeout_ms / 1000)
+        except asyncio.TimeoutError:
+            pass
+
+    # -- connections and timers --------------------------------------------------------------
+
+    def connection_closed(self, connection: Connection) -> None:
+        self.engine.connection_closed(connection, now_ms())
+
+    async def _tick_forever(self) -> None:
+        last_flush_ms = now_ms()
+        while True:
+            await asyncio.sleep(TICK_MS / 1000)
+            try:
+                at_ms = now_ms()
+                if self.engine.expire_locks(at_ms):
+                    self.notify_changed()
+                for group_id, member_id in self.groups.expire(at_ms):
+                    log.info("share group %s: member %s expired", group_id, member_id)
+                if at_ms - last_flush_ms >= self.config.flush_interval_ms:
+                    for partition_log in self.logs.values():
+                        if partition_log.unflushed:
+                            partition_log.flush()
+                    last_flush_ms = at_ms
+            except Exception:
+                log.exception("broker timer failed")

@@ -1,0 +1,145 @@
+"""Kafka frames in and out, through kio: request decoding, response encoding, typed building.
+
+Every request and response goes through kio's generated schemas; this module
+adds only the frame length prefix and `build`, which turns plain Python values
+(ints, strings, dicts, lists) into a version's own kio dataclasses. kio does not
+check types when a message is built, so `build` converts by the schema's type
+hints: milliseconds -> `i32Timedelta`, ints or names -> `ErrorCode`, dicts ->
+the version's nested dataclass, lists -> tuples; keys the version lacks are
+dropped, so one handler can serve several versions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+import struct
+import types
+import typing
+from functools import lru_cache
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i32Timedelta
+
+API_VERSIONS_KEY = 18
+
+
+class FrameError(Exception):
+    """A frame that cannot be decoded: the connection is closed."""
+
+
+class UnsupportedApi(Exception):
+    """A request whose API key or version this broker does not serve."""
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int):
+        super().__init__(f"unsupported api key {api_key} version {api_version}")
+        self.api_key, self.api_version, self.correlation_id = api_key, api_version, correlation_id
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """One decoded request: its key, version, correlation id, header and body."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    header: Any
+    body: Any
+
+
+def error_code(name_or_code: str | int | ErrorCode) -> ErrorCode:
+    """Kafka's error by its name ("INVALID_RECORD_STATE") or number."""
+    if isinstance(name_or_code, ErrorCode):
+        return name_or_code
+    if isinstance(name_or_code, str):
+        return ErrorCode[name_or_code.lower()]
+    return ErrorCode(name_or_code)
+
+
+def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Request:
+    """Decode one frame (without its length prefix).
+
+    Raises UnsupportedApi for a key/version outside `supported` and FrameError
+    for anything kio cannot parse.
+    """
+    if len(frame) < 8:
+        raise FrameError(f"frame of {len(frame)} bytes is shorter than a request header")
+    api_key, api_version, correlation_id = struct.unpack_from(">hhi", frame)
+    low, high = supported.get(api_key, (1, 0))
+    if not low <= api_version <= high:
+        raise UnsupportedApi(api_key, api_version, correlation_id)
+    request_class = load_request_schema(api_key, api_version)
+    try:
+        header, header_size = entity_reader(request_class.__header_schema__)(frame, 0)
+        body, body_size = entity_reader(request_class)(frame, header_size)
+    except Exception as error:  # kio raises many types on garbage; all mean "undecodable"
+        raise FrameError(f"api key {api_key} v{api_version}: {type(error).__name__}: {error}") from error
+    if header_size + body_size != len(frame):
+        raise FrameError(f"api key {api_key} v{api_version}: {len(frame) - header_size - body_size} trailing bytes")
+    return Request(api_key, api_version, correlation_id, header, body)
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
+    """The response frame, length prefix included."""
+    response_class = load_response_schema(api_key, api_version)
+    header_class = response_class.__header_schema__
+    buffer = io.BytesIO()
+    buffer.write(b"\0\0\0\0")
+    entity_writer(header_class)(buffer, header_class(correlation_id=correlation_id))
+    entity_writer(response_class)(buffer, body)
+    frame = buffer.getbuffer()
+    struct.pack_into(">i", frame, 0, len(frame) - 4)
+    return bytes(frame)
+
+
+def response_class(api_key: int, api_version: int) -> type:
+    return load_response_schema(api_key, api_version)
+
+
+@lru_cache(maxsize=None)
+def _hints(cls: type) -> dict[str, tuple[Any, bool]]:
+    """Field name -> (type hint, has a default) for a kio dataclass."""
+    hints = typing.get_type_hints(cls)
+    return {
+        field.name: (hints[field.name], field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING)
+        for field in dataclasses.fields(cls)
+    }
+
+
+def build(cls: type, values: dict[str, Any] | None = None, **more: Any) -> Any:
+    """An instance of kio dataclass `cls` from plain values (see the module docstring)."""
+    values = {**(values or {}), **more}
+    fields = _hints(cls)
+    kwargs = {name: _convert(fields[name][0], value) for name, value in values.items() if name in fields}
+    missing = [name for name, (_, has_default) in fields.items() if not has_default and name not in kwargs]
+    if missing:
+        raise TypeError(f"{cls.__qualname__} v{cls.__version__}: missing {', '.join(missing)}")
+    return cls(**kwargs)
+
+
+def _convert(hint: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        inner = [argument for argument in typing.get_args(hint) if argument is not type(None)]
+        return _convert(inner[0], value)
+    if origin is tuple:
+        return tuple(_convert(typing.get_args(hint)[0], item) for item in value)
+    if hint is ErrorCode:
+        return error_code(value)
+    if isinstance(hint, type) and issubclass(hint, datetime.timedelta):
+        delta = value if isinstance(value, datetime.timedelta) else datetime.timedelta(milliseconds=value)
+        return i32Timedelta.parse(delta)
+    if dataclasses.is_dataclass(hint) and isinstance(value, dict):
+        return build(hint, value)
+    return value
+
+
+def reply(request: Request, **values: Any) -> Any:
+    """The response body of `request`'s own API version, built from plain values."""
+    return build(response_class(request.api_key, request.api_version), values)

@@ -1,0 +1,96 @@
+"""BrokerConfig: the broker's own settings under Kafka's config names, beside impl/share's ShareConfig.
+
+`split_properties({...})` sends each `--set NAME=VALUE` to the one that knows
+the name: the share-group settings (group.share.record.lock.duration.ms,
+group.share.delivery.count.limit, group.share.partition.max.record.locks,
+group.share.max.share.sessions, share.auto.offset.reset, ...) to ShareConfig,
+the rest below to BrokerConfig. An unknown name or a bad value raises
+ValueError naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Mapping
+
+from kipcheck.impl.share.config import ShareConfig
+
+_PROPERTIES = {
+    "node.id": "node_id",
+    "num.partitions": "default_partitions",
+    "auto.create.topics.enable": "auto_create_topics",
+    "socket.request.max.bytes": "max_request_bytes",
+    "log.segment.bytes": "segment_bytes",
+    "log.flush.interval.messages": "flush_interval_messages",
+    "log.flush.interval.ms": "flush_interval_ms",
+    "group.share.session.timeout.ms": "session_timeout_ms",
+    "group.share.heartbeat.interval.ms": "heartbeat_interval_ms",
+    "group.share.max.size": "max_group_size",
+    "advertised.listeners": "advertised_listener",
+}
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    node_id: int = 0
+    default_partitions: int = 1
+    auto_create_topics: bool = True
+    max_request_bytes: int = 104857600
+    segment_bytes: int = 1073741824
+    # Kafka's default never forces an fsync per message; we fsync on a 1 s timer and at shutdown.
+    flush_interval_messages: int = 2**62
+    flush_interval_ms: int = 1000
+    session_timeout_ms: int = 45000
+    heartbeat_interval_ms: int = 5000
+    max_group_size: int = 200
+    # PLAINTEXT://HOST:PORT given to clients in Metadata and FindCoordinator; empty: the address listened on.
+    advertised_listener: str = ""
+
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            if type(value) is int and value < (0 if name == "node_id" else 1):
+                raise ValueError(f"{_kafka_name(name)} must be positive, found {value}")
+
+
+def split_properties(properties: Mapping[str, str]) -> tuple[BrokerConfig, dict[str, str]]:
+    """(BrokerConfig, the share properties for ShareConfig.from_properties); ValueError on a bad one."""
+    config, share = BrokerConfig(), {}
+    for name, raw in properties.items():
+        field_name = _PROPERTIES.get(name)
+        if field_name is None:
+            share[name] = raw
+            continue
+        config = replace(config, **{field_name: _parse(name, field_name, raw)})
+    ShareConfig.from_properties(share)  # raises ValueError for unknown names of either kind
+    return config, share
+
+
+def known_names() -> list[str]:
+    return sorted(_PROPERTIES)
+
+
+def advertised_address(listener: str) -> tuple[str, int]:
+    """(host, port) of a `PLAINTEXT://HOST:PORT` listener; ValueError otherwise."""
+    scheme, _, address = listener.partition("://")
+    host, _, port = address.rpartition(":")
+    if scheme != "PLAINTEXT" or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"advertised.listeners must be PLAINTEXT://HOST:PORT, found {listener!r}")
+    return host, int(port)
+
+
+def _parse(name: str, field_name: str, raw: str) -> int | bool | str:
+    if field_name == "advertised_listener":
+        advertised_address(raw)
+        return raw
+    if field_name == "auto_create_topics":
+        if str(raw).lower() not in ("true", "false"):
+            raise ValueError(f"{name} must be true or false, found {raw!r}")
+        return str(raw).lower() == "true"
+    try:
+        return int(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, found {raw!r}") from None
+
+
+def _kafka_name(field_name: str) -> str:
+    return next(name for name, field in _PROPERTIES.items() if field == field_name)

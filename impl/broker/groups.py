@@ -1,0 +1,148 @@
+"""Share group membership at the group coordinator: ShareGroupHeartbeat and ShareGroupDescribe.
+
+Follows Kafka 4.2's GroupMetadataManager for share groups (KIP-932 with the
+client-generated member ids of KIP-1082):
+- epoch 0 joins (or rejoins) with a client-chosen member id and its
+  subscription; epoch -1 leaves; any other epoch must be the member's current
+  epoch or the previous one (a lost response), else FENCED_MEMBER_EPOCH;
+- an epoch other than 0 from a member the coordinator does not know gets
+  UNKNOWN_MEMBER_ID, which makes the client rejoin with epoch 0 (after a
+  broker restart, or after its session timed out);
+- a member that has not heartbeated for `session_timeout_ms` is removed;
+- the target assignment is recomputed on every heartbeat from the members'
+  subscriptions and the topics that exist; when a member's partitions change
+  its epoch is bumped to the new group epoch and the response carries the full
+  assignment (share groups need no revocation handshake: Kafka assigns
+  immediately). Partitions go round-robin over the subscribed members in
+  member-id order; with more members than partitions, members share
+  partitions (member i gets partition i mod P), as Kafka's SimpleAssignor lets
+  several members consume one share-partition.
+Membership is not persisted: after a restart members rejoin (KIP-932: "the
+members of the groups and their assignments are not persisted").
+Leaving or expiring does not release records here; the share session's close
+or the acquisition lock does (Kafka 4.2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+Assignment = dict[str, tuple[int, ...]]  # topic name -> partitions
+
+
+@dataclass
+class Member:
+    member_id: str
+    epoch: int
+    previous_epoch: int
+    subscribed: tuple[str, ...]
+    deadline_ms: int
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    assignment: Assignment = field(default_factory=dict)
+
+
+@dataclass
+class Group:
+    group_id: str
+    epoch: int = 0
+    members: dict[str, Member] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HeartbeatAnswer:
+    error: str
+    member_id: str | None
+    member_epoch: int
+    assignment: Assignment | None  # None: unchanged since the member last heard it
+
+
+class ShareGroups:
+    """All share groups of this broker's group coordinator.
+
+    `partitions_of(topic_name)` tells how many partitions a topic has (0 if it
+    does not exist).
+    """
+
+    def __init__(self, partitions_of: Callable[[str], int], session_timeout_ms: int = 45000, max_size: int = 200):
+        self.partitions_of = partitions_of
+        self.session_timeout_ms = session_timeout_ms
+        self.max_size = max_size
+        self.groups: dict[str, Group] = {}
+
+    def heartbeat(self, group_id: str, member_id: str, member_epoch: int, subscribed: tuple[str, ...] | None,
+                  at_ms: int, rack_id: str | None = None, client_id: str = "", client_host: str = "") -> HeartbeatAnswer:
+        self.expire(at_ms)
+        if not group_id or not member_id:
+            return HeartbeatAnswer("INVALID_REQUEST", member_id, 0, None)
+        group = self.groups.setdefault(group_id, Group(group_id))
+        member = group.members.get(member_id)
+        if member_epoch == -1:
+            if member is not None:
+                del group.members[member_id]
+                self._reassign(group)
+            return HeartbeatAnswer("NONE", member_id, -1, None)
+        if member_epoch == 0:
+            if subscribed is None:
+                return HeartbeatAnswer("INVALID_REQUEST", member_id, 0, None)
+            if member is None and len(group.members) >= self.max_size:
+                return HeartbeatAnswer("GROUP_MAX_SIZE_REACHED", member_id, 0, None)
+            member = Member(member_id, 0, 0, tuple(subscribed), 0, rack_id, client_id, client_host)
+            group.members[member_id] = member
+        elif member is None:
+            return HeartbeatAnswer("UNKNOWN_MEMBER_ID", member_id, 0, None)
+        elif member_epoch not in (member.epoch, member.previous_epoch):
+            return HeartbeatAnswer("FENCED_MEMBER_EPOCH", member_id, member.epoch, None)
+        elif subscribed is not None:
+            member.subscribed = tuple(subscribed)
+        member.deadline_ms = at_ms + self.session_timeout_ms
+        self._reassign(group)
+        changed = member_epoch != member.epoch or subscribed is not None
+        return HeartbeatAnswer("NONE", member_id, member.epoch, dict(member.assignment) if changed else None)
+
+    def expire(self, at_ms: int) -> list[tuple[str, str]]:
+        """Remove members whose session timed out; returns (group id, member id) of each."""
+        expired = []
+        for group in self.groups.values():
+            gone = [member_id for member_id, member in group.members.items() if member.deadline_ms <= at_ms]
+            for member_id in gone:
+                del group.members[member_id]
+                expired.append((group.group_id, member_id))
+            if gone:
+                self._reassign(group)
+        return expired
+
+    def is_member(self, group_id: str, member_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and member_id in group.members
+
+    def _reassign(self, group: Group) -> None:
+        target = target_assignment(group.members, self.partitions_of)
+        changed = [member for member in group.members.values() if target[member.member_id] != member.assignment or member.epoch == 0]
+        if not changed:
+            return
+        group.epoch += 1
+        for member in changed:
+            member.previous_epoch, member.epoch = member.epoch, group.epoch
+            member.assignment = target[member.member_id]
+
+
+def target_assignment(members: dict[str, Member], partitions_of: Callable[[str], int]) -> dict[str, Assignment]:
+    """Round-robin partitions over each topic's subscribers (see the module docstring)."""
+    target: dict[str, dict[str, list[int]]] = {member_id: {} for member_id in members}
+    topics = sorted({topic for member in members.values() for topic in member.subscribed})
+    for topic in topics:
+        count = partitions_of(topic)
+        subscribers = sorted(member_id for member_id, member in members.items() if topic in member.subscribed)
+        if not count or not subscribers:
+            continue
+        if len(subscribers) <= count:
+            pairs = [(subscribers[partition % len(subscribers)], partition) for partition in range(count)]
+        else:
+            pairs = [(member_id, index % count) for index, member_id in enumerate(subscribers)]
+        for member_id, partition in pairs:
+            target[member_id].setdefault(topic, []).append(partition)
+    return {member_id: {topic: tuple(sorted(parts)) for topic, parts in assignment.items()}
+            for member_id, assignment in target.items()}

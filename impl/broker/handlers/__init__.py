@@ -1,0 +1,17 @@
+"""Request handlers, one module per API group; `all_handlers(broker)` merges their tables.
+
+Each module's `handlers(broker)` returns {api_key: (min version, max version,
+async handler(connection, request) -> response body)}; these ranges are what
+ApiVersions advertises.
+"""
+
+from __future__ import annotations
+
+from kipcheck.impl.broker.handlers import cluster, records, share
+
+
+def all_handlers(broker) -> dict:
+    table: dict = {}
+    for module in (cluster, records, share):
+        table.update(module.handlers(broker))
+    return table

@@ -1,0 +1,105 @@
+"""Cluster APIs: ApiVersions, Metadata, CreateTopics, FindCoordinator, InitProducerId.
+
+The broker is a one-node cluster: it leads every partition and coordinates
+every group. Metadata serves lookups by name and, from v10, by topic id with
+no name (share consumers resolve their assignment that way); an unknown name
+is auto-created when the request allows it and `auto.create.topics.enable`
+is true. Transactions are not served: InitProducerId with a transactional id
+answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; idempotent producers get a
+producer id that is unique across restarts (it starts from the wall clock).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+from kipcheck.impl.broker.codec import reply
+from kipcheck.impl.broker.metadata import TopicError
+from kipcheck.impl.broker.server import api_version_list
+
+CLUSTER_ID = "kipcheck-reference-broker"
+
+
+def handlers(broker) -> dict:
+    producer_ids = itertools.count(int(time.time() * 1000))
+
+    async def api_versions(connection, request):
+        return reply(request, error_code="NONE", api_keys=api_version_list(broker.server.supported), throttle_time=0)
+
+    async def metadata(connection, request):
+        return reply(request, throttle_time=0, brokers=[_node(broker)], cluster_id=CLUSTER_ID,
+                     controller_id=broker.config.node_id, topics=_metadata_topics(broker, request.body))
+
+    async def create_topics(connection, request):
+        results = []
+        for wanted in request.body.topics:
+            partitions = wanted.num_partitions if wanted.num_partitions > 0 else broker.config.default_partitions
+            error, message, topic = "NONE", None, None
+            try:
+                if wanted.assignments:
+                    raise TopicError("INVALID_REQUEST", "manual replica assignment is not supported")
+                if request.body.validate_only:
+                    topic = None
+                else:
+                    topic = broker.create_topic(wanted.name, partitions)
+            except TopicError as failure:
+                error, message = failure.error, str(failure)
+            results.append({"name": wanted.name, "topic_id": topic.topic_id if topic else None, "error_code": error,
+                            "error_message": message, "num_partitions": partitions, "replication_factor": 1,
+                            "configs": None})
+        return reply(request, throttle_time=0, topics=results)
+
+    async def find_coordinator(connection, request):
+        node = _node(broker)
+        return reply(request, throttle_time=0, error_code="NONE", error_message=None, **node)
+
+    async def init_producer_id(connection, request):
+        if request.body.transactional_id is not None:
+            return reply(request, throttle_time=0, error_code="TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+                         producer_id=-1, producer_epoch=-1)
+        return reply(request, throttle_time=0, error_code="NONE", producer_id=next(producer_ids), producer_epoch=0)
+
+    return {
+        18: (0, 3, api_versions),
+        3: (1, 12, metadata),
+        19: (2, 7, create_topics),
+        10: (0, 2, find_coordinator),
+        22: (0, 4, init_producer_id),
+    }
+
+
+def _node(broker) -> dict:
+    host, port = broker.advertised
+    return {"node_id": broker.config.node_id, "host": host, "port": port}
+
+
+def _metadata_topics(broker, body) -> list[dict]:
+    if body.topics is None:
+        return [_topic_entry(broker, topic) for topic in broker.topics]
+    allow_create = getattr(body, "allow_auto_topic_creation", True)
+    entries = []
+    for wanted in body.topics:
+        name = getattr(wanted, "name", None)
+        if name is None:
+            topic = broker.topics.get_by_id(getattr(wanted, "topic_id", None))
+            if topic is None:
+                entries.append({"error_code": "UNKNOWN_TOPIC_ID", "name": None, "topic_id": wanted.topic_id,
+                                "partitions": []})
+                continue
+        else:
+            topic = broker.topic(name, create=allow_create)
+            if topic is None:
+                entries.append({"error_code": "UNKNOWN_TOPIC_OR_PARTITION", "name": name, "topic_id": None,
+                                "partitions": []})
+                continue
+        entries.append(_topic_entry(broker, topic))
+    return entries
+
+
+def _topic_entry(broker, topic) -> dict:
+    node = broker.config.node_id
+    return {"error_code": "NONE", "name": topic.name, "topic_id": topic.topic_id, "is_internal": False,
+            "partitions": [{"error_code": "NONE", "partition_index": partition, "leader_id": node, "leader_epoch": 0,
+                            "replica_nodes": [node], "isr_nodes": [node], "offline_replicas": []}
+                           for partition in range(topic.partitions)]}

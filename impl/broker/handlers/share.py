@@ -1,0 +1,205 @@
+"""Share group APIs (KIP-932): ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78), ShareAcknowledge (79), v1.
+
+Membership is groups.ShareGroups; the session, acknowledgement and acquisition
+rules are impl/share's, reached through share_engine.ShareEngine. The order
+inside one ShareFetch is Kafka's: session update (epoch checks, add/forget),
+then the piggybacked acknowledgements, then the release of the member's
+records if the session closed, then acquisition, long-polling up to
+`max_wait` while nothing could be acquired.
+
+Acknowledgement batches arrive as librdkafka sends them (one type for the
+whole range) or as the KIP allows (one type per offset); anything else, or a
+type outside GAP/ACCEPT/RELEASE/REJECT, is INVALID_REQUEST for that
+partition. Acknowledgement errors go back per partition (ShareFetch:
+`acknowledge_error_code`; ShareAcknowledge: `error_code`); session errors are
+the top-level error.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from kipcheck.impl.broker.broker import MAX_WAIT_MS
+from kipcheck.impl.broker.clock import now_ms
+from kipcheck.impl.broker.codec import error_code, reply
+from kipcheck.impl.broker.metadata import topic_id_of
+from kipcheck.impl.share.partition import ACK_TYPES_BY_WIRE
+
+
+def handlers(broker) -> dict:
+    rotation = itertools.count()
+
+    async def heartbeat(connection, request):
+        body = request.body
+        answer = broker.groups.heartbeat(
+            body.group_id, body.member_id, body.member_epoch, body.subscribed_topic_names, now_ms(),
+            body.rack_id, request.header.client_id or "", connection.peer)
+        assignment = None
+        if answer.assignment is not None:
+            assignment = {"topic_partitions": [{"topic_id": topic_id_of(topic), "partitions": partitions}
+                                               for topic, partitions in sorted(answer.assignment.items())]}
+        return reply(request, throttle_time=0, error_code=answer.error, member_id=answer.member_id,
+                     member_epoch=answer.member_epoch, heartbeat_interval=broker.config.heartbeat_interval_ms,
+                     assignment=assignment)
+
+    async def describe(connection, request):
+        return reply(request, throttle_time=0, groups=[_describe_group(broker, group_id) for group_id in request.body.group_ids])
+
+    async def share_fetch(connection, request):
+        body = request.body
+        group, member = body.group_id or "", body.member_id or ""
+        wanted, unknown = _partitions(broker, body.topics)
+        forget = [f"{topic.name}:{partition}" for forgotten in body.forgotten_topics_data
+                  if (topic := broker.topics.get_by_id(forgotten.topic_id)) for partition in forgotten.partitions]
+        acks = _acknowledgements(wanted)
+        at_ms = now_ms()
+        answer = broker.engine.share_fetch_session(group, member, body.share_session_epoch, list(wanted), forget,
+                                                   _flatten(acks), at_ms)
+        if answer.error != "NONE" or not answer.process:
+            return _share_fetch_reply(broker, request, answer.error, {}, unknown)
+        broker.engine.session_used(connection, group, member, answer)
+        results = {tp: {"acknowledge_error_code": _acknowledge(broker, group, member, tp, batches, at_ms)}
+                   for tp, batches in acks.items()}
+        if answer.release:
+            broker.engine.release_member(group, member, at_ms)
+            broker.notify_changed()
+        if not answer.closed:
+            await _acquire(broker, group, member, sorted(answer.partitions), body, results, next(rotation))
+        return _share_fetch_reply(broker, request, "NONE", results, unknown)
+
+    async def share_acknowledge(connection, request):
+        body = request.body
+        group, member = body.group_id or "", body.member_id or ""
+        wanted, unknown = _partitions(broker, body.topics)
+        acks = _acknowledgements(wanted)
+        at_ms = now_ms()
+        answer = broker.engine.share_acknowledge_session(group, member, body.share_session_epoch, _flatten(acks), at_ms)
+        results: dict[str, dict] = {}
+        if answer.error == "NONE" and answer.process:
+            broker.engine.session_used(connection, group, member, answer)
+            results = {tp: {"error_code": _acknowledge(broker, group, member, tp, batches, at_ms)}
+                       for tp, batches in acks.items()}
+            if answer.release:
+                broker.engine.release_member(group, member, at_ms)
+                broker.notify_changed()
+        responses = _by_topic(broker, results, unknown, {"error_code": "UNKNOWN_TOPIC_ID"})
+        return reply(request, throttle_time=0, error_code=answer.error, responses=responses, node_endpoints=[])
+
+    return {76: (1, 1, heartbeat), 77: (1, 1, describe), 78: (1, 1, share_fetch), 79: (1, 1, share_acknowledge)}
+
+
+def _partitions(broker, topics) -> tuple[dict, list]:
+    """{"topic:partition": (topic, request partition)} for known topic ids, and the unknown (topic id, partition)s."""
+    wanted, unknown = {}, []
+    for requested in topics:
+        topic = broker.topics.get_by_id(requested.topic_id)
+        for part in requested.partitions:
+            if topic is None or not 0 <= part.partition_index < topic.partitions:
+                unknown.append((requested.topic_id, part.partition_index))
+            else:
+                wanted[f"{topic.name}:{part.partition_index}"] = (topic, part)
+    return wanted, unknown
+
+
+def acknowledgement_batches(wire_batches) -> list[tuple[int, int, str]] | None:
+    """Wire batches -> [(first, last, type name)], runs of one type; None if malformed (INVALID_REQUEST)."""
+    batches: list[tuple[int, int, str]] = []
+    for batch in wire_batches:
+        types = batch.acknowledge_types
+        names = [ACK_TYPES_BY_WIRE.get(code) for code in types]
+        if not types or None in names:
+            return None
+        if len(types) == 1:
+            batches.append((batch.first_offset, batch.last_offset, names[0]))
+            continue
+        if batch.last_offset - batch.first_offset + 1 != len(types):
+            return None
+        for name, run in itertools.groupby(enumerate(names), key=lambda item: item[1]):
+            offsets = [index for index, _ in run]
+            batches.append((batch.first_offset + offsets[0], batch.first_offset + offsets[-1], name))
+    return batches
+
+
+def _acknowledgements(wanted: dict) -> dict[str, list[tuple[int, int, str]] | None]:
+    """{tp: batches} for the partitions that carry acknowledgements; None marks malformed ones."""
+    return {tp: acknowledgement_batches(part.acknowledgement_batches)
+            for tp, (_, part) in wanted.items() if part.acknowledgement_batches}
+
+
+def _flatten(acks: dict) -> list[tuple[str, int, int, str]]:
+    return [(tp, first, last, ack_type) for tp, batches in acks.items() for first, last, ack_type in batches or ()]
+
+
+def _acknowledge(broker, group: str, member: str, tp: str, batches: list | None, at_ms: int) -> str:
+    if batches is None:
+        return "INVALID_REQUEST"
+    return broker.engine.acknowledge(group, member, tp, batches, at_ms)
+
+
+async def _acquire(broker, group: str, member: str, partitions: list[str], body, results: dict, turn: int) -> None:
+    """Acquire up to max_records over the session's partitions, waiting up to max_wait for some."""
+    deadline_ms = now_ms() + min(int(body.max_wait.total_seconds() * 1000), MAX_WAIT_MS)
+    if partitions:
+        start = turn % len(partitions)
+        partitions = partitions[start:] + partitions[:start]  # no partition starves the others
+    while partitions:
+        budget = body.max_records if body.max_records > 0 else 500
+        for tp in partitions:
+            if budget <= 0 or not broker.engine.has_session(group, member):
+                break
+            acquired = broker.engine.acquire(group, member, tp, budget, now_ms())
+            if acquired:
+                budget -= sum(last - first + 1 for first, last, _ in acquired)
+                results.setdefault(tp, {})["acquired"] = acquired
+        remaining_ms = deadline_ms - now_ms()
+        if any("acquired" in result for result in results.values()) or remaining_ms <= 0:
+            return
+        await broker.wait_changed(remaining_ms)
+
+
+def _share_fetch_reply(broker, request, error: str, results: dict, unknown: list):
+    lock_ms = broker.share_config.record_lock_duration_ms
+    partitions = {tp: _fetched_partition(broker, tp, result) for tp, result in results.items()}
+    responses = _by_topic(broker, partitions, unknown, {"error_code": "UNKNOWN_TOPIC_ID", "acknowledge_error_code": 0,
+                                                        "records": b"", "acquired_records": []})
+    return reply(request, throttle_time=0, error_code=error, acquisition_lock_timeout=lock_ms if error == "NONE" else 0,
+                 responses=responses, node_endpoints=[])
+
+
+def _fetched_partition(broker, tp: str, result: dict) -> dict:
+    topic, partition = tp.rsplit(":", 1)
+    acquired = result.get("acquired", [])
+    records = b""
+    if acquired:
+        records = broker.partition_log(topic, int(partition)).read_range(acquired[0][0], acquired[-1][1])
+    return {"error_code": "NONE", "acknowledge_error_code": int(error_code(result.get("acknowledge_error_code", "NONE"))),
+            "records": records, "acquired_records": [{"first_offset": first, "last_offset": last, "delivery_count": count}
+                                                     for first, last, count in acquired]}
+
+
+def _by_topic(broker, partitions: dict[str, dict], unknown: list, unknown_fields: dict) -> list[dict]:
+    """Group per-partition answers by topic id, adding the leader and the unknown topic ids' errors."""
+    leader = {"leader_id": broker.config.node_id, "leader_epoch": 0}
+    topics: dict = {}
+    for tp, fields in partitions.items():
+        topic, partition = tp.rsplit(":", 1)
+        topics.setdefault(topic_id_of(topic), []).append({"partition_index": int(partition), "current_leader": leader, **fields})
+    for topic_id, partition in unknown:
+        topics.setdefault(topic_id, []).append({"partition_index": partition, "current_leader": leader, **unknown_fields})
+    return [{"topic_id": topic_id, "partitions": parts} for topic_id, parts in topics.items()]
+
+
+def _describe_group(broker, group_id: str) -> dict:
+    group = broker.groups.groups.get(group_id)
+    if group is None:
+        return {"error_code": "GROUP_ID_NOT_FOUND", "error_message": f"share group {group_id!r} not found",
+                "group_id": group_id, "group_state": "Dead", "group_epoch": -1, "assignment_epoch": -1,
+                "assignor_name": "simple", "members": []}
+    members = [{"member_id": member.member_id, "rack_id": member.rack_id, "member_epoch": member.epoch,
+                "client_id": member.client_id, "client_host": member.client_host,
+                "subscribed_topic_names": list(member.subscribed),
+                "assignment": {"topic_partitions": [{"topic_id": topic_id_of(topic), "topic_name": topic,
+                                                     "partitions": parts} for topic, parts in sorted(member.assignment.items())]}}
+               for member in group.members.values()]
+    return {"error_code": "NONE", "group_id": group_id, "group_state": "Stable" if members else "Empty",
+            "group_epoch": group.epoch, "assignment_epoch": group.epoch, "assignor_name": "simple", "members": members}

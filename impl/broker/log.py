@@ -1,0 +1,285 @@
+"""Partition logs: produced record batches kept as raw bytes in durable segment files.
+
+A produced batch is stored exactly as the producer sent it; only its 8-byte
+`baseOffset` (outside the CRC) is overwritten with the offset the log assigns.
+Records are never decoded, so compressed batches pass through untouched and
+timestamps keep their milliseconds.
+
+On disk: `<data dir>/<topic>-<partition>/<base offset, 20 digits>.log`, the
+batches back to back. A segment rolls when it would pass `segment_bytes`.
+
+Durability policy (documented for users in `kipcheck broker --help`):
+- every batch is written to the operating system before the produce request is
+  answered, so an answered produce survives `kill -9` of the broker;
+- segment files are fsync'd when `flush_interval_messages` batches have been
+  written since the last fsync (Kafka's `log.flush.interval.messages`; 1 means
+  fsync before every answer), by the broker's flush timer
+  (`log.flush.interval.ms`), and at a clean shutdown.
+
+On start every segment is replayed: each batch's length, magic, CRC-32C and
+offset are checked, and the log is truncated at the first batch that fails (a
+torn tail from a crash mid-write). Later segments are then removed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import crc32c
+
+BATCH_HEADER_BYTES = 61  # through recordsCount, the fixed part of a v2 batch
+LENGTH_PREFIX_BYTES = 12  # baseOffset + batchLength
+MAGIC_OFFSET, CRC_OFFSET, ATTRIBUTES_OFFSET = 16, 17, 21
+CRC_COVERS_FROM = 21
+
+
+class InvalidBatch(Exception):
+    """A produced batch that is not a valid v2 record batch (Kafka's CORRUPT_MESSAGE)."""
+
+
+class SequenceError(Exception):
+    """An idempotent producer's batch out of sequence (OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+
+
+@dataclass(frozen=True)
+class BatchHeader:
+    """The fields of a v2 batch header that the broker uses."""
+
+    length: int  # whole batch, length prefix included
+    last_offset_delta: int
+    max_timestamp_ms: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+
+def read_header(data: bytes | memoryview, position: int = 0) -> BatchHeader:
+    """Parse and validate the batch starting at `position` (raises InvalidBatch)."""
+    if len(data) - position < BATCH_HEADER_BYTES:
+        raise InvalidBatch("truncated batch header")
+    (batch_length,) = struct.unpack_from(">i", data, position + 8)
+    length = batch_length + LENGTH_PREFIX_BYTES
+    if batch_length < BATCH_HEADER_BYTES - LENGTH_PREFIX_BYTES or len(data) - position < length:
+        raise InvalidBatch(f"batch length {batch_length} does not fit the {len(data) - position} bytes given")
+    if data[position + MAGIC_OFFSET] != 2:
+        raise InvalidBatch(f"record batch magic {data[position + MAGIC_OFFSET]}, only v2 is served")
+    (crc,) = struct.unpack_from(">I", data, position + CRC_OFFSET)
+    if crc32c.crc32c(bytes(data[position + CRC_COVERS_FROM:position + length])) != crc:
+        raise InvalidBatch("record batch CRC-32C mismatch")
+    last_delta, _, max_timestamp, producer_id, producer_epoch, base_sequence, count = struct.unpack_from(
+        ">iqqqhii", data, position + 23)
+    if last_delta < 0 or count < 0:
+        raise InvalidBatch("negative record count")
+    return BatchHeader(length, last_delta, max_timestamp, producer_id, producer_epoch, base_sequence, count)
+
+
+def split_batches(records: bytes) -> list[tuple[bytes, BatchHeader]]:
+    """The batches of a produce request's record set, validated."""
+    batches, position = [], 0
+    while position < len(records):
+        header = read_header(records, position)
+        batches.append((records[position:position + header.length], header))
+        position += header.length
+    if not batches:
+        raise InvalidBatch("empty record set")
+    return batches
+
+
+@dataclass
+class Segment:
+    base_offset: int
+    path: Path
+    descriptor: int
+    size: int
+
+
+@dataclass
+class ProducerState:
+    """Idempotent producer bookkeeping: the last batch of each producer id."""
+
+    epoch: int
+    first_sequence: int
+    last_sequence: int
+    base_offset: int
+
+
+@dataclass
+class PartitionLog:
+    """One partition's log. Offsets start at 0; `end_offset` is the next offset to assign."""
+
+    directory: Path
+    segment_bytes: int = 1 << 30
+    flush_interval_messages: int = 1 << 62
+    segments: list[Segment] = field(default_factory=list)
+    # Batch index, parallel lists sorted by base offset.
+    bases: list[int] = field(default_factory=list)
+    lasts: list[int] = field(default_factory=list)
+    places: list[tuple[int, int, int]] = field(default_factory=list)  # (segment index, position, length)
+    timestamps: list[int] = field(default_factory=list)
+    producers: dict[int, ProducerState] = field(default_factory=dict)
+    unflushed: int = 0
+
+    @classmethod
+    def open(cls, directory: Path, segment_bytes: int = 1 << 30, flush_interval_messages: int = 1 << 62) -> "PartitionLog":
+        directory.mkdir(parents=True, exist_ok=True)
+        log = cls(directory, segment_bytes, max(1, flush_interval_messages))
+        log._replay()
+        if not log.segments:
+            log._roll(0)
+        return log
+
+    @property
+    def start_offset(self) -> int:
+        return self.bases[0] if self.bases else self.segments[0].base_offset if self.segments else 0
+
+    @property
+    def end_offset(self) -> int:
+        return self.lasts[-1] + 1 if self.lasts else self.segments[-1].base_offset if self.segments else 0
+
+    def batch_ranges(self, from_offset: int = 0) -> list[tuple[int, int]]:
+        """(first, last) offsets of the stored batches that end at or after `from_offset`."""
+        index = bisect.bisect_left(self.lasts, from_offset)
+        return list(zip(self.bases[index:], self.lasts[index:]))
+
+    def append(self, records: bytes) -> int:
+        """Append a produce request's record set; returns the base offset of its first batch.
+
+        Raises InvalidBatch or SequenceError without writing anything.
+        """
+        batches = split_batches(records)
+        duplicate = self._check_sequences(batches)
+        if duplicate is not None:
+            return duplicate
+        base_offset = self.end_offset
+        for batch, header in batches:
+            self._write(batch, header)
+        self.unflushed += len(batches)
+        if self.unflushed >= self.flush_interval_messages:
+            self.flush()
+        return base_offset
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        """Whole batches from the one holding `offset`, up to `max_bytes` (always at least one batch)."""
+        index = bisect.bisect_right(self.lasts, offset - 1)
+        chunks, total = [], 0
+        while index < len(self.bases):
+            segment_index, position, length = self.places[index]
+            if chunks and total + length > max_bytes:
+                break
+            chunks.append(os.pread(self.segments[segment_index].descriptor, length, position))
+            total += length
+            index += 1
+        return b"".join(chunks)
+
+    def read_range(self, first: int, last: int) -> bytes:
+        """The whole batches holding offsets first..last (a share fetch's acquired records)."""
+        start, stop = bisect.bisect_left(self.lasts, first), bisect.bisect_right(self.bases, last)
+        return b"".join(os.pread(self.segments[segment_index].descriptor, length, position)
+                        for segment_index, position, length in self.places[start:stop])
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int:
+        """The first offset of the first batch whose max timestamp is >= `timestamp_ms`, else the end."""
+        for base, stamp in zip(self.bases, self.timestamps):
+            if stamp >= timestamp_ms:
+                return base
+        return self.end_offset
+
+    def flush(self) -> None:
+        for segment in self.segments:
+            os.fsync(segment.descriptor)
+        self.unflushed = 0
+
+    def close(self) -> None:
+        self.flush()
+        for segment in self.segments:
+            os.close(segment.descriptor)
+        self.segments.clear()
+
+    def _check_sequences(self, batches: list[tuple[bytes, BatchHeader]]) -> int | None:
+        """Idempotence: the base offset of a retried duplicate, None for new batches; SequenceError otherwise."""
+        header = batches[0][1]
+        if header.producer_id < 0:
+            return None
+        state = self.producers.get(header.producer_id)
+        if state is None or header.producer_epoch != state.epoch:
+            return None  # a new producer or epoch may start at any sequence after our restart
+        if header.base_sequence == state.first_sequence:
+            return state.base_offset
+        if header.base_sequence != state.last_sequence + 1:
+            raise SequenceError(
+                f"producer {header.producer_id} sequence {header.base_sequence}, expected {state.last_sequence + 1}")
+        return None
+
+    def _write(self, batch: bytes, header: BatchHeader) -> None:
+        offset = self.end_offset
+        segment = self.segments[-1]
+        if segment.size and segment.size + len(batch) > self.segment_bytes:
+            segment = self._roll(offset)
+        stamped = struct.pack(">q", offset) + batch[8:]
+        os.pwrite(segment.descriptor, stamped, segment.size)
+        self._index(offset, header, len(self.segments) - 1, segment.size)
+        segment.size += len(batch)
+
+    def _index(self, offset: int, header: BatchHeader, segment_index: int, position: int) -> None:
+        self.bases.append(offset)
+        self.lasts.append(offset + header.last_offset_delta)
+        self.places.append((segment_index, position, header.length))
+        self.timestamps.append(header.max_timestamp_ms)
+        if header.producer_id >= 0:
+            self.producers[header.producer_id] = ProducerState(
+                header.producer_epoch, header.base_sequence, header.base_sequence + header.last_offset_delta, offset)
+
+    def _roll(self, base_offset: int) -> Segment:
+        path = self.directory / f"{base_offset:020d}.log"
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        segment = Segment(base_offset, path, descriptor, 0)
+        self.segments.append(segment)
+        return segment
+
+    def _replay(self) -> None:
+        paths = sorted(self.directory.glob("*.log"))
+        for number, path in enumerate(paths):
+            base_offset = int(path.stem)
+            if self.segments and base_offset != self.end_offset:
+                self._drop(paths[number:], f"segment {path.name} does not follow offset {self.end_offset}")
+                return
+            descriptor = os.open(path, os.O_RDWR)
+            segment = Segment(base_offset, path, descriptor, 0)
+            self.segments.append(segment)
+            data = os.pread(descriptor, os.fstat(descriptor).st_size, 0)
+            if not self._replay_segment(segment, data):
+                self._drop(paths[number + 1:], f"torn tail in {path.name}")
+                return
+
+    def _replay_segment(self, segment: Segment, data: bytes) -> bool:
+        """Index a segment's batches; truncate it at the first bad one (returns False then)."""
+        position, expected = 0, segment.base_offset
+        view = memoryview(data)
+        while position < len(data):
+            try:
+                header = read_header(view, position)
+                (offset,) = struct.unpack_from(">q", data, position)
+                if offset != expected:
+                    raise InvalidBatch(f"offset {offset}, expected {expected}")
+            except InvalidBatch:
+                os.ftruncate(segment.descriptor, position)
+                os.fsync(segment.descriptor)
+                segment.size = position
+                return False
+            self._index(offset, header, len(self.segments) - 1, position)
+            position += header.length
+            expected = offset + header.last_offset_delta + 1
+        segment.size = position
+        return True
+
+    def _drop(self, paths: list[Path], reason: str) -> None:
+        for path in paths:
+            path.unlink()
+        logging.getLogger("kipcheck.broker").warning(
+            "log %s: %s; truncated there and removed %d later segment(s)", self.directory.name, reason, len(paths))

@@ -1,0 +1,160 @@
+"""ShareEngine: the broker's side of impl/share (sessions, share-partitions, share coordinator, traces).
+
+The share-group rules themselves are impl/share's; this adapter only wires
+them to the broker:
+- one ShareCoordinator on `<data dir>/share-state/`, one ShareSessionCache,
+  and one SharePartition per (group, "topic:partition"), loaded on first use
+  with SharePartition.load (reads the persisted state, or initializes it at
+  the log end or start per `share.auto.offset.reset`) and then told about
+  every stored log batch past what it knows, so it can replay the log;
+- produced batches are passed to every loaded SharePartition of their
+  topic-partition (`on_produced`);
+- a member's records are released in every partition of its group when its
+  session closes (final epoch) or its connection closes. A connection close
+  only ends the sessions last used successfully on that connection, so a
+  member that reconnected keeps its new session, and a request that failed
+  (say, a stranger naming the member) claims nothing (Kafka keys sessions by
+  connection);
+- with a trace dir, impl/share's TraceWriter writes the traces; `close()`
+  writes a final `check` step for every share-partition, then flushes.
+  Share sessions live in memory and die with the process, so at start the
+  session traces of an earlier broker process are renamed
+  `share-session.<group>.before-restart-<n>.jsonl`: each file then describes
+  one session cache. The trace format has no op for "the connection closed"
+  (which drops a session), so the final session `check` is written only for
+  groups that lost no session that way.
+
+`partition_factory` builds SharePartitions (default SharePartition.load); a
+test may inject another (see tests/broker_bugs.py), never the production path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from kipcheck.impl.broker.clock import now_ms
+from kipcheck.impl.share.config import ShareConfig
+from kipcheck.impl.share.coordinator import ShareCoordinator
+from kipcheck.impl.share.partition import SharePartition
+from kipcheck.impl.share.sessions import SessionAnswer, ShareSessionCache
+from kipcheck.impl.share.tracing import TraceWriter
+
+Acks = list[tuple[str, int, int, str]]  # (tp, first, last, type), as the session trace records them
+
+
+class ShareEngine:
+    partition_factory: Callable[..., SharePartition] = staticmethod(SharePartition.load)
+
+    def __init__(self, broker, config: ShareConfig, trace_dir: Path | None):
+        self.broker = broker
+        self.config = config
+        self.trace_writer = None
+        if trace_dir is not None:
+            _retire_session_traces(Path(trace_dir))
+            self.trace_writer = TraceWriter(trace_dir, config)
+        self.coordinator = ShareCoordinator(Path(broker.data_dir) / "share-state", config,
+                                            trace_writer=self.trace_writer, now_ms=now_ms())
+        self.sessions = ShareSessionCache(config, trace_writer=self.trace_writer)
+        self.partitions: dict[tuple[str, str], SharePartition] = {}
+        self.groups_of_tp: dict[str, set[str]] = {}
+        self.connection_of: dict[tuple[str, str], int] = {}
+        self.untraced_closes: set[str] = set()  # groups that lost a session to a connection close
+
+    # -- share-partitions ------------------------------------------------------------------
+
+    def partition(self, group: str, tp: str, at_ms: int) -> SharePartition:
+        share_partition = self.partitions.get((group, tp))
+        if share_partition is None:
+            topic, index = tp.rsplit(":", 1)
+            partition_log = self.broker.partition_log(topic, int(index))
+            share_partition = self.partition_factory(
+                self.config, self.coordinator, f"{group}:{tp}", partition_log.start_offset,
+                partition_log.end_offset, at_ms, trace_writer=self.trace_writer)
+            for first, last in partition_log.batch_ranges(share_partition.log_end_offset):
+                share_partition.on_append(first, last - first + 1, at_ms)
+            self.partitions[(group, tp)] = share_partition
+            self.groups_of_tp.setdefault(tp, set()).add(group)
+        return share_partition
+
+    def on_produced(self, topic: str, partition: int, batch_ranges: list[tuple[int, int]]) -> None:
+        tp, at_ms = f"{topic}:{partition}", now_ms()
+        for group in self.groups_of_tp.get(tp, ()):
+            share_partition = self.partitions[(group, tp)]
+            for first, last in batch_ranges:
+                share_partition.on_append(first, last - first + 1, at_ms)
+
+    def acquire(self, group: str, member: str, tp: str, max_records: int, at_ms: int) -> list[tuple[int, int, int]]:
+        return self.partition(group, tp, at_ms).acquire(member, max_records, at_ms)
+
+    def acknowledge(self, group: str, member: str, tp: str, batches: list[tuple[int, int, str]], at_ms: int) -> str:
+        return self.partition(group, tp, at_ms).acknowledge(member, batches, at_ms)
+
+    def release_member(self, group: str, member: str, at_ms: int) -> int:
+        return sum(share_partition.release_member(member, at_ms)
+                   for (owner, _), share_partition in self.partitions.items() if owner == group)
+
+    def expire_locks(self, at_ms: int) -> int:
+        expired = 0
+        for share_partition in self.partitions.values():
+            deadline = share_partition.next_deadline_ms()
+            if deadline is not None and deadline <= at_ms:
+                expired += share_partition.expire_locks(at_ms)
+        return expired
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def share_fetch_session(self, group: str, member: str, epoch: int, add: list[str], forget: list[str],
+                            acks: Acks, at_ms: int) -> SessionAnswer:
+        return self.sessions.share_fetch(group, member, epoch, add, forget, acks=acks, now_ms=at_ms)
+
+    def share_acknowledge_session(self, group: str, member: str, epoch: int, acks: Acks, at_ms: int) -> SessionAnswer:
+        return self.sessions.share_acknowledge(group, member, epoch, acks=acks, now_ms=at_ms)
+
+    def has_session(self, group: str, member: str) -> bool:
+        return self.sessions.epoch_of(group, member) is not None
+
+    def session_used(self, connection, group: str, member: str, answer: SessionAnswer) -> None:
+        """A request succeeded on `connection`: its close now ends the member's session (unless this one closed it)."""
+        if answer.closed:
+            self.connection_of.pop((group, member), None)
+            return
+        connection.attachments.setdefault("share_members", set()).add((group, member))
+        self.connection_of[(group, member)] = connection.connection_id
+
+    def connection_closed(self, connection, at_ms: int) -> None:
+        released = 0
+        for group, member in connection.attachments.get("share_members", ()):
+            if self.connection_of.get((group, member)) != connection.connection_id:
+                continue
+            del self.connection_of[(group, member)]
+            answer = self.sessions.close_member(group, member, at_ms)
+            if answer.closed:
+                self.untraced_closes.add(group)
+            if answer.release:
+                released += self.release_member(group, member, at_ms)
+        if released:
+            self.broker.notify_changed()
+
+    # -- shutdown --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        at_ms = now_ms()
+        for share_partition in self.partitions.values():
+            share_partition.trace_check(at_ms)
+        for group in {group for group, _ in self.partitions} - self.untraced_closes:
+            self.sessions.trace_check(group, at_ms)
+        self.coordinator.close()
+        if self.trace_writer is not None:
+            self.trace_writer.close()
+
+
+def _retire_session_traces(trace_dir: Path) -> None:
+    """Rename an earlier process's share-session traces (see the module docstring)."""
+    for path in sorted(trace_dir.glob("share-session.*.jsonl")):
+        if ".before-restart-" in path.name:
+            continue
+        number = 1
+        while (retired := path.with_name(f"{path.stem}.before-restart-{number}.jsonl")).exists():
+            number += 1
+        path.rename(retired)

@@ -1,0 +1,348 @@
+"""The broker scenarios: real clients against the embedded reference broker, then its traces judged.
+
+Each scenario starts a broker (embedded.EmbeddedBroker) in its own work dir,
+drives it with confluent-kafka clients, checks what the clients saw, stops the
+broker cleanly and judges every trace it wrote with the oracle
+(`kipcheck check`). Its ScenarioResult passes only if the clients saw what the
+protocol promises AND every trace is allowed by the models.
+
+    results = run_scenarios(work_root)                   # all of them
+    result = SCENARIOS["consumer-killed"](work_dir)      # one (profile="kip" for the KIP text)
+
+`launcher` (see EmbeddedBroker) lets a test run a scenario against a broker
+with a seeded bug, to show the oracle catches it.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from confluent_kafka import AcknowledgeType
+
+from kipcheck.oracle.check import Verdict, check_file
+from kipcheck.oracle.conformance.clients import (Delivered, as_delivered, create_topic, poll_records, produce,
+                                                  read_plain, share_consumer)
+from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
+
+FAST_GROUPS = {"group.share.heartbeat.interval.ms": "1000", "share.auto.offset.reset": "earliest"}
+WAIT_S = 90.0
+
+
+class ScenarioFailed(AssertionError):
+    """What the clients saw breaks the protocol's promise."""
+
+
+@dataclass
+class ScenarioResult:
+    name: str
+    checks_ok: bool
+    detail: str
+    traces: list[Verdict] = field(default_factory=list)
+    seconds: float = 0.0
+    needs_traces: bool = True  # a scenario that uses share groups must leave traces to judge
+    profile: str = "kafka-4.2"
+
+    @property
+    def traces_ok(self) -> bool:
+        return (bool(self.traces) or not self.needs_traces) and all(verdict.status == "ok" for verdict in self.traces)
+
+    @property
+    def ok(self) -> bool:
+        return self.checks_ok and self.traces_ok
+
+    def violations(self) -> list[Verdict]:
+        return [verdict for verdict in self.traces if verdict.status != "ok"]
+
+    def summary(self) -> str:
+        mark = "PASS" if self.ok else "FAIL"
+        traces = f"{len(self.traces) - len(self.violations())}/{len(self.traces)} traces ok"
+        lines = [f"{mark}  broker/{self.profile}/{self.name:<26} clients: {'ok' if self.checks_ok else 'FAILED'}; {traces}  ({self.seconds:.0f} s)"]
+        if not self.checks_ok:
+            lines.append(f"      {self.detail}")
+        lines += [f"      {verdict.summary()}" for verdict in self.violations()]
+        return "\n".join(lines)
+
+
+def judge_traces(trace_dir: Path) -> list[Verdict]:
+    return [check_file(path) for path in sorted(Path(trace_dir).glob("*.jsonl"))]
+
+
+def _run(name: str, work_dir: Path, settings: dict, body: Callable[[EmbeddedBroker], str],
+         launcher: tuple[str, ...], profile: str, needs_traces: bool = True) -> ScenarioResult:
+    started = time.monotonic()
+    broker = EmbeddedBroker(work_dir, settings, profile=profile, launcher=launcher)
+    try:
+        broker.start()
+        detail, ok = body(broker), True
+    except Exception as error:  # a scenario reports, it never crashes the runner
+        detail, ok = f"{type(error).__name__}: {error}", False
+    finally:
+        try:
+            broker.stop()
+        except Exception as error:
+            detail, ok = f"{detail}; stop failed: {error}", False
+    if not ok:
+        detail += f"\n      broker log tail:\n{broker.log_tail(15)}"
+    return ScenarioResult(name, ok, detail, judge_traces(broker.trace_dir), time.monotonic() - started, needs_traces,
+                          profile)
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise ScenarioFailed(message)
+
+
+def _consume_until(consumers, done: Callable[[list[Delivered]], bool], timeout_s: float = WAIT_S) -> list[Delivered]:
+    """Poll every consumer (one thread each, implicit acknowledgement) until done(all delivered) or the deadline."""
+    delivered: list[Delivered] = []
+    lock, stop = threading.Lock(), threading.Event()
+
+    def loop(consumer):
+        while not stop.is_set():
+            records = [as_delivered(message) for message in poll_records(consumer, 0.5)]
+            with lock:
+                delivered.extend(records)
+                if done(delivered):
+                    stop.set()
+        consumer.commit_sync(30)
+
+    threads = [threading.Thread(target=loop, args=(consumer,), daemon=True) for consumer in consumers]
+    for thread in threads:
+        thread.start()
+    stop.wait(timeout_s)
+    stop.set()
+    for thread in threads:
+        thread.join(60)
+    return delivered
+
+
+def _values(records) -> set[bytes]:
+    return {record.value for record in records}
+
+
+# -- scenarios -----------------------------------------------------------------------------
+
+
+def share_groups(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
+        profile: str = "kafka-4.2") -> ScenarioResult:
+    """Plain, lz4, zstd, gzip and idempotent producers; three share consumers on three partitions, implicit acks."""
+    def body(broker: EmbeddedBroker) -> str:
+        create_topic(broker.bootstrap, "orders", 3)
+        expected = set()
+        for producer_config in ({}, {"compression.type": "lz4"}, {"compression.type": "zstd"},
+                                {"compression.type": "gzip"}, {"enable.idempotence": True}):
+            tag = producer_config.get("compression.type", "idempotent" if producer_config else "plain")
+            records = [(index % 3, f"k{index}".encode(), f"{tag}-{index}".encode()) for index in range(60)]
+            produce(broker.bootstrap, "orders", records, **producer_config)
+            expected |= {value for _, _, value in records}
+        consumers = [share_consumer(broker.bootstrap, "billing", ["orders"]) for _ in range(3)]
+        try:
+            delivered = _consume_until(consumers, lambda seen: _values(seen) >= expected)
+        finally:
+            for consumer in consumers:
+                consumer.close()
+        _check(_values(delivered) >= expected, f"{len(expected - _values(delivered))} of {len(expected)} records never delivered")
+        attempts = [(record.partition, record.offset, record.delivery_count) for record in delivered]
+        _check(len(attempts) == len(set(attempts)), "a record was delivered twice with the same delivery count")
+        _check(all(record.delivery_count >= 1 for record in delivered), "a delivery count below 1")
+        return f"{len(expected)} records from 5 producers delivered to 3 share consumers ({len(delivered)} deliveries)"
+
+    return _run("share-groups", work_dir, FAST_GROUPS, body, launcher, profile)
+
+
+def explicit_acknowledgement(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
+        profile: str = "kafka-4.2") -> ScenarioResult:
+    """Explicit ACCEPT / RELEASE / REJECT: released records come back with delivery count 2, the others never."""
+    def body(broker: EmbeddedBroker) -> str:
+        create_topic(broker.bootstrap, "tasks", 1)
+        produce(broker.bootstrap, "tasks", [(0, None, f"task-{index}".encode()) for index in range(12)])
+        consumer = share_consumer(broker.bootstrap, "workers", ["tasks"], explicit=True)
+        first: dict[int, int] = {}      # offset -> delivery count of its first delivery
+        released, redelivered, final = set(), {}, set()
+        deadline = time.monotonic() + WAIT_S
+        try:
+            while time.monotonic() < deadline and not (len(first) == 12 and released <= set(redelivered)):
+                for message in poll_records(consumer):
+                    offset = message.offset()
+                    _check(offset not in final, f"offset {offset} was delivered again after ACCEPT/REJECT")
+                    if offset in first:
+                        redelivered[offset] = message.delivery_count()
+                        consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+                        final.add(offset)
+                        continue
+                    first[offset] = message.delivery_count()
+                    kind = (AcknowledgeType.RELEASE, AcknowledgeType.REJECT, AcknowledgeType.ACCEPT)[offset % 3]
+                    consumer.acknowledge(message, kind)
+                    (released if offset % 3 == 0 else final).add(offset)
+                results = consumer.commit_sync(30)
+                _check(all(error is None for error in (results or {}).values()), f"acknowledgement failed: {results}")
+        finally:
+            consumer.close()
+        _check(len(first) == 12, f"only {len(first)} of 12 records delivered")
+        _check(set(first.values()) == {1}, f"first deliveries with counts {sorted(set(first.values()))}, expected 1")
+        _check(released <= set(redelivered), f"released offsets {sorted(released - set(redelivered))} never came back")
+        _check(all(redelivered[offset] == 2 for offset in released),
+               f"released records came back with delivery counts {redelivered}, expected 2")
+        return f"12 records: {len(released)} released and redelivered with count 2, {len(final) - len(released)} accepted or rejected once"
+
+    return _run("explicit-acknowledgement", work_dir, FAST_GROUPS, body, launcher, profile)
+
+
+def delivery_limit(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
+        profile: str = "kafka-4.2") -> ScenarioResult:
+    """Records released on every delivery are archived at group.share.delivery.count.limit=2: never a third delivery."""
+    def body(broker: EmbeddedBroker) -> str:
+        create_topic(broker.bootstrap, "poison", 1)
+        produce(broker.bootstrap, "poison", [(0, None, f"poison-{index}".encode()) for index in range(6)])
+        consumer = share_consumer(broker.bootstrap, "medics", ["poison"], explicit=True)
+        counts: dict[int, list[int]] = {}
+        deadline = time.monotonic() + WAIT_S
+        try:
+            while time.monotonic() < deadline and not (len(counts) == 6 and all(len(seen) >= 2 for seen in counts.values())):
+                for message in poll_records(consumer):
+                    counts.setdefault(message.offset(), []).append(message.delivery_count())
+                    consumer.acknowledge(message, AcknowledgeType.RELEASE)
+                consumer.commit_sync(30)
+            for message in poll_records(consumer, 3.0):  # a third delivery would show up here (and in the traces)
+                counts.setdefault(message.offset(), []).append(message.delivery_count())
+                consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+        finally:
+            consumer.close()
+        _check(len(counts) == 6, f"only {len(counts)} of 6 records delivered")
+        _check(all(seen == [1, 2] for seen in counts.values()), f"delivery counts per offset {counts}, expected [1, 2] each")
+        return "6 records released twice each were archived at the delivery limit 2"
+
+    return _run("delivery-limit", work_dir, {**FAST_GROUPS, "group.share.delivery.count.limit": "2"}, body, launcher, profile)
+
+
+def consumer_killed(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
+        profile: str = "kafka-4.2") -> ScenarioResult:
+    """A consumer killed -9 while holding records: its connection closes, they come back with delivery count + 1."""
+    return _held_records_return("consumer-killed", work_dir, launcher, profile, signal.SIGKILL)
+
+
+def consumer_frozen(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
+        profile: str = "kafka-4.2") -> ScenarioResult:
+    """A consumer frozen (SIGSTOP) while holding records, connection open: they come back when the 2000 ms lock expires."""
+    return _held_records_return("consumer-frozen", work_dir, launcher, profile, signal.SIGSTOP)
+
+
+def _held_records_return(name: str, work_dir: Path, launcher: tuple[str, ...], profile: str,
+                         stop_signal: int) -> ScenarioResult:
+    def body(broker: EmbeddedBroker) -> str:
+        create_topic(broker.bootstrap, "jobs", 1)
+        produce(broker.bootstrap, "jobs", [(0, None, f"job-{index}".encode()) for index in range(20)])
+        holder = subprocess.Popen([sys.executable, "-m", "kipcheck.oracle.conformance.holder", broker.bootstrap,
+                                   "crew", "jobs"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        try:
+            held = json.loads(holder.stdout.readline() or "[]")
+            holder.send_signal(stop_signal)
+            _check(bool(held), "the holding consumer received nothing")
+            counts = {(partition, offset): count for partition, offset, count in held}
+            consumer = share_consumer(broker.bootstrap, "crew", ["jobs"])
+            try:
+                delivered = _consume_until([consumer], lambda seen: set(counts) <= {(r.partition, r.offset) for r in seen})
+            finally:
+                consumer.close()
+        finally:
+            holder.kill()
+            holder.wait()
+            holder.stdout.close()
+        again = {(record.partition, record.offset): record.delivery_count for record in delivered}
+        _check(set(counts) <= set(again), f"held records {sorted(set(counts) - set(again))} never came back")
+        wrong = {key: (counts[key], again[key]) for key in counts if again[key] != counts[key] + 1}
+        _check(not wrong, f"redelivered with wrong delivery counts (first, again): {wrong}")
+        how = "a killed consumer (connection closed)" if stop_signal == signal.SIGKILL else "a frozen consumer (lock expired)"
+        return f"{len(counts)} records held by {how} came back with delivery count + 1"
+
+    return _run(name, work_dir, {**FAST_GROUPS, "group.share.record.lock.duration.ms": "2000"}, body, launcher, profile)
+
+
+def broker_killed(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
+        profile: str = "kafka-4.2") -> ScenarioResult:
+    """The broker killed -9 and restarted: accepted records never come back, held ones do, the log is intact."""
+    def body(broker: EmbeddedBroker) -> str:
+        create_topic(broker.bootstrap, "ledger", 2)
+        values = {f"entry-{index}".encode() for index in range(60)}
+        produce(broker.bootstrap, "ledger", [(index % 2, None, f"entry-{index}".encode()) for index in range(60)],
+                **{"compression.type": "zstd"})
+        consumer = share_consumer(broker.bootstrap, "auditors", ["ledger"], explicit=True)
+        deadline, batch = time.monotonic() + WAIT_S, []
+        while not batch and time.monotonic() < deadline:
+            batch = poll_records(consumer)
+        _check(len(batch) >= 2, f"first poll gave {len(batch)} records")
+        accepted = {(message.partition(), message.offset()) for message in batch[:len(batch) // 2]}
+        for message in batch[:len(batch) // 2]:
+            consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+        results = consumer.commit_sync(30)
+        _check(all(error is None for error in (results or {}).values()), f"acknowledgement failed: {results}")
+        held = {(message.partition(), message.offset()) for message in batch[len(batch) // 2:]}
+        broker.kill()
+        broker.start()
+        consumer.close()
+        survivor = share_consumer(broker.bootstrap, "auditors", ["ledger"])
+        remaining = {(record.partition(), record.offset()) for record in read_plain(broker.bootstrap, "ledger", 2, 60)}
+        try:
+            delivered = _consume_until([survivor], lambda seen: remaining - accepted <= {(r.partition, r.offset) for r in seen})
+        finally:
+            survivor.close()
+        seen = {(record.partition, record.offset) for record in delivered}
+        _check(len(remaining) == 60, f"the log holds {len(remaining)} of 60 records after the restart")
+        _check(not seen & accepted, f"accepted records {sorted(seen & accepted)} were delivered again after the restart")
+        _check(held <= seen, f"held records {sorted(held - seen)} never came back after the restart")
+        _check(remaining - accepted <= seen, f"{len(remaining - accepted - seen)} unacknowledged records never delivered")
+        stored = {record.value() for record in read_plain(broker.bootstrap, "ledger", 2, 60)}
+        _check(stored == values, "produced values changed across the restart")
+        return f"{len(accepted)} accepted before kill -9 never redelivered; {len(held)} held came back; 60 records intact"
+
+    return _run("broker-killed", work_dir, FAST_GROUPS, body, launcher, profile)
+
+
+def plain_fetch(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
+        profile: str = "kafka-4.2") -> ScenarioResult:
+    """A plain Consumer (Fetch) reads what plain, lz4 and gzip producers wrote, keys and timestamps intact."""
+    def body(broker: EmbeddedBroker) -> str:
+        create_topic(broker.bootstrap, "events", 2)
+        sent, base_ms = {}, 1_700_000_000_123
+        for codec in ("none", "lz4", "gzip"):
+            records = [(index % 2, f"{codec}-key-{index}".encode(), f"{codec}-{index}".encode()) for index in range(40)]
+            produce(broker.bootstrap, "events", records, timestamp_ms=base_ms, **{"compression.type": codec})
+            sent.update({value: (key, base_ms + index) for index, (_, key, value) in enumerate(records)})
+        received = read_plain(broker.bootstrap, "events", 2, len(sent))
+        got = {record.value(): (record.key(), record.timestamp()[1]) for record in received}
+        _check(got == sent, f"{len(set(sent) - set(got))} records missing, or keys or millisecond timestamps changed")
+        offsets = [(record.partition(), record.offset()) for record in received]
+        _check(len(offsets) == len(set(offsets)), "a plain fetch returned one offset twice")
+        return f"{len(sent)} records read back by a plain consumer"
+
+    return _run("plain-fetch", work_dir, {}, body, launcher, profile, needs_traces=False)
+
+
+SCENARIOS: dict[str, Callable[..., ScenarioResult]] = {
+    "share-groups": share_groups,
+    "explicit-acknowledgement": explicit_acknowledgement,
+    "delivery-limit": delivery_limit,
+    "consumer-killed": consumer_killed,
+    "consumer-frozen": consumer_frozen,
+    "broker-killed": broker_killed,
+    "plain-fetch": plain_fetch,
+}
+
+
+def run_scenarios(work_root: Path, names: list[str] | None = None,
+                  report: Callable[[ScenarioResult], None] | None = None, profile: str = "kafka-4.2") -> list[ScenarioResult]:
+    results = []
+    for name in names or list(SCENARIOS):
+        result = SCENARIOS[name](Path(work_root) / profile / name, profile=profile)
+        if report is not None:
+            report(result)
+        results.append(result)
+    return results

@@ -1,0 +1,59 @@
+"""Fixtures for the broker tests: an embedded broker subprocess and a raw wire client.
+
+`start_broker(**settings)` starts the reference broker (kipcheck broker) on a
+free loopback port with a temporary data dir and trace dir, and stops it
+cleanly (SIGTERM) at the end of the test. `raw_client(broker)` opens a socket
+that speaks the Kafka wire protocol through kio, for requests no real client
+would send (kipcheck.oracle.conformance.wire.RawClient).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kipcheck.oracle.conformance.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.wire import RawClient
+
+
+@pytest.fixture
+def start_broker(tmp_path):
+    started: list[EmbeddedBroker] = []
+
+    def start(name: str = "broker", **settings) -> EmbeddedBroker:
+        broker = EmbeddedBroker(tmp_path / name, {key.replace("_", "."): str(value) for key, value in settings.items()})
+        broker.start()
+        started.append(broker)
+        return broker
+
+    yield start
+    for broker in started:
+        broker.stop()
+
+
+@pytest.fixture
+def raw_client():
+    clients: list[RawClient] = []
+
+    def connect(broker: EmbeddedBroker) -> RawClient:
+        client = RawClient(broker.port)
+        clients.append(client)
+        return client
+
+    yield connect
+    for client in clients:
+        client.close()
+
+
+def run_check(paths: list[Path]) -> subprocess.CompletedProcess:
+    """`kipcheck check` on trace files, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "kipcheck", "check", *map(str, paths)],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture
+def kipcheck_check():
+    return run_check

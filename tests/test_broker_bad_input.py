@@ -1,0 +1,182 @@
+"""Bad input on the wire gets an error code or a closed connection, and the broker keeps serving.
+
+Malformed frames, unknown API keys and versions, oversized requests,
+acknowledgements of offsets never delivered, and requests from members the
+broker does not know.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+import uuid
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from kipcheck.impl.broker.metadata import topic_id_of
+from kipcheck.oracle.conformance.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.wire import RawClient
+
+pytestmark = pytest.mark.slow
+
+API_VERSIONS, METADATA, CREATE_TOPICS = 18, 3, 19
+SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
+
+
+def still_serving(broker, raw_client) -> bool:
+    answer = raw_client(broker).request(API_VERSIONS, 3, client_software_name="t", client_software_version="1")
+    return answer is not None and answer.error_code == ErrorCode.none and broker.alive()
+
+
+def share_fetch_body(member: str, epoch: int, topic: str = "bad", acks=(), wait_ms: int = 0) -> dict:
+    partitions = [{"partition_index": 0, "acknowledgement_batches": list(acks)}]
+    return {"group_id": "g", "member_id": member, "share_session_epoch": epoch, "max_wait": wait_ms, "min_bytes": 1,
+            "max_bytes": 1 << 20, "max_records": 100, "batch_size": 100,
+            "topics": [{"topic_id": topic_id_of(topic), "partitions": partitions}] if epoch != -1 else [],
+            "forgotten_topics_data": []}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    """One broker for the whole module: that it keeps serving after each bad input is the point."""
+    with EmbeddedBroker(tmp_path_factory.mktemp("bad-input"), {"socket.request.max.bytes": "65536"}) as broker:
+        client = RawClient(broker.port)
+        created = client.request(CREATE_TOPICS, 7, topics=[
+            {"name": "bad", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}], timeout=5000)
+        client.close()
+        assert created.topics[0].error_code == ErrorCode.none
+        yield broker
+
+
+@pytest.mark.parametrize("frame", [
+    b"\x00\x00\x00\x03abc",                            # shorter than a request header
+    struct.pack(">i", 12) + b"\x00\x03\x00\x0c" + b"\xff" * 8,  # Metadata v12 with a garbage body
+    struct.pack(">i", -5),                             # negative length
+    struct.pack(">i", 10) + b"\x03\xe7\x00\x00" + b"\x00" * 6,   # unknown API key 999
+    struct.pack(">i", 10) + b"\x00\x00\x00\x63" + b"\x00" * 6,   # Produce v99
+])
+def test_malformed_or_unknown_frames_close_the_connection(broker, raw_client, frame):
+    client = raw_client(broker)
+    client.send(frame)
+    assert client.closed_by_peer()
+    assert still_serving(broker, raw_client)
+
+
+def test_oversized_request_closes_the_connection(broker, raw_client):
+    client = raw_client(broker)
+    client.send(struct.pack(">i", 65537) + b"\x00\x12\x00\x03")
+    assert client.closed_by_peer()
+    assert still_serving(broker, raw_client)
+
+
+def test_api_versions_of_an_unknown_version_answers_unsupported_with_the_list(broker, raw_client):
+    client = raw_client(broker)
+    client.send(struct.pack(">ihhi", 8, API_VERSIONS, 77, 42))
+    frame = client.read_frame()
+    (correlation_id, error) = struct.unpack_from(">ih", frame)
+    assert correlation_id == 42 and error == ErrorCode.unsupported_version
+    assert still_serving(broker, raw_client)
+
+
+def test_metadata_by_unknown_topic_id(broker, raw_client):
+    answer = raw_client(broker).request(METADATA, 12, topics=[{"topic_id": uuid.uuid4(), "name": None}],
+                                        allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    assert answer.topics[0].error_code == ErrorCode.unknown_topic_id
+    known = raw_client(broker).request(METADATA, 12, topics=[{"topic_id": topic_id_of("bad"), "name": None}],
+                                       allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    assert known.topics[0].name == "bad" and len(known.topics[0].partitions) == 1
+
+
+def test_acknowledging_offsets_never_delivered_is_an_error(broker, raw_client):
+    client = raw_client(broker)
+    opened = client.request(SHARE_FETCH, 1, **share_fetch_body("m1", 0))
+    assert opened.error_code == ErrorCode.none
+    acks = [{"first_offset": 0, "last_offset": 5, "acknowledge_types": [1]}]
+    body = share_fetch_body("m1", 1, acks=acks)
+    answer = client.request(SHARE_ACKNOWLEDGE, 1, group_id="g", member_id="m1", share_session_epoch=1,
+                            topics=body["topics"])
+    assert answer.error_code == ErrorCode.none
+    partition_error = answer.responses[0].partitions[0].error_code
+    assert partition_error in (ErrorCode.invalid_request, ErrorCode.invalid_record_state)
+    malformed = [{"first_offset": 5, "last_offset": 2, "acknowledge_types": [1]}]
+    fetched = client.request(SHARE_FETCH, 1, **share_fetch_body("m1", 2, acks=malformed))
+    assert fetched.error_code == ErrorCode.none
+    assert fetched.responses[0].partitions[0].acknowledge_error_code == ErrorCode.invalid_request
+    wrong_types = [{"first_offset": 0, "last_offset": 2, "acknowledge_types": [1, 7]}]
+    fetched = client.request(SHARE_FETCH, 1, **share_fetch_body("m1", 3, acks=wrong_types))
+    assert fetched.responses[0].partitions[0].acknowledge_error_code == ErrorCode.invalid_request
+    assert still_serving(broker, raw_client)
+
+
+def test_requests_from_unknown_members_get_errors(broker, raw_client):
+    client = raw_client(broker)
+    assert client.request(SHARE_FETCH, 1, **share_fetch_body("ghost", 7)).error_code == ErrorCode.share_session_not_found
+    assert client.request(SHARE_ACKNOWLEDGE, 1, group_id="g", member_id="ghost", share_session_epoch=0,
+                          topics=[]).error_code == ErrorCode.invalid_share_session_epoch
+    assert client.request(SHARE_ACKNOWLEDGE, 1, group_id="g", member_id="ghost", share_session_epoch=-1,
+                          topics=[]).error_code == ErrorCode.share_session_not_found
+    heartbeat = client.request(SHARE_GROUP_HEARTBEAT, 1, group_id="g", member_id="ghost", member_epoch=4)
+    assert heartbeat.error_code == ErrorCode.unknown_member_id
+    joined = client.request(SHARE_GROUP_HEARTBEAT, 1, group_id="g", member_id="m2", member_epoch=0,
+                            subscribed_topic_names=["bad"])
+    assert joined.error_code == ErrorCode.none and joined.member_epoch > 0
+    assert joined.assignment.topic_partitions[0].topic_id == topic_id_of("bad")
+    fenced = client.request(SHARE_GROUP_HEARTBEAT, 1, group_id="g", member_id="m2", member_epoch=joined.member_epoch + 5)
+    assert fenced.error_code == ErrorCode.fenced_member_epoch
+    assert still_serving(broker, raw_client)
+
+
+def test_acks_on_an_opening_fetch_are_invalid(broker, raw_client):
+    acks = [{"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}]
+    answer = raw_client(broker).request(SHARE_FETCH, 1, **share_fetch_body("m3", 0, acks=acks))
+    assert answer.error_code == ErrorCode.invalid_request
+    assert still_serving(broker, raw_client)
+
+
+def test_share_group_describe(broker, raw_client):
+    client = raw_client(broker)
+    missing = client.request(77, 1, group_ids=["nobody"], include_authorized_operations=False)
+    assert missing.groups[0].error_code == ErrorCode.group_id_not_found
+    joined = client.request(SHARE_GROUP_HEARTBEAT, 1, group_id="d", member_id="m9", member_epoch=0,
+                            subscribed_topic_names=["bad"])
+    described = client.request(77, 1, group_ids=["d"], include_authorized_operations=False).groups[0]
+    assert described.error_code == ErrorCode.none and described.group_state == "Stable"
+    (member,) = described.members
+    assert member.member_id == "m9" and member.member_epoch == joined.member_epoch
+    assert member.assignment.topic_partitions[0].topic_name == "bad"
+
+
+def test_list_offsets_earliest_and_latest(broker, raw_client):
+    client = raw_client(broker)
+    partitions = [{"partition_index": 0, "timestamp": -2}, {"partition_index": 0, "timestamp": -1},
+                  {"partition_index": 9, "timestamp": -1}]
+    answer = client.request(2, 7, replica_id=-1, isolation_level=0, topics=[{"name": "bad", "partitions": partitions}])
+    earliest, latest, missing = answer.topics[0].partitions
+    assert earliest.error_code == latest.error_code == ErrorCode.none and earliest.offset <= latest.offset
+    assert missing.error_code == ErrorCode.unknown_topic_or_partition
+
+
+def test_pipelined_requests_are_answered_in_order(broker, raw_client):
+    client = raw_client(broker)
+    slow = client.encode(SHARE_FETCH, 1, **share_fetch_body("m5", 0, wait_ms=400))  # long-polls: no records
+    fast = client.encode(API_VERSIONS, 3, client_software_name="t", client_software_version="1")
+    client.send(slow + fast)
+    first, second = client.read_frame(), client.read_frame()
+    assert struct.unpack_from(">i", first)[0] < struct.unpack_from(">i", second)[0]
+
+
+def test_a_session_ends_with_its_own_connection_not_a_strangers(broker, raw_client):
+    owner, stranger = raw_client(broker), raw_client(broker)
+    assert owner.request(SHARE_FETCH, 1, **share_fetch_body("m7", 0)).error_code == ErrorCode.none
+    refused = stranger.request(SHARE_FETCH, 1, **share_fetch_body("m7", 9))
+    assert refused.error_code == ErrorCode.invalid_share_session_epoch
+    stranger.close()
+    for epoch in range(1, 6):  # over a second in which the broker sees the stranger's connection close
+        assert owner.request(SHARE_FETCH, 1, **share_fetch_body("m7", epoch, wait_ms=250)).error_code == ErrorCode.none
+    owner.close()
+    deadline, late = time.monotonic() + 30, None
+    while time.monotonic() < deadline and late != ErrorCode.share_session_not_found:
+        late = raw_client(broker).request(SHARE_FETCH, 1, **share_fetch_body("m7", 99)).error_code
+        assert late in (ErrorCode.invalid_share_session_epoch, ErrorCode.share_session_not_found)
+    assert late == ErrorCode.share_session_not_found

@@ -1,0 +1,41 @@
+"""`kipcheck broker` on the command line: bad flags exit 2 with a clear message; SIGTERM stops it cleanly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+
+def broker_command(tmp_path, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kipcheck", "broker", "--port", "0", "--data-dir", str(tmp_path), *flags],
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (("--set", "no.such.setting=1"), "no.such.setting"),
+    (("--set", "group.share.delivery.count.limit=many"), "group.share.delivery.count.limit"),
+    (("--set", "justaname"), "expected NAME=VALUE"),
+    (("--set", "advertised.listeners=nowhere"), "PLAINTEXT://HOST:PORT"),
+    (("--port", "70000"), "expected 0..65535"),
+    (("--profile", "kafka-9"), "invalid choice"),
+])
+def test_bad_flags_exit_2_with_a_message(tmp_path, flags, message):
+    result = broker_command(tmp_path, *flags)
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_missing_data_dir_exits_2():
+    result = subprocess.run([sys.executable, "-m", "kipcheck", "broker"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "--data-dir" in result.stderr
+
+
+@pytest.mark.slow
+def test_sigterm_stops_cleanly_and_a_taken_port_is_an_error(tmp_path, start_broker):
+    broker = start_broker()
+    taken = broker_command(tmp_path / "second", "--port", str(broker.port))
+    assert taken.returncode == 1 and "cannot start" in taken.stderr
+    assert broker.stop() == 0  # SIGTERM: traces flushed, files fsync'd, exit 0

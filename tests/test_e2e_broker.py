@@ -1,0 +1,31 @@
+"""End-to-end: real confluent-kafka clients against the reference broker, every trace judged.
+
+Runs the scenarios of kipcheck.oracle.conformance (the same ones `kipcheck
+conformance` runs), so the tests and the main job cannot drift apart. Each
+test asserts what the clients saw AND that `kipcheck check` accepts every
+trace the broker wrote.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kipcheck.oracle.conformance.scenarios import SCENARIOS
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("profile", ["kafka-4.2", "kip"])
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_scenario(name, profile, tmp_path, kipcheck_check):
+    result = SCENARIOS[name](tmp_path / name, profile=profile)
+    assert result.checks_ok, result.detail
+    assert result.traces_ok, "\n".join(verdict.summary() for verdict in result.violations()) or "no traces written"
+    traces = sorted((tmp_path / name / "traces").glob("*.jsonl"))
+    if result.needs_traces:
+        assert any(path.name.startswith("share-partition.") for path in traces)
+        assert any(path.name.startswith("share-session.") for path in traces)
+    if traces:
+        checked = kipcheck_check(traces)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert checked.stdout.count("ok ") == len(traces)
