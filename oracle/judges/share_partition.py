@@ -1,0 +1,119 @@
+"""Judge for `share-partition` traces (KIP-932 in-flight records; spec/share-partition.md).
+
+Every step first fires the locks that expired by its `at_ms` (SP-20), then
+applies its op to the model. The hot ops (append, acquire, acknowledge) read
+their fields directly and fall back to the generic readers only to word an
+error: the checker must keep up with recorded traces of millions of steps
+(bench/bench_check.py).
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+from kipcheck.model.share_partition import ACK_TYPES, STATES, SharePartition
+from kipcheck.oracle.judge import Judge
+from kipcheck.oracle.trace import Malformed, Step
+
+_STATE_NAMES = {state: state for state in STATES}
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int
+
+
+class SharePartitionJudge(Judge):
+    machine = "share-partition"
+    config_defaults = {
+        "start_offset": 0,
+        "delivery_count_limit": 5,
+        "record_lock_duration_ms": 30000,
+        # Kafka's group.share.partition.max.record.locks (SP-7).
+        "max_inflight_records": 2000,
+    }
+    profiles = ("kip", "kafka-4.2")
+
+    def __init__(self, config: dict, profile: str) -> None:
+        super().__init__(config, profile)
+        try:
+            self.model = SharePartition(**self.config, profile=self.profile)
+        except ValueError as error:
+            raise Malformed(1, f"config: {error}") from None
+
+    def _not_positive(self, step: Step, name: str) -> NoReturn:
+        """Raise Malformed for args.<name>, which is missing, not an integer or below 1."""
+        value = self.arg(step, name, int)
+        raise Malformed(step.line, f"args.{name} of {step.op!r} must be >= 1, found {value}")
+
+    # The hot ops read their fields inline and call the helpers above only to word an error.
+
+    def op_append(self, step: Step) -> None:
+        count = step.args.get("count")
+        if type(count) is not int or count < 1:
+            self._not_positive(step, "count")
+        self.model.advance(step.at_ms)
+        self.model.append(count)
+
+    def op_acquire(self, step: Step) -> None:
+        max_records = step.args.get("max_records")
+        if type(max_records) is not int or max_records < 1:
+            self._not_positive(step, "max_records")
+        observed = step.observed
+        records = observed.get("records") if observed is not None else None
+        if type(records) is not list:
+            if records is None:
+                raise Malformed(step.line, "acquire needs observed.records: the model continues from the observed answer")
+            self.observed(step, "records", list)
+        for run in records:
+            if type(run) is not list or len(run) != 3 or type(run[0]) is not int or type(run[1]) is not int or type(run[2]) is not int:
+                self._bad_run(step, run)
+        self.model.acquire(step.at_ms, step.actor, max_records, records)
+
+    @staticmethod
+    def _bad_run(step: Step, run: object) -> NoReturn:
+        raise Malformed(step.line, f"observed.records entries must be [first, last, delivery_count] integers, found {run!r}")
+
+    def op_acknowledge(self, step: Step) -> None:
+        batches = step.args.get("batches")
+        if type(batches) is not list:
+            self.arg(step, "batches", list)
+        requests = []
+        for batch in batches:
+            if type(batch) is not dict:
+                self._bad_batch(step, batch)
+            first, last, ack_type = batch.get("first"), batch.get("last"), batch.get("type")
+            if type(first) is not int or type(last) is not int or first < 0 or last < 0 or ack_type not in ACK_TYPES:
+                self._bad_batch(step, batch)
+            requests.append((first, last, ack_type))
+        ruled = self.model.acknowledge(step.at_ms, step.actor, requests)
+        observed = step.observed
+        error = observed.get("error") if observed is not None else None
+        if error is not None and error != ruled.value:
+            self.expect(ruled.clause, "error", ruled.value, self.observed(step, "error", str))
+
+    @staticmethod
+    def _bad_batch(step: Step, batch: object) -> NoReturn:
+        raise Malformed(step.line, f"args.batches entries must be objects {{first, last, type}} with first, last >= 0 "
+                                   f"and type one of {', '.join(ACK_TYPES)}; found {batch!r}")
+
+    def op_leave(self, step: Step) -> None:
+        self.model.leave(step.at_ms, step.actor)
+
+    def op_tick(self, step: Step) -> None:
+        self.model.advance(step.at_ms)
+
+    def op_check(self, step: Step) -> None:
+        self.model.advance(step.at_ms)
+        self.expect("SP-23", "spso", self.model.spso, self.observed(step, "spso", int))
+        self.expect("SP-24", "speo", self.model.speo, self.observed(step, "speo", int))
+        states = self.observed(step, "states", list)
+        if states is not None:
+            self.model.compare_snapshot([self._state_run(step, run) for run in states])
+
+    @staticmethod
+    def _state_run(step: Step, run: object) -> tuple[int, int, str, int]:
+        if (type(run) is not list or len(run) != 4 or not _is_int(run[0]) or not _is_int(run[1])
+                or type(run[2]) is not str or run[2] not in _STATE_NAMES or not _is_int(run[3])):
+            raise Malformed(step.line, f"observed.states entries must be [first, last, state, delivery_count] "
+                                       f"with state one of {', '.join(STATES)}; found {run!r}")
+        return run[0], run[1], _STATE_NAMES[run[2]], run[3]
