@@ -99,21 +99,25 @@ def read_steps(lines: Iterator[bytes | str], first_line: int = 2) -> Iterator[St
             _diagnose(text, line_number, expected_step, clock_ms)
             raise AssertionError("unreachable: _diagnose raises")  # pragma: no cover
         args = record.get("args", _EMPTY)
-        observed = record.get("observed")
+        observed = record.get("observed", _ABSENT)
         if (
             number != expected_step or type(number) is not int
             or type(at_ms) is not int or at_ms < clock_ms
             or type(actor) is not str or type(op) is not str
-            or type(args) is not dict or not (observed is None or type(observed) is dict)
-            or (len(record) > 4 and not STEP_FIELDS.issuperset(record))
+            or type(args) is not dict or not (observed is _ABSENT or observed is None or type(observed) is dict)
+            # Any field beyond the six known ones makes the record longer than the ones it has.
+            or len(record) != 4 + (args is not _EMPTY) + (observed is not _ABSENT)
         ):
             _diagnose(text, line_number, expected_step, clock_ms)
+        if observed is _ABSENT:
+            observed = None
         yield Step(number, line_number, at_ms, actor, op, args, observed)
         expected_step += 1
         clock_ms = at_ms
 
 
 _EMPTY: dict[str, Any] = {}
+_ABSENT = object()
 
 
 def _diagnose(text: bytes | str, line_number: int, expected_step: int, clock_ms: int) -> None:
