@@ -9,16 +9,20 @@ temporary file, then times in one run:
   (b) kipcheck.oracle.check.check_file on the same file,
 
 and prints steps/s (CPU time, best of --repeat runs) for both and their
-ratio, then the checker's memory peak
+ratio; with --reference also (c) check_file(path, reference=True), the
+plain model instead of the fast acceptor (`kipcheck check --reference`);
+then the checker's memory peak
 (tracemalloc) on a tenth of the trace and on all of it: a flat checker has
 the same peak for both.
 
     .venv/bin/python bench/bench_check.py                 # 1,000,000 steps, kip
     .venv/bin/python bench/bench_check.py --steps 200000 --profile kafka-4.2 --seed 7
+    .venv/bin/python bench/bench_check.py --steps 300000 --no-memory --reference
 
-The trace is drawn from the model itself (the lowest allowed acquisition and
-the model's answer to each acknowledgement), so it must pass: the bench
-fails loudly if the verdict is not ok. Reproduce a run with its --seed.
+The trace is drawn from the fast acceptor (the lowest allowed acquisition and
+its answer to each acknowledgement; it gives the model's answers and
+generates large traces quickly), so it must pass: the bench fails loudly if
+the verdict is not ok. Reproduce a run with its --seed.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from pathlib import Path
 
 import orjson
 
-from kipcheck.model.share_partition import SharePartition
+from kipcheck.impl.fastcheck.share_partition import SharePartition
 from kipcheck.oracle.check import check_file, check_lines
 from kipcheck.oracle.trace import FORMAT, VERSION
 
@@ -149,10 +153,10 @@ def time_parse(path: Path) -> float:
     return time.process_time() - started
 
 
-def time_check(path: Path) -> float:
-    """CPU seconds for kipcheck.oracle.check.check_file(path), which must pass."""
+def time_check(path: Path, reference: bool = False) -> float:
+    """CPU seconds for kipcheck.oracle.check.check_file(path, reference), which must pass."""
     started = time.process_time()
-    verdict = check_file(path)
+    verdict = check_file(path, reference)
     elapsed = time.process_time() - started
     if not verdict:
         sys.exit(f"the generated trace must pass, but: {verdict.summary()}")
@@ -178,6 +182,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=3, help="time parse and check this many times, keep the best")
     parser.add_argument("--no-memory", action="store_true", help="skip the (slower) tracemalloc runs")
+    parser.add_argument("--reference", action="store_true",
+                        help="also time check_file(reference=True): the plain model (kipcheck check --reference)")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "share-partition.jsonl"
@@ -187,11 +193,15 @@ def main() -> None:
               f"seed {options.seed}) in {time.perf_counter() - started:.1f} s")
         # CPU time of this process (one core), best of --repeat runs of each, interleaved:
         # the machine may be shared, and the best run is the least disturbed one.
-        parse_s = check_s = float("inf")
+        parse_s = check_s = reference_s = float("inf")
         for _ in range(options.repeat):
             parse_s, check_s = min(parse_s, time_parse(path)), min(check_s, time_check(path))
+            if options.reference:
+                reference_s = min(reference_s, time_check(path, reference=True))
         print(f"parse only (orjson):   {options.steps / parse_s:>10,.0f} steps/s  ({parse_s:.2f} s CPU)")
         print(f"kipcheck check_file:   {options.steps / check_s:>10,.0f} steps/s  ({check_s:.2f} s CPU)")
+        if options.reference:
+            print(f"  --reference (model): {options.steps / reference_s:>10,.0f} steps/s  ({reference_s:.2f} s CPU)")
         print(f"ratio check/parse:     {parse_s / check_s:>10.2f}   (check takes {check_s / parse_s:.1f}x the parse time)")
         if not options.no_memory:
             tenth = peak_memory_bytes(path, options.steps // 10)

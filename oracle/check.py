@@ -55,8 +55,11 @@ class Verdict:
         return f"MALFORMED  {self.name}  line {self.line}: {self.reason}"
 
 
-def check_lines(lines: Iterable[bytes | str], name: str = "<trace>") -> Verdict:
-    """Judge a trace given as lines (header first). Streams: memory does not grow with length."""
+def check_lines(lines: Iterable[bytes | str], name: str = "<trace>", reference: bool = False) -> Verdict:
+    """Judge a trace given as lines (header first). Streams: memory does not grow with length.
+
+    `reference` judges with the plain models even where a judge has a fast acceptor (impl/fastcheck/).
+    """
     iterator: Iterator[bytes | str] = iter(lines)
     machine = profile = None
     steps = 0
@@ -69,7 +72,10 @@ def check_lines(lines: Iterable[bytes | str], name: str = "<trace>") -> Verdict:
         judge_class = judges().get(machine)
         if judge_class is None:
             raise Malformed(1, f"unknown machine {machine!r} (known: {', '.join(sorted(judges()))})")
-        judge = judge_class(header.config, header.profile)
+        if reference and getattr(judge_class, "has_fast_acceptor", False):
+            judge = judge_class(header.config, header.profile, reference=True)
+        else:
+            judge = judge_class(header.config, header.profile)
         for step in read_steps(iterator):
             judge.judge(step)
             steps += 1
@@ -83,12 +89,12 @@ def check_lines(lines: Iterable[bytes | str], name: str = "<trace>") -> Verdict:
     return Verdict(name, OK, machine, profile, steps)
 
 
-def check_file(path: str | Path) -> Verdict:
-    """Judge one trace file."""
+def check_file(path: str | Path, reference: bool = False) -> Verdict:
+    """Judge one trace file (`reference`: with the plain models, see check_lines)."""
     path = Path(path)
     try:
         with path.open("rb") as lines:
-            return check_lines(lines, str(path))
+            return check_lines(lines, str(path), reference)
     except OSError as error:
         return Verdict(str(path), MALFORMED, line=0, reason=f"cannot read: {error.strerror or error}")
     except UnicodeDecodeError as error:

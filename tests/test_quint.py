@@ -87,7 +87,7 @@ class DeliveryCountNotIncremented(share_partition.SharePartition):
         super().acquire(at_ms, actor, max_records, records)
         for first, last, _ in records:
             for offset in range(first, last + 1):
-                self._count[offset - self._base] -= 1
+                self._records[offset].delivery_count -= 1
 
 
 class EpochNotChecked(share_session.ShareSessionCache):

@@ -29,6 +29,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="trace files to judge ('-' reads standard input)")
     parser.add_argument("--quiet", "-q", action="store_true", help="print only the verdicts that are not ok")
     parser.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    parser.add_argument("--reference", action="store_true",
+                        help="judge with the plain models, not the fast acceptors of impl/fastcheck/ (slower; "
+                             "the two give the same verdicts)")
 
 
 def _with_progress(lines: BinaryIO, total_bytes: int, name: str) -> Iterator[bytes]:
@@ -45,24 +48,24 @@ def _with_progress(lines: BinaryIO, total_bytes: int, name: str) -> Iterator[byt
         bar.update(pending)
 
 
-def _judge(name: str, progress: bool) -> Verdict:
+def _judge(name: str, progress: bool, reference: bool) -> Verdict:
     if name == "-":
-        return check_lines(sys.stdin.buffer, "<stdin>")
+        return check_lines(sys.stdin.buffer, "<stdin>", reference)
     try:
         size = os.path.getsize(name)
     except OSError:
-        return check_file(name)  # reports why it cannot be read
+        return check_file(name, reference)  # reports why it cannot be read
     if not progress or size < PROGRESS_MIN_BYTES:
-        return check_file(name)
+        return check_file(name, reference)
     with open(name, "rb") as lines:
-        return check_lines(_with_progress(lines, size, name), name)
+        return check_lines(_with_progress(lines, size, name), name, reference)
 
 
 def run(args: argparse.Namespace) -> int:
     progress = not args.no_progress and sys.stderr.isatty()
     worst = 0
     for name in args.files:
-        verdict = _judge(name, progress)
+        verdict = _judge(name, progress, args.reference)
         worst = max(worst, verdict.exit_code)
         if verdict.status != "ok" or not args.quiet:
             print(verdict.summary(), flush=True)

@@ -26,7 +26,8 @@ exit status: 0 every theorem holds (and every expected refutation was found),
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", metavar="TEXT", help="only the theorems whose name contains TEXT (case-insensitive)")
     parser.add_argument("--list", action="store_true", help="list the theorems and their statements, prove nothing")
-    parser.add_argument("--bmc-steps", type=int, metavar="K", help="depth of the share-partition bounded model check")
+    parser.add_argument("--bmc-steps", type=int, metavar="K",
+                        help="depth of the share-partition bounded model check (default 8, at most 30)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
             print("--bmc-steps must be between 1 and 30")
             return 2
         share_partition_bmc.STEPS = args.bmc_steps
+        print(f"share-partition bounded model check: {args.bmc_steps} steps")
     theorems = [theorem for theorem in proofs.all_theorems()
                 if not args.only or args.only.lower() in theorem.name.lower()]
     if not theorems:

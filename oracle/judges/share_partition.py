@@ -1,17 +1,22 @@
 """Judge for `share-partition` traces (KIP-932 in-flight records; spec/share-partition.md).
 
 Every step first fires the locks that expired by its `at_ms` (SP-20), then
-applies its op to the model. The hot ops (append, acquire, acknowledge) read
-their fields directly and fall back to the generic readers only to word an
-error: the checker must keep up with recorded traces of millions of steps
-(bench/bench_check.py).
+applies its op to the model. The checker must keep up with recorded traces of
+millions of steps (bench/bench_check.py), so by default it judges with the fast
+acceptor impl/fastcheck/share_partition.py, which gives the model's verdicts
+(tests/test_fastcheck_share_partition.py diffs the two); `reference=True`
+(`kipcheck check --reference`) judges with model/share_partition.py itself. The
+hot ops (append, acquire, acknowledge) read their fields directly and fall back
+to the generic readers only to word an error.
 """
 
 from __future__ import annotations
 
 from typing import NoReturn
 
-from kipcheck.model.share_partition import ACK_TYPES, STATES, SharePartition
+from kipcheck.impl.fastcheck import share_partition as fastcheck
+from kipcheck.model import share_partition as reference_model
+from kipcheck.model.share_partition import ACK_TYPES, STATES
 from kipcheck.oracle.judge import Judge
 from kipcheck.oracle.trace import Malformed, Step
 
@@ -32,11 +37,13 @@ class SharePartitionJudge(Judge):
         "max_inflight_records": 2000,
     }
     profiles = ("kip", "kafka-4.2")
+    has_fast_acceptor = True  # oracle/check.py passes reference=True for `kipcheck check --reference`
 
-    def __init__(self, config: dict, profile: str) -> None:
+    def __init__(self, config: dict, profile: str, reference: bool = False) -> None:
         super().__init__(config, profile)
+        partition_class = (reference_model if reference else fastcheck).SharePartition
         try:
-            self.model = SharePartition(**self.config, profile=self.profile)
+            self.model = partition_class(**self.config, profile=self.profile)
         except ValueError as error:
             raise Malformed(1, f"config: {error}") from None
 

@@ -1,0 +1,538 @@
+"""Fast acceptor for share-partition traces: an optimised equivalent of model/share_partition.py.
+
+Same public API, same Violation clauses and Ruled answers as the model
+(kipcheck.model.share_partition, the plain truth checked against
+spec/share-partition.md); only the data structures differ, tuned so that
+`kipcheck check` keeps up with traces of millions of steps. It is trusted
+only because tests/test_fastcheck_share_partition.py diffs it against the
+model on generated traces (both profiles, valid and corrupted) and on every
+example; `kipcheck check --reference` judges with the model instead.
+Clause ids refer to spec/share-partition.md.
+
+Library API (time comes in as `at_ms`, which never decreases):
+
+    partition = SharePartition(start_offset=0, delivery_count_limit=5,
+                               record_lock_duration_ms=30000,
+                               max_inflight_records=2000, profile="kip")
+    partition.advance(at_ms)          # fire the locks whose deadline <= at_ms (SP-20)
+    partition.append(count)           # one log batch of `count` records (SP-2)
+    partition.acquirable_ranges()     # [(first, last)]: records that may be acquired now (SP-3, SP-7)
+    partition.acquirable_new_records()  # (first, last) of those past SPEO (empty when last < first)
+    partition.lowest_acquisition(max_records)
+                                      # one allowed answer: the lowest acquirable records,
+                                      # as observed runs [[first, last, delivery_count], ...]
+    partition.check_acquisition(max_records, records)
+                                      # raise Violation unless `records` is an allowed answer
+    partition.acquire(at_ms, actor, max_records, records)
+                                      # check, then apply the observed answer (SP-3..SP-8)
+    partition.acknowledge(at_ms, actor, [(first, last, type), ...]) -> Ruled(error, clause)
+                                      # applied only when the error is "NONE" (SP-9..SP-19)
+    partition.leave(at_ms, actor)     # release the actor's records (SP-22)
+
+`acquire`, `acknowledge` and `leave` fire the expired locks themselves;
+`append` takes no time, so call `advance(at_ms)` before it. `acquire` keeps
+`records` until their lock fires: do not change the list afterwards. A
+Violation from `acquire` leaves the model as it was.
+
+Read-only state, for invariants checked from outside: `spso`, `speo`
+(exclusive), `log_end_offset`, `state_of(offset)`, `delivery_count_of(offset)`,
+`owner_of(offset)`, `lock_deadline_of(offset)` (None unless acquired),
+`snapshot()` (runs `[first, last, state, delivery_count]` covering
+[spso, speo)), `deciding_clause(offset)` (the rule that put a record in its
+state) and `compare_snapshot(states)` (SP-25).
+
+Records past SPEO and below the log end have never been acquired: available,
+delivery count 0 (SP-1). Per-record facts of the window live in parallel
+lists indexed by `offset - _base`; the prefix below SPSO is dropped now and
+then so memory follows the window, not the trace.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Iterable, Sequence
+
+from kipcheck.model.share_partition import (
+    ACCEPTED, ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_EMPTY_WINDOW, KAFKA_LOCK_EXPIRED,
+    KAFKA_PAST_THE_END, LOCK_EXPIRED, MALFORMED_REQUEST, NOT_ACQUIRED, PAST_THE_END, PROFILES, SHARED_OFFSET,
+)
+from kipcheck.model.violation import Ruled, Violation
+
+# Dropping the dead prefix of the per-record lists costs a copy of the window;
+# doing it only past this many dead records keeps that cost amortized.
+_TRIM_RECORDS = 4096
+_NEVER = float("inf")
+
+
+class SharePartition:
+    """The share-partition leader's in-flight records of one partition, as a pure state machine."""
+
+    def __init__(self, start_offset: int = 0, delivery_count_limit: int = 5,
+                 record_lock_duration_ms: int = 30000, max_inflight_records: int = 2000,
+                 profile: str = "kip") -> None:
+        if profile not in PROFILES:
+            raise ValueError(f"unknown profile {profile!r} (known: {', '.join(PROFILES)})")
+        if start_offset < 0 or delivery_count_limit < 1 or record_lock_duration_ms < 0 or max_inflight_records < 1:
+            raise ValueError("start_offset, record_lock_duration_ms >= 0 and delivery_count_limit, max_inflight_records >= 1")
+        self.profile = profile
+        self.kafka = profile == "kafka-4.2"
+        self.delivery_count_limit = delivery_count_limit
+        self.record_lock_duration_ms = record_lock_duration_ms
+        self.max_inflight_records = max_inflight_records
+        # SP-1: the window starts empty at start_offset.
+        self._spso = self._speo = self._log_end = self._base = start_offset
+        self._state: list[str] = []
+        self._count: list[int] = []
+        self._owner: list[str | None] = []        # set only while acquired
+        self._deadline: list[int] = []            # meaningful only while acquired
+        # True while a record is available or acquired. It repeats what _state says, kept
+        # so that SPSO (SP-23) finds the first non-terminal record with list.index, at C speed.
+        self._open: list[bool] = []
+        # SP-16: offset -> the member whose lock on it expired, until the record is acquired again.
+        self._expired_owner: dict[int, str] = {}
+        # Lock deadlines in acquisition order: at_ms never decreases and every lock
+        # lasts the same time, so the earliest deadline is always at the front.
+        self._locks: deque[tuple[int, Sequence[Sequence[int]], str]] = deque()  # (deadline, runs, owner)
+        self._next_deadline_ms: float = _NEVER  # the front lock's deadline: most steps fire nothing
+        self._batch_ends: deque[int] = deque()    # kafka-4.2: last offsets of appended batches at or past SPEO
+        # No record in [SPSO, _no_available_below) is available: lets lowest_acquisition
+        # skip a window full of acquired records (Kafka's nextFetchOffset does the same).
+        self._no_available_below = start_offset
+
+    # Read-only accessors.
+
+    @property
+    def spso(self) -> int:
+        return self._spso
+
+    @property
+    def speo(self) -> int:
+        return self._speo
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end
+
+    def _index(self, offset: int) -> int:
+        if not self._spso <= offset < self._speo:
+            raise KeyError(f"offset {offset} is outside the window [{self._spso}, {self._speo})")
+        return offset - self._base
+
+    def state_of(self, offset: int) -> str:
+        return self._state[self._index(offset)]
+
+    def delivery_count_of(self, offset: int) -> int:
+        return self._count[self._index(offset)]
+
+    def owner_of(self, offset: int) -> str | None:
+        return self._owner[self._index(offset)]
+
+    def lock_deadline_of(self, offset: int) -> int | None:
+        index = self._index(offset)
+        return self._deadline[index] if self._state[index] is ACQUIRED else None
+
+    def snapshot(self) -> list[list]:
+        """SP-25: the window as runs [first, last, state, delivery_count], ascending."""
+        runs: list[list] = []
+        for offset in range(self._spso, self._speo):
+            index = offset - self._base
+            state, count = self._state[index], self._count[index]
+            if runs and runs[-1][2] is state and runs[-1][3] == count:
+                runs[-1][1] = offset
+            else:
+                runs.append([offset, offset, state, count])
+        return runs
+
+    def deciding_clause(self, offset: int) -> str:
+        """SP-25: the clause of the rule that put the record in its present state and count."""
+        index = self._index(offset)
+        state, count = self._state[index], self._count[index]
+        if state is ACQUIRED:
+            return "SP-4"
+        if state is AVAILABLE:
+            if offset in self._expired_owner:
+                return "SP-20"
+            return "SP-1" if count == 0 else "SP-9"
+        if state is ARCHIVED and count >= self.delivery_count_limit:
+            return "SP-21"
+        return "SP-9"
+
+    def compare_snapshot(self, states: Sequence[Sequence]) -> None:
+        """SP-25: raise Violation unless `states` (runs [first, last, state, count]) equals the window."""
+        expected_first = self._spso
+        for first, last, state, count in states:
+            if first != expected_first or last < first or last >= self._speo:
+                raise Violation("SP-25", f"runs ascending and covering [{self._spso}, {self._speo}) exactly",
+                                f"run [{first}, {last}] after offset {expected_first - 1}")
+            start, stop = first - self._base, last - self._base + 1
+            length = stop - start
+            if self._state[start:stop].count(state) != length or self._count[start:stop].count(count) != length:
+                self._report_record_difference(first, last, state, count)
+            expected_first = last + 1
+        if expected_first != self._speo:
+            raise Violation("SP-25", f"runs covering [{self._spso}, {self._speo})",
+                            f"runs ending at {expected_first - 1}")
+
+    def _report_record_difference(self, first: int, last: int, state: str, count: int) -> None:
+        for offset in range(first, last + 1):
+            index = offset - self._base
+            if self._state[index] != state or self._count[index] != count:
+                clause = "SP-4" if self._state[index] == state else self.deciding_clause(offset)
+                raise Violation(clause, f"record {offset} {self._state[index]} with delivery count {self._count[index]}",
+                                f"record {offset} {state} with delivery count {count}")
+
+    # Time.
+
+    def advance(self, at_ms: int) -> None:
+        """SP-20: fire every lock whose deadline is <= at_ms, before the step's own op."""
+        if at_ms >= self._next_deadline_ms:
+            self._fire_locks(at_ms)
+
+    def _fire_locks(self, at_ms: int) -> None:
+        locks = self._locks
+        while locks and locks[0][0] <= at_ms:
+            deadline, runs, owner = locks.popleft()
+            for first, last, _ in runs:
+                for offset in range(max(first, self._spso), last + 1):
+                    index = offset - self._base
+                    # A record acquired again since carries a later lock entry of its own.
+                    if self._state[index] is ACQUIRED and self._deadline[index] == deadline and self._owner[index] == owner:
+                        self._release_record(index)
+                        if self._state[index] is AVAILABLE:
+                            self._expired_owner[offset] = owner
+        self._next_deadline_ms = locks[0][0] if locks else _NEVER
+        self._advance_start()
+
+    # Log.
+
+    def append(self, count: int) -> None:
+        """SP-2: one log batch of `count` records at the log end."""
+        if count < 1:
+            raise ValueError(f"an append holds at least one record, not {count}")
+        self._log_end += count
+        if self.kafka:  # SP-6: only Kafka 4.2 acquires by log batch
+            self._batch_ends.append(self._log_end - 1)
+
+    # Acquisition.
+
+    def acquirable_ranges(self) -> list[tuple[int, int]]:
+        """SP-3: the records that may be acquired now, as inclusive ranges (SP-7 caps new records under kip)."""
+        ranges: list[tuple[int, int]] = []
+        offset = self._spso
+        while offset < self._speo:
+            if self._state[offset - self._base] is AVAILABLE:
+                first = offset
+                while offset + 1 < self._speo and self._state[offset + 1 - self._base] is AVAILABLE:
+                    offset += 1
+                ranges.append((first, offset))
+            offset += 1
+        first, last = self.acquirable_new_records()
+        if last >= first:
+            if ranges and ranges[-1][1] == first - 1:
+                ranges[-1] = (ranges[-1][0], last)
+            else:
+                ranges.append((first, last))
+        return ranges
+
+    def acquirable_new_records(self) -> tuple[int, int]:
+        """(first, last) of the never-acquired records that may be acquired now; empty when last < first."""
+        last = self._log_end - 1
+        if not self.kafka:  # SP-7: the window may not grow past max_inflight_records
+            last = min(last, self._spso + self.max_inflight_records - 1)
+        elif self._speo - self._spso >= self.max_inflight_records:  # SP-8
+            last = self._speo - 1
+        return self._speo, last
+
+    def lowest_acquisition(self, max_records: int) -> list[list[int]]:
+        """One allowed answer: the lowest acquirable records (Kafka 4.2: rounded up to whole new batches)."""
+        offsets: list[int] = []
+        index, stop = max(self._spso, self._no_available_below) - self._base, self._speo - self._base
+        while len(offsets) < max_records:
+            try:
+                index = self._state.index(AVAILABLE, index, stop)
+            except ValueError:
+                break
+            offsets.append(index + self._base)
+            index += 1
+        self._no_available_below = offsets[0] if offsets else self._speo
+        _, new_last = self.acquirable_new_records()
+        offsets.extend(range(self._speo, min(new_last + 1, self._speo + max_records - len(offsets))))
+        if self.kafka:
+            offsets = self._round_up_new_records(offsets, max_records)
+        return self._runs(offsets)
+
+    def _round_up_new_records(self, offsets: list[int], max_records: int) -> list[int]:
+        # SP-6: Kafka completes the log batch holding the last new record.
+        reacquired = [offset for offset in offsets if offset < self._speo]
+        room = min(max_records, self.max_inflight_records - (self._speo - self._spso)) - len(reacquired)
+        if room <= 0 or len(offsets) == len(reacquired):
+            return reacquired
+        _, batch_end = self._log_batch_around(min(self._speo + room, self._log_end) - 1)
+        return reacquired + list(range(self._speo, batch_end + 1))
+
+    def _runs(self, offsets: Iterable[int]) -> list[list[int]]:
+        runs: list[list[int]] = []
+        for offset in offsets:
+            count = self._count[offset - self._base] + 1 if offset < self._speo else 1
+            if runs and runs[-1][1] == offset - 1 and runs[-1][2] == count:
+                runs[-1][1] = offset
+            else:
+                runs.append([offset, offset, count])
+        return runs
+
+    def check_acquisition(self, max_records: int, records: Sequence[Sequence[int]]) -> None:
+        """Raise Violation unless `records` (runs [first, last, delivery_count]) is an allowed acquisition."""
+        speo, base = self._speo, self._base
+        previous_last = self._spso - 1
+        total = reacquired = 0
+        new_first = new_last = -1
+        for first, last, count in records:
+            # SP-3: ascending runs, each record once, within [SPSO, log end).
+            if first > last or first <= previous_last:
+                raise Violation("SP-3", f"ascending, non-overlapping runs after offset {previous_last}",
+                                f"run [{first}, {last}]")
+            if last >= self._log_end:
+                raise Violation("SP-3", f"records below the log end {self._log_end}", f"run [{first}, {last}]")
+            if first < speo:
+                stop = min(last, speo - 1) - base + 1
+                length = stop - (first - base)
+                if self._state[first - base:stop].count(AVAILABLE) != length:
+                    self._report_unavailable(first, stop + base - 1)
+                # SP-4: the observed count is the stored count plus one.
+                if self._count[first - base:stop].count(count - 1) != length:
+                    self._report_count(first, stop + base - 1, count)
+                reacquired += length
+            if last >= speo:
+                if count != 1:  # SP-4: a record never acquired is delivered for the first time
+                    raise Violation("SP-4", f"delivery count 1 for never-acquired records from {max(first, speo)}",
+                                    f"delivery count {count}")
+                if new_first < 0:
+                    new_first = max(first, speo)
+                elif self.kafka and first != new_last + 1:
+                    raise Violation("SP-6", f"new records contiguous from {new_first}", f"run [{first}, {last}]")
+                new_last = last
+            total += last - first + 1
+            previous_last = last
+        if self.kafka:
+            self._check_kafka_limits(max_records, reacquired, new_first, new_last)
+        elif total > max_records:  # SP-5
+            raise Violation("SP-5", f"at most {max_records} records", f"{total} records")
+        elif previous_last - self._spso >= self.max_inflight_records:
+            # SP-7: the window after the acquisition; below SPEO it is the window before, within the limit.
+            raise Violation("SP-7", f"a window of at most {self.max_inflight_records} records from SPSO {self._spso}",
+                            f"acquiring up to offset {previous_last} (window {previous_last + 1 - self._spso})")
+
+    def _check_kafka_limits(self, max_records: int, reacquired: int, new_first: int, new_last: int) -> None:
+        if new_first < 0:
+            return
+        window = self._speo - self._spso
+        if window >= self.max_inflight_records:  # SP-8
+            raise Violation("SP-8", f"no record past SPEO {self._speo} with {window} records in flight",
+                            f"records {new_first}-{new_last}")
+        # SP-6: new records are whole log batches from SPEO, overshooting only to complete a batch.
+        room = min(max_records, self.max_inflight_records - window) - reacquired
+        if new_first != self._speo:
+            raise Violation("SP-6", f"new records starting at SPEO {self._speo}", f"new records from {new_first}")
+        previous_end, end = self._log_batch_around(new_last)
+        if end != new_last:
+            raise Violation("SP-6", "new records ending at the end of a log batch", f"new records ending at {new_last}")
+        if room <= 0 or previous_end + 1 - self._speo >= room:
+            raise Violation("SP-6", f"whole log batches from {self._speo}, the last one starting below {self._speo + max(room, 0)}",
+                            f"records {new_first}-{new_last} (last batch from {previous_end + 1})")
+
+    def _log_batch_around(self, offset: int) -> tuple[int, int]:
+        """(last offset before the log batch holding `offset`, last offset of that batch), for offsets >= SPEO."""
+        previous_end = self._speo - 1
+        for end in self._batch_ends:
+            if end >= offset:
+                return previous_end, end
+            previous_end = end
+        return previous_end, self._log_end - 1
+
+    def _report_unavailable(self, first: int, last: int) -> None:
+        for offset in range(first, last + 1):
+            state = self._state[offset - self._base]
+            if state is not AVAILABLE:
+                raise Violation("SP-3", f"available records (record {offset} is {state})", f"record {offset} acquired")
+
+    def _report_count(self, first: int, last: int, count: int) -> None:
+        for offset in range(first, last + 1):
+            stored = self._count[offset - self._base]
+            if stored != count - 1:
+                raise Violation("SP-4", f"record {offset} with delivery count {stored + 1}",
+                                f"record {offset} with delivery count {count}")
+
+    def acquire(self, at_ms: int, actor: str, max_records: int, records: Sequence[Sequence[int]]) -> None:
+        """Check the observed acquisition, then apply it: the model continues from the observed answer."""
+        if at_ms >= self._next_deadline_ms:  # SP-20: locks fire before the op
+            self._fire_locks(at_ms)
+        if not records:  # SP-3: an acquisition may be empty
+            return
+        self.check_acquisition(max_records, records)
+        deadline = at_ms + self.record_lock_duration_ms
+        for first, last, count in records:
+            self._acquire_run(first, last, count, actor, deadline)
+        # One lock entry per acquisition, holding its runs (the caller must not change them).
+        self._locks.append((deadline, records, actor))
+        self._next_deadline_ms = min(self._next_deadline_ms, deadline)
+        # SP-24: SPEO is the offset after the highest acquired record (the lists end there).
+        self._speo = self._base + len(self._state)
+        batch_ends = self._batch_ends
+        while batch_ends and batch_ends[0] < self._speo:
+            batch_ends.popleft()
+
+    def _acquire_run(self, first: int, last: int, count: int, actor: str, deadline: int) -> None:
+        # SP-4: acquired, owned by the actor, count incremented, locked until at_ms + duration.
+        covered = self._base + len(self._state)
+        if first >= covered:  # the whole run enters the window
+            if first > covered:  # SP-4: records skipped past SPEO enter the window available, count 0
+                self._append_records(first - covered, AVAILABLE, 0, None)
+                self._no_available_below = min(self._no_available_below, covered)
+            self._append_records(last + 1 - first, ACQUIRED, count, actor, deadline)
+            return
+        start, stop = first - self._base, min(last + 1, covered) - self._base
+        length = stop - start
+        self._state[start:stop] = [ACQUIRED] * length
+        self._count[start:stop] = [count] * length
+        self._owner[start:stop] = [actor] * length
+        self._deadline[start:stop] = [deadline] * length
+        if self._expired_owner:
+            for offset in range(first, stop + self._base):
+                self._expired_owner.pop(offset, None)
+        if last >= covered:  # the rest of the run enters the window
+            self._append_records(last + 1 - covered, ACQUIRED, count, actor, deadline)
+
+    def _append_records(self, length: int, state: str, count: int, owner: str | None, deadline: int = 0) -> None:
+        self._state.extend([state] * length)
+        self._count.extend([count] * length)
+        self._owner.extend([owner] * length)
+        self._deadline.extend([deadline] * length)
+        self._open.extend([True] * length)
+
+    # Acknowledgement.
+
+    def acknowledge(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]]) -> Ruled:
+        """Judge one request of batches (first, last, type); apply it when the answer is NONE (SP-19)."""
+        if at_ms >= self._next_deadline_ms:  # SP-20: locks fire before the op
+            self._fire_locks(at_ms)
+        ruled = self._acknowledgement_error(actor, batches)
+        if ruled is ACCEPTED:
+            spso = self._spso
+            for first, last, ack_type in batches:
+                if first < spso:  # SP-18: Kafka skips offsets below SPSO
+                    first = spso
+                if first <= last:
+                    self._apply_acknowledgement(first, last, ACK_TARGET[ack_type])
+            # SP-23: SPSO can move only if the record at SPSO is now terminal.
+            if spso < self._speo and not self._open[spso - self._base]:
+                self._advance_start()
+        return ruled
+
+    def _acknowledgement_error(self, actor: str, batches: Sequence[tuple[int, int, str]]) -> Ruled:
+        # SP-10: request validation comes before any record is looked at.
+        previous_last = -1
+        for first, last, ack_type in batches:
+            if first > last or first < previous_last or (not self.kafka and (first == previous_last or ack_type == "gap")):
+                return MALFORMED_REQUEST
+            previous_last = last
+        # SP-19: the first failing batch decides the one error of the request.
+        previous_last = -1
+        for first, last, _ in batches:
+            ruled = self._batch_error(actor, first, last, previous_last)
+            if ruled is not None:
+                return ruled
+            previous_last = last
+        return ACCEPTED
+
+    def _batch_error(self, actor: str, first: int, last: int, previous_last: int) -> Ruled | None:
+        if self.kafka:
+            if last < self._spso:  # SP-18: wholly below SPSO, ignored
+                return None
+            if last >= self._speo:  # SP-14
+                return KAFKA_EMPTY_WINDOW if self._spso == self._speo else KAFKA_PAST_THE_END
+            if first == previous_last:  # SP-11: the shared record is in a pending transition
+                return SHARED_OFFSET
+            first = max(first, self._spso)  # SP-18: offsets below SPSO are skipped
+        else:
+            if last >= self._speo:  # SP-13
+                return PAST_THE_END
+            if first < self._spso:  # SP-15: records below SPSO are terminal, not acquired
+                return NOT_ACQUIRED
+        start, stop = first - self._base, last - self._base + 1
+        # SP-15: the owner is set only while a record is acquired.
+        if self._owner[start:stop].count(actor) == stop - start:
+            return None
+        return self._not_owned_error(actor, start, stop)
+
+    def _not_owned_error(self, actor: str, start: int, stop: int) -> Ruled:
+        index = next(i for i in range(start, stop) if self._owner[i] != actor)
+        expired = self._state[index] is AVAILABLE and self._expired_owner.get(index + self._base) == actor
+        if expired and not self.kafka:  # SP-16
+            return LOCK_EXPIRED
+        if expired:  # SP-17
+            return KAFKA_LOCK_EXPIRED
+        return NOT_ACQUIRED
+
+    def _apply_acknowledgement(self, first: int, last: int, target: str) -> None:
+        start, stop = first - self._base, last - self._base + 1
+        length = stop - start
+        # SP-21: a release reaching the limit archives, record by record.
+        if target is AVAILABLE and max(self._count[start:stop]) >= self.delivery_count_limit:
+            for index in range(start, stop):
+                self._release_record(index)
+            return
+        # SP-9: accept -> acknowledged, release -> available, reject -> archived (SP-12: gap -> archived); count kept.
+        self._state[start:stop] = [target] * length
+        self._owner[start:stop] = [None] * length
+        if target is AVAILABLE:
+            self._no_available_below = min(self._no_available_below, first)
+        else:
+            self._open[start:stop] = [False] * length
+
+    def _release_record(self, index: int) -> None:
+        # SP-9 / SP-20 / SP-22: back to available with the count kept;
+        # SP-21: archived instead once the count has reached the limit.
+        self._owner[index] = None
+        if self._count[index] >= self.delivery_count_limit:
+            self._state[index] = ARCHIVED
+            self._open[index] = False
+        else:
+            self._state[index] = AVAILABLE
+            self._no_available_below = min(self._no_available_below, index + self._base)
+
+    # Membership.
+
+    def leave(self, at_ms: int, actor: str) -> None:
+        """SP-22: the actor's session ended; its acquired records are released, counts kept."""
+        self.advance(at_ms)
+        owner = self._owner
+        index, stop = self._spso - self._base, self._speo - self._base
+        while True:
+            try:
+                index = owner.index(actor, index, stop)
+            except ValueError:
+                break
+            self._release_record(index)
+        self._advance_start()
+
+    # SPSO.
+
+    def _advance_start(self) -> None:
+        """SP-23: SPSO passes the longest prefix of terminal records and stops at the first non-terminal one."""
+        base = self._base
+        stop = self._speo - base
+        try:
+            index = self._open.index(True, self._spso - base, stop)
+        except ValueError:  # every in-flight record is terminal: the window empties
+            index = stop
+        self._spso = index + base
+        # SP-24: SPEO is never below SPSO (the search stops at SPEO).
+        if index >= _TRIM_RECORDS:
+            self._trim(index)
+
+    def _trim(self, dead: int) -> None:
+        for records in (self._state, self._count, self._owner, self._deadline, self._open):
+            del records[:dead]
+        self._base += dead
+        if self._expired_owner:
+            self._expired_owner = {offset: owner for offset, owner in self._expired_owner.items() if offset >= self._base}
