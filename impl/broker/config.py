@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping
 
-from kipcheck.impl.share.config import ShareConfig
+from kipcheck.impl.share.config import ShareConfig, parse_integer
 
 _PROPERTIES = {
     "node.id": "node_id",
@@ -86,10 +86,7 @@ def _parse(name: str, field_name: str, raw: str) -> int | bool | str:
         if str(raw).lower() not in ("true", "false"):
             raise ValueError(f"{name} must be true or false, found {raw!r}")
         return str(raw).lower() == "true"
-    try:
-        return int(str(raw).strip())
-    except ValueError:
-        raise ValueError(f"{name} must be an integer, found {raw!r}") from None
+    return parse_integer(name, raw)
 
 
 def _kafka_name(field_name: str) -> str:

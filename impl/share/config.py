@@ -85,6 +85,11 @@ def _parse_value(name: str, field_name: str, raw: str | int) -> str | int:
         if not isinstance(raw, str):
             raise ValueError(f"{name} must be a string, found {raw!r}")
         return raw.strip()
+    return parse_integer(name, raw)
+
+
+def parse_integer(name: str, raw: str | int) -> int:
+    """An integer setting given as a string or an int; ValueError naming the setting otherwise."""
     if type(raw) is int:
         return raw
     try:
