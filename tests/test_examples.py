@@ -16,3 +16,12 @@ def test_there_are_examples_and_violations():
 def test_example(example):
     verdict, as_expected = example.judge()
     assert as_expected, verdict.summary()
+
+
+def test_conformance_command_without_broker_gives_a_verdict(capsys):
+    from kipcheck.cli import main
+
+    assert main(["conformance", "--no-broker"]) == 0
+    out = capsys.readouterr().out
+    assert f"verdict: PASS: {len(ALL)} of {len(ALL)} conformance checks" in out
+    assert "share-partition" in out and "violations caught" in out

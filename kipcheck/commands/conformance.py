@@ -27,6 +27,7 @@ exit status: 0 every check behaved as expected, 1 otherwise."""
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--machine", help="only this machine's traces (and no broker scenarios)")
+    parser.add_argument("--verbose", "-v", action="store_true", help="one line per example trace, not per machine")
     parser.add_argument("--no-broker", action="store_true", help="skip the broker scenarios")
     parser.add_argument("--scenario", action="append", metavar="NAME", help="run only this broker scenario (repeatable)")
     parser.add_argument("--broker-profile", choices=("kafka-4.2", "kip", "both"), default="kafka-4.2",
@@ -39,22 +40,39 @@ def run(args: argparse.Namespace) -> int:
     if not suite:
         print(f"no example traces for machine {args.machine!r}", file=sys.stderr)
         return 2
-    failures = 0
-    for example in suite:
-        verdict, as_expected = example.judge()
-        expectation = f"must fail at {example.expected_clause}" if example.expected_clause else "must pass"
-        mark = "PASS" if as_expected else "FAIL"
-        failures += not as_expected
-        print(f"{mark}  {example.machine:<17} {example.path.name:<48} {expectation:<22} -> {verdict.summary().split('  ')[0].strip()}"
-              + ("" if as_expected else f"\n      {verdict.summary()}"))
+    failures = _judge_examples(suite, args.verbose)
     machines = len({example.machine for example in suite})
     checks = len(suite)
     if args.machine is None and not args.no_broker:
         scenario_checks, scenario_failures = _run_broker_scenarios(args)
         checks, failures = checks + scenario_checks, failures + scenario_failures
-    print(f"\nverdict: {checks - failures} of {checks} conformance checks as expected across {machines} machines"
-          + (" and the broker scenarios" if checks > len(suite) else "") + ("" if not failures else f"; {failures} FAILED"))
+    print(f"\nverdict: {'PASS' if not failures else 'FAIL'}: {checks - failures} of {checks} conformance checks "
+          f"as expected across {machines} machines" + (" and the broker scenarios" if checks > len(suite) else "")
+          + ("" if not failures else f"; {failures} FAILED"))
     return 1 if failures else 0
+
+
+def _judge_examples(suite: list, verbose: bool) -> int:
+    """Judge the example traces; one line per machine (per trace with --verbose). Returns the failures."""
+    print("example traces (allowed ones must pass; corrupted ones must be caught at their clause):")
+    failures = 0
+    for machine in sorted({example.machine for example in suite}):
+        allowed = caught = 0
+        clauses: set[str] = set()
+        for example in (example for example in suite if example.machine == machine):
+            verdict, as_expected = example.judge()
+            if verbose or not as_expected:
+                expectation = f"must fail at {example.expected_clause}" if example.expected_clause else "must pass"
+                print(f"  {'PASS' if as_expected else 'FAIL'}  {example.path.name:<52} {expectation:<20} {verdict.summary()}")
+            failures += not as_expected
+            if as_expected and example.expected_clause:
+                caught += 1
+                clauses.add(example.expected_clause)
+            elif as_expected:
+                allowed += 1
+        shown = ", ".join(sorted(clauses, key=lambda clause: int(clause.split("-")[1])))
+        print(f"  {machine:<17} {allowed:>3} allowed as expected, {caught:>3} violations caught ({shown})")
+    return failures
 
 
 def _run_broker_scenarios(args: argparse.Namespace) -> tuple[int, int]:
