@@ -10,6 +10,7 @@ Library API (pure; callers compare an observed error with `Answer.error`):
     cache = ShareSessionCache(profile="kip")          # or "kafka-4.2", max_sessions=2000
     answer = cache.share_fetch(member, epoch, add=("orders:0",), forget=(), has_acks=False)
     answer = cache.share_acknowledge(member, epoch)
+    answer = cache.disconnect(member)                  # the member's connection closed
     answer.error         # "NONE" or a Kafka error name
     answer.clause        # the clause that decides this answer
     answer.acknowledges  # the request's acknowledgements are processed
@@ -96,6 +97,13 @@ class ShareSessionCache:
         else:
             answer = self._incremental(member, epoch, "SS-14")
         return self._decided(answer)
+
+    def disconnect(self, member: str) -> Answer:
+        """The member's connection closed: never refused; `releases` says whether it had a session."""
+        # SS-17: the session, if any, is removed and its records released, in both profiles
+        # (kip: read as a final request without acknowledgements, SS-12).
+        had_session = self.by_member.pop(member, None) is not None
+        return self._decided(Answer(NONE, "SS-17", releases=had_session))
 
     def _decided(self, answer: Answer) -> Answer:
         # SS-15: a refused request changes nothing, so the check after it is ruled by SS-15;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -151,18 +152,29 @@ def test_kip_acquires_exactly_max_records():
 
 # Restarts: acknowledged records never come back; acquired, unacknowledged ones do.
 
-def open_partition(data_dir, config, log_end):
+def open_partition(data_dir, config, log_end, trace_writer=None, now_ms=0):
     coordinator = ShareCoordinator(data_dir, config)
-    partition = SharePartition.load(config, coordinator, KEY, 0, log_end, 0)
+    partition = SharePartition.load(config, coordinator, KEY, 0, log_end, now_ms, trace_writer=trace_writer)
     if log_end:
-        partition.on_append(0, log_end, 0)   # the broker replays its log's batches; known offsets are skipped
+        partition.on_append(0, log_end, now_ms)   # the broker replays its log's batches; known offsets are skipped
     return coordinator, partition
+
+
+def judged_partition_traces(writer):
+    """Every share-partition trace `writer` wrote (each incarnation), each passing `kipcheck check`."""
+    writer.close()
+    traces = [path for path in writer.paths() if path.name.startswith("share-partition.")]
+    for trace in traces:
+        verdict = check_file(trace)
+        assert verdict, verdict.summary()
+    return traces
 
 
 @pytest.mark.parametrize("profile", ["kip", "kafka-4.2"])
 def test_restart_from_the_data_dir(tmp_path, profile):
     config = ShareConfig(auto_offset_reset="earliest", profile=profile)
-    _, partition = open_partition(tmp_path, config, 0)
+    writer = TraceWriter(tmp_path / "traces", config)
+    _, partition = open_partition(tmp_path, config, 0, writer)
     partition.on_append(0, 20, 1)
     assert partition.acquire("m1", 20, 2) == [(0, 19, 1)]
     assert partition.acknowledge("m1", [(0, 4, "accept"), (5, 6, "reject"), (7, 8, "release"), (12, 13, "accept")], 3) == "NONE"
@@ -170,7 +182,7 @@ def test_restart_from_the_data_dir(tmp_path, profile):
     # kill -9 while a write is half done: a torn record at the end of the log
     with open(tmp_path / LOG_NAME, "ab") as log:
         log.write(b"\x00\x00\x01\x00garbage")
-    coordinator, partition = open_partition(tmp_path, config, 20)
+    coordinator, partition = open_partition(tmp_path, config, 20, writer, now_ms=5)
     assert coordinator.truncated_bytes > 0
     assert partition.spso == 7
     acquired = partition.acquire("m3", 100, 5)
@@ -178,6 +190,16 @@ def test_restart_from_the_data_dir(tmp_path, profile):
     assert offsets == set(range(7, 12)) | set(range(14, 20))
     # 7-8 were released at count 1 (persisted); their second delivery was never persisted, so it is not counted.
     assert (7, 8, 2) in acquired
+    assert partition.acknowledge("m3", [(7, 11, "accept")], 6) == "NONE"
+    partition.trace_check(7)
+    # SP-26: the restarted incarnation's trace starts from the loaded state and is judged.
+    traces = judged_partition_traces(writer)
+    assert [path.name for path in traces] == ["share-partition.g1%3Aorders%3A0.2.jsonl", "share-partition.g1%3Aorders%3A0.jsonl"]
+    header = json.loads(traces[0].read_text().splitlines()[0])
+    assert header["config"]["start_offset"] == 7
+    assert header["config"]["initial_state"] == [[7, 8, "available", 1], [9, 11, "available", 0],
+                                                 [12, 13, "acknowledged", 1]]
+    assert '"op":"append","args":{"count":6}' in traces[0].read_text()   # 14-19: the log past the loaded SPEO
 
 
 WORKER = textwrap.dedent("""
@@ -214,10 +236,14 @@ def test_acknowledged_is_never_redelivered_after_kill_9(tmp_path):
         worker.wait()
         killer.cancel()
     assert len(acknowledged) >= 30
-    _, partition = open_partition(tmp_path, ShareConfig(auto_offset_reset="earliest"), 100000)
+    config = ShareConfig(auto_offset_reset="earliest")
+    writer = TraceWriter(tmp_path / "traces", config)
+    _, partition = open_partition(tmp_path, config, 100000, writer)
     highest = max(last for _, last in acknowledged)
     assert partition.spso > highest   # every record the worker saw acknowledged stays acknowledged
     assert partition.acquire("m2", 10, 1)[0][0] >= partition.spso
+    partition.trace_check(2)
+    assert len(judged_partition_traces(writer)) == 1   # SP-26: the reloaded state, judged
 
 
 # Sessions and traces.
@@ -235,6 +261,26 @@ def test_session_limit_and_release_rules():
     kip.share_fetch("g", "a", 0)
     assert kip.share_fetch("g", "a", 0).release is True
     assert kip.share_fetch("g", "a", -1, forget=["orders:0"]).error == "INVALID_REQUEST"
+
+
+@pytest.mark.parametrize("profile", ["kafka-4.2", "kip"])
+def test_each_process_writes_a_new_share_session_trace_and_closes_are_traced(tmp_path, profile):
+    config = ShareConfig(profile=profile)
+    for incarnation in range(2):                      # a broker process, then its restart
+        writer = TraceWriter(tmp_path / "traces", config)
+        cache = ShareSessionCache(config, trace_writer=writer)
+        cache.share_fetch("g", "a", 0, add=["orders:0"], now_ms=1)
+        cache.share_fetch("g", "b", 0, now_ms=2)
+        assert cache.close_member("g", "a", now_ms=3).closed      # SS-17: traced as disconnect
+        assert not cache.close_member("g", "a", now_ms=4).closed  # no session left: nothing traced
+        cache.trace_check("g", 5)
+        writer.close()
+    traces = [tmp_path / "traces" / name for name in ("share-session.g.jsonl", "share-session.g.2.jsonl")]
+    assert sorted((tmp_path / "traces").glob("share-session.*.jsonl")) == sorted(traces)
+    for trace in traces:
+        verdict = check_file(trace)
+        assert verdict and verdict.steps == 4, verdict.summary()
+        assert '"op":"disconnect"' in trace.read_text()
 
 
 def test_a_resumed_share_state_trace_cuts_a_partial_line_and_judges_the_failover(tmp_path):

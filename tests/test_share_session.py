@@ -179,3 +179,23 @@ def test_ss16_full_fetch_ignores_its_forget_list(profile):
     cache = ShareSessionCache(profile)
     cache.share_fetch("c1", 0, add=["orders:0"], forget=["orders:0", "orders:1"])
     assert cache.by_member["c1"].partitions == frozenset({"orders:0"})
+
+
+@pytest.mark.parametrize("profile", BOTH)
+def test_ss17_disconnect_removes_the_session_and_releases_its_records(profile):
+    """SS-17: A closed connection removes the member's session and releases its records."""
+    cache = opened(profile)
+    cache.share_fetch("c2", 0)
+    cache.share_fetch("c1", 1)
+    assert cache.disconnect("c1") == ("NONE", "SS-17", False, True)
+    assert epochs(cache) == {"c2": 1}
+    assert cache.sessions().clause == "SS-17"
+    assert cache.share_acknowledge("c1", 2).error == "SHARE_SESSION_NOT_FOUND"
+
+
+@pytest.mark.parametrize("profile", BOTH)
+def test_ss17_disconnect_without_a_session_releases_nothing(profile):
+    """SS-17: A closed connection removes the member's session and releases its records."""
+    cache = opened(profile)
+    assert cache.disconnect("c2") == ("NONE", "SS-17", False, False)
+    assert epochs(cache) == {"c1": 1}

@@ -48,3 +48,13 @@ def test_check_after_a_refusal_names_ss15():
     check = {"op": "check", "observed": {"sessions": {"c1": 6}}}
     verdict = check_lines(trace(fetch(observed={"error": "NONE"}), fetch(5), check))
     assert (verdict.status, verdict.step, verdict.clause) == ("violation", 3, "SS-15")
+
+
+@pytest.mark.parametrize("profile", ["kip", "kafka-4.2"])
+def test_check_after_a_disconnect_names_ss17(profile):
+    disconnect, check = {"op": "disconnect"}, {"op": "check", "observed": {"sessions": {"c1": 1}}}
+    verdict = check_lines(trace(fetch(observed={"error": "NONE"}), disconnect, check, profile=profile))
+    assert (verdict.status, verdict.step, verdict.clause) == ("violation", 3, "SS-17")
+    verdict = check_lines(trace(fetch(observed={"error": "NONE"}), disconnect, fetch(1, observed={"error": "NONE"}),
+                                profile=profile))
+    assert (verdict.status, verdict.step, verdict.clause) == ("violation", 3, "SS-6")

@@ -95,7 +95,10 @@ class Server:
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass
         finally:
-            await self._finish(answers, sender, writer)
+            try:
+                await self._finish(answers, sender, writer)
+            except asyncio.CancelledError:
+                pass  # stop() cancelled this task while it was closing: on_close must still run
             self.connections.discard(asyncio.current_task())
             try:
                 self.on_close(connection)

@@ -16,13 +16,10 @@ them to the broker:
   (say, a stranger naming the member) claims nothing (Kafka keys sessions by
   connection);
 - with a trace dir, impl/share's TraceWriter writes the traces; `close()`
-  writes a final `check` step for every share-partition, then flushes.
-  Share sessions live in memory and die with the process, so at start the
-  session traces of an earlier broker process are renamed
-  `share-session.<group>.before-restart-<n>.jsonl`: each file then describes
-  one session cache. The trace format has no op for "the connection closed"
-  (which drops a session), so the final session `check` is written only for
-  groups that lost no session that way.
+  writes a final `check` step for every share-partition and for the sessions
+  of every group with a share-partition, then flushes. A connection close that
+  ends a session is traced as `disconnect` (SS-17); sessions die with the
+  process, so each broker process writes new share-session trace files.
 
 `partition_factory` builds SharePartitions (default SharePartition.load); a
 test may inject another (see tests/broker_bugs.py), never the production path.
@@ -51,7 +48,6 @@ class ShareEngine:
         self.config = config
         self.trace_writer = None
         if trace_dir is not None:
-            _retire_session_traces(Path(trace_dir))
             self.trace_writer = TraceWriter(trace_dir, config)
         self.coordinator = ShareCoordinator(Path(broker.data_dir) / "share-state", config,
                                             trace_writer=self.trace_writer, now_ms=now_ms())
@@ -59,7 +55,6 @@ class ShareEngine:
         self.partitions: dict[tuple[str, str], SharePartition] = {}
         self.groups_of_tp: dict[str, set[str]] = {}
         self.connection_of: dict[tuple[str, str], int] = {}
-        self.untraced_closes: set[str] = set()  # groups that lost a session to a connection close
 
     # -- share-partitions ------------------------------------------------------------------
 
@@ -129,8 +124,6 @@ class ShareEngine:
                 continue
             del self.connection_of[(group, member)]
             answer = self.sessions.close_member(group, member, at_ms)
-            if answer.closed:
-                self.untraced_closes.add(group)
             if answer.release:
                 released += self.release_member(group, member, at_ms)
         if released:
@@ -142,19 +135,9 @@ class ShareEngine:
         at_ms = now_ms()
         for share_partition in self.partitions.values():
             share_partition.trace_check(at_ms)
-        for group in {group for group, _ in self.partitions} - self.untraced_closes:
+        for group in {group for group, _ in self.partitions}:
             self.sessions.trace_check(group, at_ms)
         self.coordinator.close()
         if self.trace_writer is not None:
             self.trace_writer.close()
 
-
-def _retire_session_traces(trace_dir: Path) -> None:
-    """Rename an earlier process's share-session traces (see the module docstring)."""
-    for path in sorted(trace_dir.glob("share-session.*.jsonl")):
-        if ".before-restart-" in path.name:
-            continue
-        number = 1
-        while (retired := path.with_name(f"{path.stem}.before-restart-{number}.jsonl")).exists():
-            number += 1
-        path.rename(retired)

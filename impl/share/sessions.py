@@ -40,7 +40,8 @@ releases its records (SS-3); a final ShareFetch (-1) with topics to add or
 forget is INVALID_REQUEST (SS-10); the cache has no limit (the seed sets
 none). A refused request changes nothing else (SS-15).
 Traces: with a tracing.TraceWriter, each group's requests go to that group's
-share-session trace (actor = member); `trace_check(group, now_ms)` adds a check.
+share-session trace (actor = member), and `close_member` that took a session
+writes `disconnect` (SS-17); `trace_check(group, now_ms)` adds a check.
 """
 
 from __future__ import annotations
@@ -130,6 +131,8 @@ class ShareSessionCache:
         session = self._sessions.pop((group, member), None)
         if session is None:
             return SessionAnswer("NONE", release=True)
+        if self._trace_writer is not None:
+            self._trace_writer.sessions(group).disconnect(now_ms, member)  # SS-17
         return SessionAnswer("NONE", release=True, closed=True)
 
     # -- the three kinds of epoch ------------------------------------------------------------

@@ -13,13 +13,15 @@ Files in `directory`, one per machine instance:
   incarnation of its SharePartition (a reload after a restart starts
   `...<key>.2.jsonl`, headed by the loaded SPSO). Steps: append (actor "log"),
   acquire, acknowledge, leave (actor = member), check. A partition reloaded
-  with persisted in-flight records (acknowledged/archived/released records
-  above its SPSO) cannot be described by a trace header, so that incarnation
-  is not traced (writer.partition returns None) until the trace format has an
-  op for loaded state.
+  with persisted in-flight records (acknowledged/archived/available records
+  from its SPSO on) has them in the header's `config.initial_state` (runs
+  [first, last, state, delivery_count], spec/share-partition.md SP-26), so
+  every incarnation is judged from its first step.
 - `share-session.<group>.jsonl`: the broker's share sessions of one group
   (spec/share-session.md: one trace is one group at one broker); actor = member.
-  Sessions die with the process, so a new process starts `...<group>.2.jsonl`.
+  Steps: share_fetch, share_acknowledge, disconnect (the member's connection
+  closed and took its session, SS-17), check. Sessions die with the process,
+  so each process incarnation starts a new file: `...<group>.2.jsonl`, `.3`...
   Kafka's session limit counts every group's sessions, so with several groups
   a SHARE_SESSION_LIMIT_REACHED may not be explained by one group's trace.
 - `share-state.<key>.jsonl`: one per share-partition key at the coordinator
@@ -95,6 +97,9 @@ class SessionTrace(Trace):
         self.step(at_ms, member, "share_acknowledge", {"epoch": epoch, "acks": _acks_json(acks)},
                   {"error": error})
 
+    def disconnect(self, at_ms: int, member: str) -> None:
+        self.step(at_ms, member, "disconnect", {})
+
     def check(self, at_ms: int, sessions: dict[str, int]) -> None:
         self.step(at_ms, "check", "check", {}, {"sessions": dict(sessions)})
 
@@ -109,13 +114,18 @@ class TraceWriter:
         self._traces: dict[str, Trace] = {}
 
     def partition(self, key: str, config: ShareConfig | None = None, start_offset: int = 0,
-                  loaded_states: list | None = None) -> Trace | None:
-        """A new share-partition trace for `key` (a new incarnation each call); None if it cannot be traced."""
-        if loaded_states:
-            return None
+                  loaded_states: list | None = None) -> Trace:
+        """A new share-partition trace for `key` (a new incarnation each call).
+
+        `loaded_states`: the window [start_offset, speo) as loaded from the share coordinator,
+        runs (first, last, state name, delivery_count); written as `config.initial_state` (SP-26).
+        """
         config = config or self.config
         path = self._new_incarnation(f"share-partition.{_file_name(key)}")
-        header = {"machine": "share-partition", "profile": config.profile, "config": config.trace_config(start_offset)}
+        trace_config = config.trace_config(start_offset)
+        if loaded_states:
+            trace_config["initial_state"] = [list(run) for run in loaded_states]
+        header = {"machine": "share-partition", "profile": config.profile, "config": trace_config}
         return self._open(f"partition:{path.name}", path, header, Trace)
 
     def sessions(self, group: str) -> SessionTrace:

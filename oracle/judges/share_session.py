@@ -34,6 +34,9 @@ class ShareSessionJudge(Judge):
         self._acks(step)
         self._expect_error(step, self.model.share_acknowledge(step.actor, self.arg(step, "epoch", int)))
 
+    def op_disconnect(self, step: Step) -> None:
+        self.model.disconnect(step.actor)
+
     def op_check(self, step: Step) -> None:
         observed = self.observed(step, "sessions", dict)
         if observed is not None and not all(type(epoch) is int for epoch in observed.values()):
