@@ -1,4 +1,4 @@
-"""SS-3..SS-15: random ShareFetch/ShareAcknowledge requests under both profiles (a cache of 2 sessions); a
+"""SS-3..SS-17: random ShareFetch/ShareAcknowledge requests and disconnects under both profiles (a cache of 2 sessions); a
 success moves the member's epoch by exactly one, a refusal changes nothing (SS-5, Kafka's full cache, aside)."""
 
 from hypothesis import settings, strategies as st
@@ -56,6 +56,15 @@ class ShareSessionMachine(RuleBasedStateMachine):
         epoch, before = self.epoch_for(data, member), self.epochs()
         self.saved = dict(self.cache.by_member)
         self.judge(member, epoch, before, self.cache.share_acknowledge(member, epoch))
+
+    @rule(member=MEMBERS)
+    def disconnect(self, member):
+        before = self.epochs()
+        answer = self.cache.disconnect(member)
+        # SS-17: a closed connection removes the member's session, releasing its records only if it had one.
+        after = self.epochs()
+        assert member not in after and after == {m: e for m, e in before.items() if m != member}, "SS-17: cache after disconnect"
+        assert answer.releases == (member in before), "SS-17: records released without a session, or kept with one"
 
     @rule(member=MEMBERS)
     def session_reaches_the_largest_epoch(self, member):
