@@ -8,7 +8,9 @@ tests/test_fastcheck_share_partition.py diffs the two.
 Library API (time comes in as `at_ms`, which never decreases):
 
     partition = SharePartition(start_offset=0, delivery_count_limit=5, record_lock_duration_ms=30000,
-                               max_inflight_records=2000, profile="kip")
+                               max_inflight_records=2000, profile="kip", initial_state=())
+                                               # initial_state: runs [first, last, state, delivery_count]
+                                               # of a partition reloaded after a restart (SP-26)
     partition.advance(at_ms)                   # fire the locks whose deadline <= at_ms (SP-20)
     partition.append(count)                    # one log batch of `count` records (SP-2)
     partition.acquirable_ranges()              # [(first, last)]: records that may be acquired now (SP-3, SP-7)
@@ -26,6 +28,8 @@ it was. Read-only: `spso`, `speo` (exclusive), `log_end_offset`, `state_of`,
 `delivery_count_of`, `owner_of`, `lock_deadline_of` (None unless acquired) of
 an offset in the window, `snapshot()` (runs [first, last, state, delivery_count]),
 `deciding_clause(offset)` and `compare_snapshot(states)` (SP-25).
+`loaded_runs(initial_state, start_offset)` validates an `initial_state`
+(ValueError with the reason) and returns its runs as tuples.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from kipcheck.model.violation import Ruled, Violation
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = "available", "acquired", "acknowledged", "archived"
 STATES = (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED)
+LOADABLE_STATES = (AVAILABLE, ACKNOWLEDGED, ARCHIVED)  # SP-26: acquired is never persisted
 TERMINAL = (ACKNOWLEDGED, ARCHIVED)  # SP-1
 PROFILES = ("kip", "kafka-4.2")
 ACK_TYPES = ("accept", "release", "reject", "gap")
@@ -66,6 +71,31 @@ class Record:
     owner: str | None = None
     lock_deadline_ms: int | None = None
     timed_out_owner: str | None = None  # SP-16: whose lock expired, until the record is acquired again
+    loaded: bool = False  # SP-26: as initial_state gave it, not acquired since
+
+
+def loaded_runs(initial_state: Sequence, start_offset: int) -> list[tuple[int, int, str, int]]:
+    """SP-26: `initial_state` as (first, last, state, delivery_count) tuples; ValueError says what is wrong."""
+    runs: list[tuple[int, int, str, int]] = []
+    previous_last = start_offset - 1
+    for number, run in enumerate(initial_state, 1):
+        where = f"initial_state run {number} {run!r}"
+        if not isinstance(run, (list, tuple)) or len(run) != 4:
+            raise ValueError(f"{where}: a run is [first, last, state, delivery_count]")
+        first, last, state, count = run
+        if not all(type(value) is int for value in (first, last, count)) or count < 0:
+            raise ValueError(f"{where}: first, last and delivery_count must be integers, delivery_count >= 0")
+        if state not in LOADABLE_STATES:
+            raise ValueError(f"{where}: state must be one of {', '.join(LOADABLE_STATES)} (acquired is never persisted)")
+        if first > last:
+            raise ValueError(f"{where}: first must be <= last")
+        if first <= previous_last:
+            raise ValueError(f"{where}: runs must be ascending, non-overlapping and start at or above "
+                             f"start_offset {start_offset}")
+        # The state constant itself, not an equal string: the fast acceptor compares states by identity.
+        runs.append((first, last, LOADABLE_STATES[LOADABLE_STATES.index(state)], count))
+        previous_last = last
+    return runs
 
 
 class SharePartition:
@@ -73,7 +103,7 @@ class SharePartition:
 
     def __init__(self, start_offset: int = 0, delivery_count_limit: int = 5,
                  record_lock_duration_ms: int = 30000, max_inflight_records: int = 2000,
-                 profile: str = "kip") -> None:
+                 profile: str = "kip", initial_state: Sequence = ()) -> None:
         if profile not in PROFILES:
             raise ValueError(f"unknown profile {profile!r} (known: {', '.join(PROFILES)})")
         if start_offset < 0 or delivery_count_limit < 1 or record_lock_duration_ms < 0 or max_inflight_records < 1:
@@ -86,6 +116,18 @@ class SharePartition:
         self._spso = self._speo = self._log_end = start_offset
         self._records: dict[int, Record] = {}  # offset -> record, for the window [SPSO, SPEO)
         self._batch_firsts: list[int] = []  # SP-2: the first offset of every log batch
+        self._load(loaded_runs(initial_state, start_offset))
+
+    def _load(self, runs: list[tuple[int, int, str, int]]) -> None:
+        """SP-26: the window holds the loaded runs; offsets between them are available with count 0."""
+        for first, last, state, count in runs:
+            for offset in range(self._speo, first):
+                self._records[offset] = Record(loaded=True)
+            for offset in range(first, last + 1):
+                self._records[offset] = Record(state, count, loaded=True)
+            self._speo = last + 1
+        self._log_end = self._speo  # SP-26: the log end starts at SPEO; appends extend it from there
+        self._advance_start()  # SP-23 holds before the first step too
 
     spso = property(lambda self: self._spso)
     speo = property(lambda self: self._speo)
@@ -126,6 +168,8 @@ class SharePartition:
         record = self._record(offset)
         if record.state == ACQUIRED:
             return "SP-4"
+        if record.loaded:  # SP-26: still as initial_state gave it
+            return "SP-26"
         if record.state == AVAILABLE and record.timed_out_owner is not None:
             return "SP-20"
         if record.state == AVAILABLE and record.delivery_count == 0:
@@ -143,7 +187,7 @@ class SharePartition:
             for offset in range(first, last + 1):
                 record = self._records[offset]
                 if (record.state, record.delivery_count) != (state, count):
-                    clause = "SP-4" if record.state == state else self.deciding_clause(offset)
+                    clause = "SP-4" if record.state == state and not record.loaded else self.deciding_clause(offset)
                     raise Violation(clause, f"record {offset} {record.state}, count {record.delivery_count}", f"{state}, count {count}")
             expected_first = last + 1
         if expected_first != self._speo:
@@ -227,7 +271,7 @@ class SharePartition:
                 self._check_new_batches(max_records, total - new, new_runs[0][0], new_runs[-1][1])
         elif total > max_records:  # SP-5
             raise Violation("SP-5", f"at most {max_records} records", f"{total} records")
-        elif max(self._speo, previous_last + 1) - self._spso > self.max_inflight_records:  # SP-7
+        elif previous_last >= self._speo and previous_last + 1 - self._spso > self.max_inflight_records:  # SP-7
             raise Violation("SP-7", f"SPEO at most {self._spso + self.max_inflight_records}", f"SPEO {previous_last + 1}")
 
     def _check_run(self, first: int, last: int, count: int) -> None:

@@ -1,7 +1,7 @@
 """The fast acceptor (impl/fastcheck/share_partition.py) gives the plain model's verdicts.
 
-Hypothesis writes share-partition traces by driving the plain model: appends,
-allowed acquisitions (the lowest one or any allowed set), acknowledgements good
+Hypothesis writes share-partition traces by driving the plain model, new or
+reloaded from a random `initial_state` (SP-26): appends, allowed acquisitions (the lowest one or any allowed set), acknowledgements good
 and bad, time jumps, leaves, ticks and checks, under both profiles. The fast
 judge and the reference judge (`kipcheck check --reference`) must give every
 trace, and every corruption of one field of it, the same verdict: status,
@@ -50,6 +50,9 @@ class TraceWriter:
         self.config = {"start_offset": data.draw(st.integers(0, 3)), "delivery_count_limit": data.draw(st.integers(1, 3)),
                        "record_lock_duration_ms": data.draw(st.integers(1, 40)),
                        "max_inflight_records": data.draw(st.integers(1, 12))}
+        if data.draw(st.booleans()):  # SP-26: a partition reloaded after a restart
+            self.config["initial_state"] = data.draw(initial_states(self.config["start_offset"],
+                                                                    self.config["delivery_count_limit"]))
         self.profile = profile
         self.partition = model.SharePartition(**self.config, profile=profile)
         self.at_ms = 0
@@ -119,10 +122,22 @@ class TraceWriter:
         partition = self.partition
         self.emit("observer", "check", None, {"spso": partition.spso, "speo": partition.speo, "states": partition.snapshot()})
 
-    def lines(self, steps=None):
+    def lines(self, steps=None, config=None):
         header = {"format": "kipcheck-trace", "version": 1, "machine": "share-partition", "profile": self.profile,
-                  "config": self.config}
+                  "config": self.config if config is None else config}
         return [json.dumps(header)] + [json.dumps(step) for step in (self.steps if steps is None else steps)]
+
+
+@st.composite
+def initial_states(draw, start_offset, delivery_count_limit):
+    """SP-26: ascending runs [first, last, state, delivery_count] from start_offset, holes between some."""
+    runs, first = [], start_offset
+    for _ in range(draw(st.integers(0, 4))):
+        first += draw(st.sampled_from((0, 0, 1, 2)))
+        last = first + draw(st.integers(0, 3))
+        runs.append([first, last, draw(st.sampled_from(model.LOADABLE_STATES)), draw(st.integers(0, delivery_count_limit))])
+        first = last + 1
+    return runs
 
 
 @st.composite
@@ -182,9 +197,14 @@ def test_fast_and_reference_agree_on_generated_traces(trace):
 @given(trace=valid_traces(), data=st.data())
 @DIFFERENTIAL
 def test_fast_and_reference_agree_on_corrupted_traces(trace, data):
-    steps = copy.deepcopy(trace.steps)
-    corrupt(data.draw, steps)
-    assert_same_verdicts(trace.lines(steps))
+    steps, config = copy.deepcopy(trace.steps), copy.deepcopy(trace.config)
+    if config.get("initial_state") and data.draw(st.integers(0, 4)) == 0:
+        run = data.draw(st.sampled_from(config["initial_state"]))  # SP-26: one loaded field changed
+        field = data.draw(st.integers(0, 3))
+        run[field] = data.draw(st.sampled_from(model.STATES)) if field == 2 else _nudge(data.draw, run[field])
+    else:
+        corrupt(data.draw, steps)
+    assert_same_verdicts(trace.lines(steps, config))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: path.name)
@@ -211,7 +231,13 @@ class StartPassesAvailableRecord(fastcheck.SharePartition):
             self._spso += 1  # SP-23 broken: SPSO passes a non-terminal record
 
 
-@pytest.mark.parametrize("broken", (CountNotIncremented, StartPassesAvailableRecord), ids=lambda cls: cls.__name__)
+class LoadForgetsDeliveryCounts(fastcheck.SharePartition):
+    def _load(self, runs):
+        super()._load([(first, last, state, 0) for first, last, state, _ in runs])  # SP-26 broken
+
+
+@pytest.mark.parametrize("broken", (CountNotIncremented, StartPassesAvailableRecord, LoadForgetsDeliveryCounts),
+                         ids=lambda cls: cls.__name__)
 def test_a_broken_fast_acceptor_is_caught(broken, monkeypatch):
     """The generated-traces check above, run against the broken acceptor, finds a trace they disagree on."""
     monkeypatch.setattr(fastcheck, "SharePartition", broken)

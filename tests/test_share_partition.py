@@ -412,3 +412,66 @@ def test_judge_fires_locks_before_the_steps_op_and_judges_the_error():
 def test_judge_rejects_an_unknown_config_key():
     verdict = check_lines(trace(config={"max_inflight": 3}))
     assert verdict.status == "malformed" and "unknown config key" in verdict.reason
+
+
+# SP-26: a share-partition reloaded after a restart.
+
+LOADED = [[10, 11, "acknowledged", 1], [12, 13, "available", 2], [15, 15, "archived", 5], [16, 17, "available", 1]]
+
+
+@pytest.mark.parametrize("profile", BOTH)
+def test_sp26_the_window_starts_from_the_loaded_runs_and_holes_are_available(profile):
+    """SP-26, SP-23: SPSO passes the leading acknowledged run; the hole at 14 is available, count 0."""
+    model = partition(profile, batches=(), start_offset=10, initial_state=LOADED)
+    assert (model.spso, model.speo, model.log_end_offset) == (12, 18, 18)
+    assert model.snapshot() == [[12, 13, AVAILABLE, 2], [14, 14, AVAILABLE, 0], [15, 15, ARCHIVED, 5],
+                                [16, 17, AVAILABLE, 1]]
+    assert model.acquirable_ranges() == [(12, 14), (16, 17)]
+    assert [model.deciding_clause(offset) for offset in (12, 14, 15)] == ["SP-26"] * 3
+
+
+@pytest.mark.parametrize("profile", BOTH)
+def test_sp26_loaded_records_are_reacquired_one_by_one_with_count_plus_one(profile):
+    """SP-26, SP-3, SP-4: terminal loaded records are never acquired again; appends start at SPEO."""
+    model = partition(profile, batches=(), start_offset=10, initial_state=LOADED)
+    assert violation(model.acquire, 0, "c1", 10, [[15, 15, 6]]) == "SP-3"
+    assert violation(model.acquire, 0, "c1", 10, [[12, 13, 2]]) == "SP-4"
+    model.acquire(0, "c1", 1, [[13, 13, 3]])  # one record of a loaded run: no batch boundary applies
+    model.append(3)
+    assert model.lowest_acquisition(10) == [[12, 12, 3], [14, 14, 1], [16, 17, 2], [18, 20, 1]]
+    model.compare_snapshot([(12, 12, AVAILABLE, 2), (13, 13, ACQUIRED, 3), (14, 14, AVAILABLE, 0),
+                            (15, 15, ARCHIVED, 5), (16, 17, AVAILABLE, 1)])
+
+
+def test_sp26_a_snapshot_that_forgets_the_loaded_state_names_sp26():
+    """SP-26, SP-25: a loaded record not acquired since is decided by SP-26."""
+    model = partition(batches=(), start_offset=10, initial_state=LOADED)
+    assert violation(model.compare_snapshot, [(12, 13, AVAILABLE, 0), (14, 17, AVAILABLE, 0)]) == "SP-26"
+    assert violation(model.compare_snapshot, [(12, 13, AVAILABLE, 2), (14, 14, AVAILABLE, 0),
+                                              (15, 15, ACKNOWLEDGED, 5), (16, 17, AVAILABLE, 1)]) == "SP-26"
+
+
+@pytest.mark.parametrize("profile", BOTH)
+def test_sp26_a_loaded_window_over_the_limit_takes_no_new_records(profile):
+    """SP-26, SP-7, SP-8: re-acquisition inside the oversized window is allowed, new records are not."""
+    model = partition(profile, batches=(), max_inflight_records=2, initial_state=[[0, 3, AVAILABLE, 1]])
+    model.append(2)
+    first, last = model.acquirable_new_records()
+    assert first == 4 and last < first
+    model.acquire(0, "c1", 4, [[0, 3, 2]])
+    assert violation(model.acquire, 0, "c2", 2, [[4, 5, 1]]) == ("SP-8" if profile == "kafka-4.2" else "SP-7")
+
+
+@pytest.mark.parametrize("initial_state, reason", [
+    ([[0, 1, "acquired", 1]], "acquired is never persisted"),
+    ([[3, 1, "available", 0]], "first must be <= last"),
+    ([[0, 2, "available", 0], [2, 3, "archived", 1]], "ascending, non-overlapping"),
+    ([[4, 5, "available", 0]], "start at or above start_offset 5"),
+    ([[5, 6, "available"]], "[first, last, state, delivery_count]"),
+    ([[5, 6, "available", -1]], "delivery_count >= 0"),
+    ("5-6 available", "must be list"),
+])
+def test_sp26_judge_rejects_a_malformed_initial_state(initial_state, reason):
+    """SP-26: a malformed initial_state makes the trace malformed (exit 2), with the reason."""
+    verdict = check_lines(trace(config={"start_offset": 5, "initial_state": initial_state}))
+    assert verdict.status == "malformed" and reason in verdict.reason, verdict.summary()

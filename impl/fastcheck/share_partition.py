@@ -13,7 +13,8 @@ Library API (time comes in as `at_ms`, which never decreases):
 
     partition = SharePartition(start_offset=0, delivery_count_limit=5,
                                record_lock_duration_ms=30000,
-                               max_inflight_records=2000, profile="kip")
+                               max_inflight_records=2000, profile="kip",
+                               initial_state=())  # runs loaded after a restart (SP-26)
     partition.advance(at_ms)          # fire the locks whose deadline <= at_ms (SP-20)
     partition.append(count)           # one log batch of `count` records (SP-2)
     partition.acquirable_ranges()     # [(first, last)]: records that may be acquired now (SP-3, SP-7)
@@ -55,6 +56,7 @@ from typing import Iterable, Sequence
 from kipcheck.model.share_partition import (
     ACCEPTED, ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_EMPTY_WINDOW, KAFKA_LOCK_EXPIRED,
     KAFKA_PAST_THE_END, LOCK_EXPIRED, MALFORMED_REQUEST, NOT_ACQUIRED, PAST_THE_END, PROFILES, SHARED_OFFSET,
+    loaded_runs,
 )
 from kipcheck.model.violation import Ruled, Violation
 
@@ -69,7 +71,7 @@ class SharePartition:
 
     def __init__(self, start_offset: int = 0, delivery_count_limit: int = 5,
                  record_lock_duration_ms: int = 30000, max_inflight_records: int = 2000,
-                 profile: str = "kip") -> None:
+                 profile: str = "kip", initial_state: Sequence = ()) -> None:
         if profile not in PROFILES:
             raise ValueError(f"unknown profile {profile!r} (known: {', '.join(PROFILES)})")
         if start_offset < 0 or delivery_count_limit < 1 or record_lock_duration_ms < 0 or max_inflight_records < 1:
@@ -98,6 +100,23 @@ class SharePartition:
         # No record in [SPSO, _no_available_below) is available: lets lowest_acquisition
         # skip a window full of acquired records (Kafka's nextFetchOffset does the same).
         self._no_available_below = start_offset
+        # SP-26: offsets still as initial_state gave them (not acquired since); read only to name a clause.
+        self._loaded: set[int] = set()
+        if initial_state:
+            self._load(loaded_runs(initial_state, start_offset))
+
+    def _load(self, runs: list[tuple[int, int, str, int]]) -> None:
+        """SP-26: the window holds the loaded runs; offsets between them are available with count 0."""
+        for first, last, state, count in runs:
+            covered = self._base + len(self._state)
+            if first > covered:
+                self._append_records(first - covered, AVAILABLE, 0, None)
+            self._append_records(last + 1 - first, state, count, None)
+            if state is not AVAILABLE:
+                self._open[first - self._base:] = [False] * (last + 1 - first)
+        self._speo = self._log_end = self._base + len(self._state)  # SP-26: the log end starts at SPEO
+        self._loaded = set(range(self._spso, self._speo))
+        self._advance_start()  # SP-23 holds before the first step too
 
     # Read-only accessors.
 
@@ -149,6 +168,8 @@ class SharePartition:
         state, count = self._state[index], self._count[index]
         if state is ACQUIRED:
             return "SP-4"
+        if offset in self._loaded:  # SP-26: still as initial_state gave it
+            return "SP-26"
         if state is AVAILABLE:
             if offset in self._expired_owner:
                 return "SP-20"
@@ -177,7 +198,7 @@ class SharePartition:
         for offset in range(first, last + 1):
             index = offset - self._base
             if self._state[index] != state or self._count[index] != count:
-                clause = "SP-4" if self._state[index] == state else self.deciding_clause(offset)
+                clause = "SP-4" if self._state[index] == state and offset not in self._loaded else self.deciding_clause(offset)
                 raise Violation(clause, f"record {offset} {self._state[index]} with delivery count {self._count[index]}",
                                 f"record {offset} {state} with delivery count {count}")
 
@@ -317,8 +338,8 @@ class SharePartition:
             self._check_kafka_limits(max_records, reacquired, new_first, new_last)
         elif total > max_records:  # SP-5
             raise Violation("SP-5", f"at most {max_records} records", f"{total} records")
-        elif previous_last - self._spso >= self.max_inflight_records:
-            # SP-7: the window after the acquisition; below SPEO it is the window before, within the limit.
+        elif previous_last >= speo and previous_last - self._spso >= self.max_inflight_records:
+            # SP-7: the window after an acquisition of new records (a loaded window may be over the limit, SP-26).
             raise Violation("SP-7", f"a window of at most {self.max_inflight_records} records from SPSO {self._spso}",
                             f"acquiring up to offset {previous_last} (window {previous_last + 1 - self._spso})")
 
@@ -399,6 +420,8 @@ class SharePartition:
         if self._expired_owner:
             for offset in range(first, stop + self._base):
                 self._expired_owner.pop(offset, None)
+        if self._loaded:
+            self._loaded.difference_update(range(first, stop + self._base))
         if last >= covered:  # the rest of the run enters the window
             self._append_records(last + 1 - covered, ACQUIRED, count, actor, deadline)
 
@@ -536,3 +559,5 @@ class SharePartition:
         self._base += dead
         if self._expired_owner:
             self._expired_owner = {offset: owner for offset, owner in self._expired_owner.items() if offset >= self._base}
+        if self._loaded:
+            self._loaded = {offset for offset in self._loaded if offset >= self._base}

@@ -67,7 +67,7 @@ class ShareConfig:
             values[field_name] = _parse_value(name, field_name, raw)
         return cls(**values)
 
-    def trace_config(self, start_offset: int) -> dict[str, int]:
+    def trace_config(self, start_offset: int) -> dict[str, object]:
         """The share-partition trace header's config (shared/TRACE-FORMAT.md) for this engine."""
         return {
             "start_offset": start_offset,

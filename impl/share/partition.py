@@ -56,8 +56,8 @@ as the trace format's timers fire before a step's own op.
 
 Traces: with `trace=` (or `load(..., trace_writer=)`) every operation is a
 share-partition step (append by actor "log"; acquire, acknowledge, leave by
-the member; check). A partition loaded with persisted in-flight records is not
-traced: a trace header cannot describe them. Mutation tests subclass
+the member; check). A partition loaded with persisted in-flight records starts
+its trace with them as `config.initial_state` (spec SP-26). Mutation tests subclass
 `_acquire_cached` and `_advance_start` and read `_batches` with the FIRST..EXPIRED
 indices: keep those names stable.
 
@@ -148,7 +148,8 @@ class SharePartition:
 
         A new share-partition starts at the log end (share.auto.offset.reset=latest)
         or the log start (earliest). `trace_writer` (a tracing.TraceWriter) gets a
-        share-partition trace for this incarnation, headed by the loaded SPSO.
+        share-partition trace for this incarnation, headed by the loaded SPSO and
+        in-flight records (config start_offset and initial_state, spec SP-26).
         """
         error, state_epoch, start_offset, batches = coordinator.read(key, now_ms)
         if error != "NONE":

@@ -268,7 +268,11 @@ def _held_records_return(name: str, work_dir: Path, launcher: tuple[str, ...], p
 
 def broker_killed(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
         profile: str = "kafka-4.2") -> ScenarioResult:
-    """The broker killed -9 and restarted: accepted records never come back, held ones do, the log is intact."""
+    """The broker killed -9 and restarted: accepted records never come back, held ones do, the log is intact.
+
+    Every second record of the first poll is accepted, so the share-partitions reload with acknowledged
+    records and holes above their SPSO: their post-restart traces start from that state (SP-26) and are judged.
+    """
     def body(broker: EmbeddedBroker) -> str:
         create_topic(broker.bootstrap, "ledger", 2)
         values = {f"entry-{index}".encode() for index in range(60)}
@@ -279,12 +283,12 @@ def broker_killed(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
         while not batch and time.monotonic() < deadline:
             batch = poll_records(consumer)
         _check(len(batch) >= 2, f"first poll gave {len(batch)} records")
-        accepted = {(message.partition(), message.offset()) for message in batch[:len(batch) // 2]}
-        for message in batch[:len(batch) // 2]:
+        accepted = {(message.partition(), message.offset()) for message in batch[1::2]}
+        for message in batch[1::2]:
             consumer.acknowledge(message, AcknowledgeType.ACCEPT)
         results = consumer.commit_sync(30)
         _check(all(error is None for error in (results or {}).values()), f"acknowledgement failed: {results}")
-        held = {(message.partition(), message.offset()) for message in batch[len(batch) // 2:]}
+        held = {(message.partition(), message.offset()) for message in batch[0::2]}
         broker.kill()
         broker.start()
         consumer.close()
@@ -301,9 +305,18 @@ def broker_killed(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
         _check(remaining - accepted <= seen, f"{len(remaining - accepted - seen)} unacknowledged records never delivered")
         stored = {record.value() for record in read_plain(broker.bootstrap, "ledger", 2, 60)}
         _check(stored == values, "produced values changed across the restart")
-        return f"{len(accepted)} accepted before kill -9 never redelivered; {len(held)} held came back; 60 records intact"
+        reloaded = _reloaded_partition_traces(broker.trace_dir)
+        _check(bool(reloaded), "no share-partition trace starts from the state reloaded after the restart (SP-26)")
+        return (f"{len(accepted)} accepted before kill -9 never redelivered; {len(held)} held came back; "
+                f"60 records intact; {len(reloaded)} reloaded share-partition trace(s) judged")
 
     return _run("broker-killed", work_dir, FAST_GROUPS, body, launcher, profile)
+
+
+def _reloaded_partition_traces(trace_dir: Path) -> list[Path]:
+    """Share-partition traces headed by a state reloaded from the share coordinator (config.initial_state, SP-26)."""
+    return [path for path in sorted(Path(trace_dir).glob("share-partition.*.jsonl"))
+            if "initial_state" in json.loads(path.read_bytes().split(b"\n", 1)[0]).get("config", {})]
 
 
 def plain_fetch(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,

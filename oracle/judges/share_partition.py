@@ -35,6 +35,8 @@ class SharePartitionJudge(Judge):
         "record_lock_duration_ms": 30000,
         # Kafka's group.share.partition.max.record.locks (SP-7).
         "max_inflight_records": 2000,
+        # SP-26: runs [first, last, state, delivery_count] loaded after a restart (a trace format extension).
+        "initial_state": [],
     }
     profiles = ("kip", "kafka-4.2")
     has_fast_acceptor = True  # oracle/check.py passes reference=True for `kipcheck check --reference`
