@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, ClassVar
 
-import orjson
+import msgspec
 
 from kipcheck.model.violation import Violation
 from kipcheck.oracle.trace import Malformed, Step
@@ -96,4 +96,4 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 
 
 def _show(value: Any) -> str:
-    return orjson.dumps(value).decode() if not isinstance(value, str) else value
+    return msgspec.json.encode(value).decode() if not isinstance(value, str) else value

@@ -58,7 +58,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
+import msgspec
 
 from kipcheck.impl.share.config import ShareConfig
 from kipcheck.impl.share.log import DurableLog
@@ -91,7 +91,7 @@ class ShareCoordinator:
         self._states: dict[str, KeyState] = {}
         self._log = DurableLog(Path(data_dir) / LOG_NAME, fsync=fsync)
         for payload in self._log.replay():
-            self._apply(orjson.loads(payload))
+            self._apply(msgspec.json.decode(payload))
         self.truncated_bytes = self._log.truncated_bytes
         if trace_writer is not None:
             # A key's share-state trace continues across restarts; it starts with the key's first initialize.
@@ -177,7 +177,7 @@ class ShareCoordinator:
 
     def _store(self, record: dict) -> str:
         try:
-            self._log.append(orjson.dumps(record))
+            self._log.append(msgspec.json.encode(record))
         except OSError:
             return "COORDINATOR_NOT_AVAILABLE"
         self._apply(record)
@@ -210,7 +210,7 @@ class ShareCoordinator:
         """Rewrite the log as one snapshot per key, dropping every superseded record."""
         snapshots = [self._snapshot(key, state.snapshot_epoch + 1, state.state_epoch, state.start_offset,
                                     state.batches) for key, state in sorted(self._states.items())]
-        self._log.rewrite(orjson.dumps(record) for record in snapshots)
+        self._log.rewrite(msgspec.json.encode(record) for record in snapshots)
         for record in snapshots:
             self._apply(record)
 

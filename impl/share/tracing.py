@@ -37,7 +37,7 @@ is written as the previous value (the format demands a clock that never goes
 back). Lines are written whole and flushed one by one (line_buffered=True, the
 default), so a killed process leaves at most a partial last line, which the
 checker reports as malformed and a resuming writer cuts off. JSON is written
-with orjson here: impl/ never imports oracle/.
+with msgspec here: impl/ never imports oracle/.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ import re
 import urllib.parse
 from pathlib import Path
 
-import orjson
+import msgspec
 
 from kipcheck.impl.share.config import ShareConfig
 
@@ -74,7 +74,7 @@ class Trace:
         self._write(record)
 
     def _write(self, record: dict) -> None:
-        self._file.write(orjson.dumps(record) + b"\n")
+        self._file.write(msgspec.json.encode(record) + b"\n")
         if self._line_buffered:
             self._file.flush()
 
@@ -186,7 +186,7 @@ def _resume(path: Path) -> tuple[int, int]:
     lines = data[:complete].splitlines()
     if len(lines) <= 1:
         return 0, 0
-    last = orjson.loads(lines[-1])
+    last = msgspec.json.decode(lines[-1])
     return last["step"], last["at_ms"]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
+import msgspec
 
 from kipcheck.model.share_state import (
     COORDINATOR_LOAD_IN_PROGRESS, KIP_DELTAS_MAX, STATE_IDS, UNCHANGED, Answer, Batch, ShareCoordinator, canonical,
@@ -95,7 +95,7 @@ def _disjoint(step: Step, rows: list[Any]) -> list[Batch]:
     for before, after in zip(batches, batches[1:]):
         if after.first <= before.last:
             # ST-1: one offset has one state.
-            shown = orjson.dumps([list(batch) for batch in batches]).decode()
+            shown = msgspec.json.encode([list(batch) for batch in batches]).decode()
             raise Violation("ST-1", "disjoint batches", f"batches={shown}")
     return batches
 
