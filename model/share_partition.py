@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from kipcheck.model.violation import Ruled, Violation
 
@@ -97,6 +97,26 @@ def loaded_runs(initial_state: Sequence, start_offset: int) -> list[tuple[int, i
         previous_last = last
     return runs
 
+
+
+def acknowledgement_error(batches: Sequence[tuple[int, int, str]], kafka: bool, actor: str,
+                          batch_error: Callable[[str, int, int, int], Ruled | None]) -> Ruled:
+    """The one answer to a request of batches (first, last, type); `batch_error(actor, first, last,
+    previous_last)` judges one well-formed batch against the records."""
+    # SP-10: request validation comes before any record is looked at.
+    previous_last = -1
+    for first, last, ack_type in batches:
+        if first > last or first < previous_last or (not kafka and (first == previous_last or ack_type == "gap")):
+            return MALFORMED_REQUEST
+        previous_last = last
+    # SP-19: the first failing batch decides the one error of the request.
+    previous_last = -1
+    for first, last, _ in batches:
+        ruled = batch_error(actor, first, last, previous_last)
+        if ruled is not None:
+            return ruled
+        previous_last = last
+    return ACCEPTED
 
 class SharePartition:
     """The share-partition leader's in-flight records of one partition, as a pure state machine."""
@@ -325,7 +345,7 @@ class SharePartition:
     def acknowledge(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]]) -> Ruled:
         """Judge one request of batches (first, last, type); apply it when the answer is NONE (SP-19)."""
         self.advance(at_ms)  # SP-20: locks fire before the op
-        ruled = self._acknowledgement_error(actor, batches)
+        ruled = acknowledgement_error(batches, self.kafka, actor, self._batch_error)
         if ruled is ACCEPTED:
             for first, last, ack_type in batches:
                 # SP-18: Kafka skips offsets below SPSO (under kip they were refused, SP-15).
@@ -333,22 +353,6 @@ class SharePartition:
                     self._acknowledge_record(offset, ACK_TARGET[ack_type])
             self._advance_start()
         return ruled
-
-    def _acknowledgement_error(self, actor: str, batches: Sequence[tuple[int, int, str]]) -> Ruled:
-        # SP-10: request validation comes before any record is looked at.
-        previous_last = -1
-        for first, last, ack_type in batches:
-            if first > last or first < previous_last or (not self.kafka and (first == previous_last or ack_type == "gap")):
-                return MALFORMED_REQUEST
-            previous_last = last
-        # SP-19: the first failing batch decides the one error of the request.
-        previous_last = -1
-        for first, last, _ in batches:
-            ruled = self._batch_error(actor, first, last, previous_last)
-            if ruled is not None:
-                return ruled
-            previous_last = last
-        return ACCEPTED
 
     def _batch_error(self, actor: str, first: int, last: int, previous_last: int) -> Ruled | None:
         if self.kafka:

@@ -55,8 +55,8 @@ from typing import Iterable, Sequence
 
 from kipcheck.model.share_partition import (
     ACCEPTED, ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_EMPTY_WINDOW, KAFKA_LOCK_EXPIRED,
-    KAFKA_PAST_THE_END, LOCK_EXPIRED, MALFORMED_REQUEST, NOT_ACQUIRED, PAST_THE_END, PROFILES, SHARED_OFFSET,
-    loaded_runs,
+    KAFKA_PAST_THE_END, LOCK_EXPIRED, NOT_ACQUIRED, PAST_THE_END, PROFILES, SHARED_OFFSET,
+    acknowledgement_error, loaded_runs,
 )
 from kipcheck.model.violation import Ruled, Violation
 
@@ -438,7 +438,7 @@ class SharePartition:
         """Judge one request of batches (first, last, type); apply it when the answer is NONE (SP-19)."""
         if at_ms >= self._next_deadline_ms:  # SP-20: locks fire before the op
             self._fire_locks(at_ms)
-        ruled = self._acknowledgement_error(actor, batches)
+        ruled = acknowledgement_error(batches, self.kafka, actor, self._batch_error)
         if ruled is ACCEPTED:
             spso = self._spso
             for first, last, ack_type in batches:
@@ -450,22 +450,6 @@ class SharePartition:
             if spso < self._speo and not self._open[spso - self._base]:
                 self._advance_start()
         return ruled
-
-    def _acknowledgement_error(self, actor: str, batches: Sequence[tuple[int, int, str]]) -> Ruled:
-        # SP-10: request validation comes before any record is looked at.
-        previous_last = -1
-        for first, last, ack_type in batches:
-            if first > last or first < previous_last or (not self.kafka and (first == previous_last or ack_type == "gap")):
-                return MALFORMED_REQUEST
-            previous_last = last
-        # SP-19: the first failing batch decides the one error of the request.
-        previous_last = -1
-        for first, last, _ in batches:
-            ruled = self._batch_error(actor, first, last, previous_last)
-            if ruled is not None:
-                return ruled
-            previous_last = last
-        return ACCEPTED
 
     def _batch_error(self, actor: str, first: int, last: int, previous_last: int) -> Ruled | None:
         if self.kafka:
