@@ -57,12 +57,7 @@ def handlers(broker) -> dict:
                                                    _flatten(acks), at_ms)
         if answer.error != "NONE" or not answer.process:
             return _share_fetch_reply(broker, request, answer.error, {}, unknown)
-        broker.engine.session_used(connection, group, member, answer)
-        results = {tp: {"acknowledge_error_code": _acknowledge(broker, group, member, tp, batches, at_ms)}
-                   for tp, batches in acks.items()}
-        if answer.release:
-            broker.engine.release_member(group, member, at_ms)
-            broker.notify_changed()
+        results = _apply_session_answer(broker, connection, group, member, answer, acks, at_ms, "acknowledge_error_code")
         if not answer.closed:
             await _acquire(broker, group, member, sorted(answer.partitions), body, results, next(rotation))
         return _share_fetch_reply(broker, request, "NONE", results, unknown)
@@ -76,16 +71,23 @@ def handlers(broker) -> dict:
         answer = broker.engine.share_acknowledge_session(group, member, body.share_session_epoch, _flatten(acks), at_ms)
         results: dict[str, dict] = {}
         if answer.error == "NONE" and answer.process:
-            broker.engine.session_used(connection, group, member, answer)
-            results = {tp: {"error_code": _acknowledge(broker, group, member, tp, batches, at_ms)}
-                       for tp, batches in acks.items()}
-            if answer.release:
-                broker.engine.release_member(group, member, at_ms)
-                broker.notify_changed()
+            results = _apply_session_answer(broker, connection, group, member, answer, acks, at_ms, "error_code")
         responses = _by_topic(broker, results, unknown, {"error_code": "UNKNOWN_TOPIC_ID"})
         return reply(request, throttle_time=0, error_code=answer.error, responses=responses, node_endpoints=[])
 
     return {76: (1, 1, heartbeat), 77: (1, 1, describe), 78: (1, 1, share_fetch), 79: (1, 1, share_acknowledge)}
+
+
+def _apply_session_answer(broker, connection, group: str, member: str, answer, acks: dict, at_ms: int,
+                          error_field: str) -> dict[str, dict]:
+    """After an accepted session request: its acknowledgements (per-partition errors under
+    `error_field`), then the release of the member's records if the session closed."""
+    broker.engine.session_used(connection, group, member, answer)
+    results = {tp: {error_field: _acknowledge(broker, group, member, tp, batches, at_ms)} for tp, batches in acks.items()}
+    if answer.release:
+        broker.engine.release_member(group, member, at_ms)
+        broker.notify_changed()
+    return results
 
 
 def _partitions(broker, topics) -> tuple[dict, list]:
