@@ -98,7 +98,6 @@ def loaded_runs(initial_state: Sequence, start_offset: int) -> list[tuple[int, i
     return runs
 
 
-
 def acknowledgement_error(batches: Sequence[tuple[int, int, str]], kafka: bool, actor: str,
                           batch_error: Callable[[str, int, int, int], Ruled | None]) -> Ruled:
     """The one answer to a request of batches (first, last, type); `batch_error(actor, first, last,
@@ -117,6 +116,7 @@ def acknowledgement_error(batches: Sequence[tuple[int, int, str]], kafka: bool, 
             return ruled
         previous_last = last
     return ACCEPTED
+
 
 class SharePartition:
     """The share-partition leader's in-flight records of one partition, as a pure state machine."""

@@ -1,9 +1,8 @@
 """The spec is one source: every clause a model names exists, and every clause is covered."""
 
-import re
 from pathlib import Path
 
-from kipcheck.spec import CLAUSE_ID, PREFIXES, clauses
+from kipcheck.spec import CLAUSE_ID, clauses
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -87,7 +87,7 @@ def _run_broker_scenarios(args: argparse.Namespace) -> tuple[int, int]:
     if unknown:
         print(f"unknown scenario {unknown[0]!r} (known: {', '.join(SCENARIOS)})", file=sys.stderr)
         return 1, 1
-    print(f"\nbroker scenarios (real clients against the reference broker; about 10 s each):", flush=True)
+    print("\nbroker scenarios (real clients against the reference broker; about 10 s each):", flush=True)
     with tempfile.TemporaryDirectory(prefix="kipcheck-conformance-") as temporary:
         work_root = args.work_dir or Path(temporary)
         profiles = ("kafka-4.2", "kip") if args.broker_profile == "both" else (args.broker_profile,)
