@@ -54,6 +54,9 @@ def run(args: argparse.Namespace) -> int:
         result = proofs.run(theorem)
         failed += not result.ok
         detail = f": {result.detail}" if result.detail else ""
-        print(f"{result.status:<20} {result.seconds:6.2f}s  {theorem.name} [{', '.join(theorem.clauses)}]{detail}", flush=True)
+        # The one bound a user may change is the depth, so it is printed with the theorems it bounds.
+        depth = f" (depth {share_partition_bmc.STEPS} steps)" if theorem in share_partition_bmc.THEOREMS[:2] else ""
+        print(f"{result.status:<20} {result.seconds:6.2f}s  {theorem.name}{depth} [{', '.join(theorem.clauses)}]{detail}",
+              flush=True)
     print(f"{len(theorems) - failed} of {len(theorems)} theorems hold")
     return 1 if failed else 0

@@ -304,7 +304,8 @@ def check_model_agrees(walks: int = 40, steps: int = 12, seed: int = 932) -> str
 
 
 THEOREMS = [
-    Theorem("share-partition invariants hold in every reachable state (bounded)", CLAUSES,
+    Theorem(f"share-partition invariants hold in every reachable state (bounded: {OFFSETS} offsets, "
+            f"{MEMBERS} members, delivery limit {LIMIT}, max in-flight {MAX_INFLIGHT})", CLAUSES,
             f"bounded model check: {STEPS} steps, {OFFSETS} offsets, {MEMBERS} members, delivery limit {LIMIT}, "
             f"max in-flight {MAX_INFLIGHT}; owners, SPSO, delivery counts, terminal states, in-flight window",
             check_invariants),
