@@ -98,10 +98,10 @@ def loaded_runs(initial_state: Sequence, start_offset: int) -> list[tuple[int, i
     return runs
 
 
-def acknowledgement_error(batches: Sequence[tuple[int, int, str]], kafka: bool, actor: str,
-                          batch_error: Callable[[str, int, int, int], Ruled | None]) -> Ruled:
-    """The one answer to a request of batches (first, last, type); `batch_error(actor, first, last,
-    previous_last)` judges one well-formed batch against the records."""
+def acknowledgement_error(batches: Sequence[tuple[int, int, str]], kafka: bool, actor: str, spso: int, speo: int,
+                          not_owned_error: Callable[[str, int, int], Ruled | None]) -> Ruled:
+    """The one answer to a request of batches (first, last, type) against the window [spso, speo);
+    `not_owned_error(actor, first, last)` judges the records of one batch inside the window."""
     # SP-10: request validation comes before any record is looked at.
     previous_last = -1
     for first, last, ack_type in batches:
@@ -111,12 +111,24 @@ def acknowledgement_error(batches: Sequence[tuple[int, int, str]], kafka: bool, 
     # SP-19: the first failing batch decides the one error of the request.
     previous_last = -1
     for first, last, _ in batches:
-        ruled = batch_error(actor, first, last, previous_last)
+        if kafka:
+            if last < spso:  # SP-18: wholly below SPSO, ignored
+                previous_last = last
+                continue
+            if last >= speo:  # SP-14
+                return KAFKA_EMPTY_WINDOW if spso == speo else KAFKA_PAST_THE_END
+            if first == previous_last:  # SP-11: the shared record is in a pending transition
+                return SHARED_OFFSET
+            first = max(first, spso)  # SP-18: offsets below SPSO are skipped
+        elif last >= speo:  # SP-13
+            return PAST_THE_END
+        elif first < spso:  # SP-15: records below SPSO are terminal, not acquired
+            return NOT_ACQUIRED
+        ruled = not_owned_error(actor, first, last)
         if ruled is not None:
             return ruled
         previous_last = last
     return ACCEPTED
-
 
 class SharePartition:
     """The share-partition leader's in-flight records of one partition, as a pure state machine."""
@@ -345,7 +357,7 @@ class SharePartition:
     def acknowledge(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]]) -> Ruled:
         """Judge one request of batches (first, last, type); apply it when the answer is NONE (SP-19)."""
         self.advance(at_ms)  # SP-20: locks fire before the op
-        ruled = acknowledgement_error(batches, self.kafka, actor, self._batch_error)
+        ruled = acknowledgement_error(batches, self.kafka, actor, self._spso, self._speo, self._not_owned_error)
         if ruled is ACCEPTED:
             for first, last, ack_type in batches:
                 # SP-18: Kafka skips offsets below SPSO (under kip they were refused, SP-15).
@@ -353,21 +365,6 @@ class SharePartition:
                     self._acknowledge_record(offset, ACK_TARGET[ack_type])
             self._advance_start()
         return ruled
-
-    def _batch_error(self, actor: str, first: int, last: int, previous_last: int) -> Ruled | None:
-        if self.kafka:
-            if last < self._spso:  # SP-18: wholly below SPSO, ignored
-                return None
-            if last >= self._speo:  # SP-14
-                return KAFKA_EMPTY_WINDOW if self._spso == self._speo else KAFKA_PAST_THE_END
-            if first == previous_last:  # SP-11: the shared record is in a pending transition
-                return SHARED_OFFSET
-            first = max(first, self._spso)  # SP-18: offsets below SPSO are skipped
-        elif last >= self._speo:  # SP-13
-            return PAST_THE_END
-        elif first < self._spso:  # SP-15: records below SPSO are terminal, not acquired
-            return NOT_ACQUIRED
-        return self._not_owned_error(actor, first, last)
 
     def _not_owned_error(self, actor: str, first: int, last: int) -> Ruled | None:
         """SP-15: the error for the first record in [first, last] the actor has not acquired; None if none."""

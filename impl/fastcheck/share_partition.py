@@ -54,9 +54,8 @@ from collections import deque
 from typing import Iterable, Sequence
 
 from kipcheck.model.share_partition import (
-    ACCEPTED, ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_EMPTY_WINDOW, KAFKA_LOCK_EXPIRED,
-    KAFKA_PAST_THE_END, LOCK_EXPIRED, NOT_ACQUIRED, PAST_THE_END, PROFILES, SHARED_OFFSET,
-    acknowledgement_error, loaded_runs,
+    ACCEPTED, ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_LOCK_EXPIRED,
+    LOCK_EXPIRED, NOT_ACQUIRED, PROFILES, acknowledgement_error, loaded_runs,
 )
 from kipcheck.model.violation import Ruled, Violation
 
@@ -438,7 +437,7 @@ class SharePartition:
         """Judge one request of batches (first, last, type); apply it when the answer is NONE (SP-19)."""
         if at_ms >= self._next_deadline_ms:  # SP-20: locks fire before the op
             self._fire_locks(at_ms)
-        ruled = acknowledgement_error(batches, self.kafka, actor, self._batch_error)
+        ruled = acknowledgement_error(batches, self.kafka, actor, self._spso, self._speo, self._owner_error)
         if ruled is ACCEPTED:
             spso = self._spso
             for first, last, ack_type in batches:
@@ -451,20 +450,7 @@ class SharePartition:
                 self._advance_start()
         return ruled
 
-    def _batch_error(self, actor: str, first: int, last: int, previous_last: int) -> Ruled | None:
-        if self.kafka:
-            if last < self._spso:  # SP-18: wholly below SPSO, ignored
-                return None
-            if last >= self._speo:  # SP-14
-                return KAFKA_EMPTY_WINDOW if self._spso == self._speo else KAFKA_PAST_THE_END
-            if first == previous_last:  # SP-11: the shared record is in a pending transition
-                return SHARED_OFFSET
-            first = max(first, self._spso)  # SP-18: offsets below SPSO are skipped
-        else:
-            if last >= self._speo:  # SP-13
-                return PAST_THE_END
-            if first < self._spso:  # SP-15: records below SPSO are terminal, not acquired
-                return NOT_ACQUIRED
+    def _owner_error(self, actor: str, first: int, last: int) -> Ruled | None:
         start, stop = first - self._base, last - self._base + 1
         # SP-15: the owner is set only while a record is acquired.
         if self._owner[start:stop].count(actor) == stop - start:
