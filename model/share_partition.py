@@ -130,16 +130,23 @@ def acknowledgement_error(batches: Sequence[tuple[int, int, str]], kafka: bool, 
         previous_last = last
     return ACCEPTED
 
+
+def check_config(start_offset: int, delivery_count_limit: int, record_lock_duration_ms: int,
+                 max_inflight_records: int, profile: str) -> None:
+    """ValueError unless the configuration describes a share-partition."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r} (known: {', '.join(PROFILES)})")
+    if start_offset < 0 or delivery_count_limit < 1 or record_lock_duration_ms < 0 or max_inflight_records < 1:
+        raise ValueError("start_offset, record_lock_duration_ms >= 0 and delivery_count_limit, max_inflight_records >= 1")
+
+
 class SharePartition:
     """The share-partition leader's in-flight records of one partition, as a pure state machine."""
 
     def __init__(self, start_offset: int = 0, delivery_count_limit: int = 5,
                  record_lock_duration_ms: int = 30000, max_inflight_records: int = 2000,
                  profile: str = "kip", initial_state: Sequence = ()) -> None:
-        if profile not in PROFILES:
-            raise ValueError(f"unknown profile {profile!r} (known: {', '.join(PROFILES)})")
-        if start_offset < 0 or delivery_count_limit < 1 or record_lock_duration_ms < 0 or max_inflight_records < 1:
-            raise ValueError("start_offset, record_lock_duration_ms >= 0 and delivery_count_limit, max_inflight_records >= 1")
+        check_config(start_offset, delivery_count_limit, record_lock_duration_ms, max_inflight_records, profile)
         self.profile, self.kafka = profile, profile == "kafka-4.2"
         self.delivery_count_limit = delivery_count_limit
         self.record_lock_duration_ms = record_lock_duration_ms

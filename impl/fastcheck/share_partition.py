@@ -55,7 +55,7 @@ from typing import Iterable, Sequence
 
 from kipcheck.model.share_partition import (
     ACCEPTED, ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_LOCK_EXPIRED,
-    LOCK_EXPIRED, NOT_ACQUIRED, PROFILES, acknowledgement_error, loaded_runs,
+    LOCK_EXPIRED, NOT_ACQUIRED, acknowledgement_error, check_config, loaded_runs,
 )
 from kipcheck.model.violation import Ruled, Violation
 
@@ -71,10 +71,7 @@ class SharePartition:
     def __init__(self, start_offset: int = 0, delivery_count_limit: int = 5,
                  record_lock_duration_ms: int = 30000, max_inflight_records: int = 2000,
                  profile: str = "kip", initial_state: Sequence = ()) -> None:
-        if profile not in PROFILES:
-            raise ValueError(f"unknown profile {profile!r} (known: {', '.join(PROFILES)})")
-        if start_offset < 0 or delivery_count_limit < 1 or record_lock_duration_ms < 0 or max_inflight_records < 1:
-            raise ValueError("start_offset, record_lock_duration_ms >= 0 and delivery_count_limit, max_inflight_records >= 1")
+        check_config(start_offset, delivery_count_limit, record_lock_duration_ms, max_inflight_records, profile)
         self.profile = profile
         self.kafka = profile == "kafka-4.2"
         self.delivery_count_limit = delivery_count_limit
