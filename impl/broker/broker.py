@@ -1,15 +1,18 @@
 """Broker: the state one broker process serves, its timers, and its start and clean stop.
 
 Owns the topics (metadata.Topics), the partition logs (log.PartitionLog), the
-share groups (groups.ShareGroups), and impl/share's engine: a
+share groups (groups.ShareGroups), the classic and KIP-848 consumer groups
+with their committed offsets (impl/groups' GroupCoordinator, offsets in
+`<data dir>/consumer-offsets/`), and impl/share's engine: a
 ShareSessionCache, a ShareCoordinator in `<data dir>/share-state/`, and one
 SharePartition per (group, topic, partition), loaded lazily on first
 ShareFetch. The request handlers live in handlers/; everything runs on one
 asyncio loop, so no two handlers ever touch the state at once.
 
 Timers (one task, every TICK_MS): expire acquisition locks whose deadline
-passed, expire group members past their session timeout, fsync the logs every
-`log.flush.interval.ms`. Waiting fetches sleep on `changed()`, which wakes
+passed, expire group members past their session timeout, fire the consumer
+groups' timers (join phase, sync, session and rebalance timeouts), fsync the
+logs every `log.flush.interval.ms`. Waiting fetches sleep on `changed()`, which wakes
 them when records are produced or become available again; no fetch waits
 longer than MAX_WAIT_MS.
 
@@ -30,6 +33,7 @@ from kipcheck.impl.broker.log import PartitionLog
 from kipcheck.impl.broker.metadata import Topic, TopicError, Topics
 from kipcheck.impl.broker.server import Connection, Server
 from kipcheck.impl.broker.share_engine import ShareEngine
+from kipcheck.impl.groups.coordinator import GroupCoordinator
 from kipcheck.impl.share.config import ShareConfig
 
 log = logging.getLogger("kipcheck.broker")
@@ -47,7 +51,11 @@ class Broker:
         self.share_config = share_config
         self.topics = Topics(self.data_dir)
         self.logs: dict[tuple[str, int], PartitionLog] = {}
-        self.groups = ShareGroups(self._partition_count, config.session_timeout_ms, config.max_group_size)
+        self.groups = ShareGroups(self._partition_count, config.session_timeout_ms, config.max_group_size,
+                                  id_taken=lambda group_id: self.consumer_groups.share_group_refused(group_id))
+        self.consumer_groups = GroupCoordinator(
+            self.data_dir / "consumer-offsets", config.groups, self._partition_count,
+            lambda: [topic.name for topic in self.topics], lambda group_id: group_id in self.groups.groups)
         self.engine = ShareEngine(self, share_config, trace_dir)
         self.host, self.port = "127.0.0.1", 0
         self.advertised = (self.host, self.port)  # what Metadata and FindCoordinator tell clients
@@ -77,6 +85,7 @@ class Broker:
         if self._timer is not None:
             self._timer.cancel()
         self.engine.close()
+        self.consumer_groups.close()
         for partition_log in self.logs.values():
             partition_log.close()
 
@@ -144,6 +153,8 @@ class Broker:
                     self.notify_changed()
                 for group_id, member_id in self.groups.expire(at_ms):
                     log.info("share group %s: member %s expired", group_id, member_id)
+                for event in self.consumer_groups.tick(at_ms):
+                    log.info("%s", event)
                 if at_ms - last_flush_ms >= self.config.flush_interval_ms:
                     for partition_log in self.logs.values():
                         if partition_log.unflushed:

@@ -4,15 +4,20 @@
 the name: the share-group settings (group.share.record.lock.duration.ms,
 group.share.delivery.count.limit, group.share.partition.max.record.locks,
 group.share.max.share.sessions, share.auto.offset.reset, ...) to ShareConfig,
-the rest below to BrokerConfig. An unknown name or a bad value raises
-ValueError naming it.
+the consumer-group settings (group.consumer.*, group.min/max.session.timeout.ms,
+group.initial.rebalance.delay.ms, group.max.size, offset.metadata.max.bytes,
+offsets.topic.segment.bytes) to impl/groups' GroupConfig, kept in
+`BrokerConfig.groups`, the rest below to BrokerConfig. An unknown name or a
+bad value raises ValueError naming it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
+from kipcheck.impl.groups.config import GroupConfig
+from kipcheck.impl.groups.config import known_names as group_names
 from kipcheck.impl.share.config import ShareConfig, parse_integer
 
 _PROPERTIES = {
@@ -45,6 +50,7 @@ class BrokerConfig:
     max_group_size: int = 200
     # PLAINTEXT://HOST:PORT given to clients in Metadata and FindCoordinator; empty: the address listened on.
     advertised_listener: str = ""
+    groups: GroupConfig = field(default_factory=GroupConfig)
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
@@ -54,19 +60,21 @@ class BrokerConfig:
 
 def split_properties(properties: Mapping[str, str]) -> tuple[BrokerConfig, dict[str, str]]:
     """(BrokerConfig, the share properties for ShareConfig.from_properties); ValueError on a bad one."""
-    config, share = BrokerConfig(), {}
+    config, share, groups = BrokerConfig(), {}, {}
     for name, raw in properties.items():
         field_name = _PROPERTIES.get(name)
-        if field_name is None:
+        if name in group_names():
+            groups[name] = raw
+        elif field_name is None:
             share[name] = raw
-            continue
-        config = replace(config, **{field_name: _parse(name, field_name, raw)})
+        else:
+            config = replace(config, **{field_name: _parse(name, field_name, raw)})
     ShareConfig.from_properties(share)  # raises ValueError for unknown names of either kind
-    return config, share
+    return replace(config, groups=GroupConfig.from_properties(groups)), share
 
 
 def known_names() -> list[str]:
-    return sorted(_PROPERTIES)
+    return sorted([*_PROPERTIES, *group_names()])
 
 
 def advertised_address(listener: str) -> tuple[str, int]:

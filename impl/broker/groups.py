@@ -21,6 +21,9 @@ Membership is not persisted: after a restart members rejoin (KIP-932: "the
 members of the groups and their assignments are not persisted").
 Leaving or expiring does not release records here; the share session's close
 or the acquisition lock does (Kafka 4.2).
+A group id names one group of one type: a heartbeat for an id a classic or
+consumer group holds (`id_taken`) answers GROUP_ID_NOT_FOUND, as Kafka 4.2's
+getOrMaybeCreateShareGroup ("Group ... is not a share group").
 """
 
 from __future__ import annotations
@@ -66,10 +69,12 @@ class ShareGroups:
     does not exist).
     """
 
-    def __init__(self, partitions_of: Callable[[str], int], session_timeout_ms: int = 45000, max_size: int = 200):
+    def __init__(self, partitions_of: Callable[[str], int], session_timeout_ms: int = 45000, max_size: int = 200,
+                 id_taken: Callable[[str], bool] = lambda group_id: False):
         self.partitions_of = partitions_of
         self.session_timeout_ms = session_timeout_ms
         self.max_size = max_size
+        self.id_taken = id_taken
         self.groups: dict[str, Group] = {}
 
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, subscribed: tuple[str, ...] | None,
@@ -77,6 +82,8 @@ class ShareGroups:
         self.expire(at_ms)
         if not group_id or not member_id:
             return HeartbeatAnswer("INVALID_REQUEST", member_id, 0, None)
+        if group_id not in self.groups and self.id_taken(group_id):
+            return HeartbeatAnswer("GROUP_ID_NOT_FOUND", member_id, 0, None)
         group = self.groups.setdefault(group_id, Group(group_id))
         member = group.members.get(member_id)
         if member_epoch == -1:

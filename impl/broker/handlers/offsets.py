@@ -1,0 +1,122 @@
+"""Committed-offset APIs: OffsetCommit (8) v2-10, OffsetFetch (9) v1-10, OffsetDelete (47) v0.
+
+As Kafka 4.2's KafkaApis does before the group coordinator sees a commit: a
+topic id the broker does not know is UNKNOWN_TOPIC_ID (v10 names topics by
+id), an unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION; the rest goes
+to GroupCoordinator.commit, which validates the member and answers one error
+per partition (OffsetCommit has no top-level error). OffsetFetch v8+ asks for
+several groups at once; before v8 it asks for one and, before v2, reports a
+group error on every partition. A partition without a committed offset
+answers offset -1 and metadata "" (Kafka's INVALID_OFFSET).
+"""
+
+from __future__ import annotations
+
+from kipcheck.impl.broker.clock import now_ms
+from kipcheck.impl.broker.codec import reply
+from kipcheck.impl.broker.metadata import topic_id_of
+from kipcheck.impl.groups.coordinator import OffsetCommit
+from kipcheck.impl.groups.offsets import CommittedOffset
+
+NO_OFFSET = -1
+
+
+def handlers(broker) -> dict:
+    coordinator = broker.consumer_groups
+
+    async def offset_commit(connection, request):
+        body, at_ms = request.body, now_ms()
+        errors: dict[tuple[str, int], str] = {}
+        offsets: dict[tuple[str, int], CommittedOffset] = {}
+        rows = []  # (topic entry fields, partition, key) in request order
+        for topic in body.topics:
+            name, fields, known = _topic_name(broker, topic)
+            for part in topic.partitions:
+                key = (name or "", part.partition_index)
+                rows.append((fields, part.partition_index, key))
+                if not known:
+                    errors[key] = "UNKNOWN_TOPIC_ID" if name is None else "UNKNOWN_TOPIC_OR_PARTITION"
+                elif not 0 <= part.partition_index < broker.topics.get(name).partitions:
+                    errors[key] = "UNKNOWN_TOPIC_OR_PARTITION"
+                else:
+                    offsets[key] = CommittedOffset(part.committed_offset, getattr(part, "committed_leader_epoch", -1),
+                                                   part.committed_metadata or "", at_ms)
+        if offsets:
+            errors.update(coordinator.commit(OffsetCommit(
+                body.group_id, body.member_id, getattr(body, "group_instance_id", None),
+                body.generation_id_or_member_epoch, request.api_version, offsets), at_ms))
+        return reply(request, throttle_time=0, topics=_by_topic(
+            rows, lambda partition, key: {"partition_index": partition, "error_code": errors[key]}))
+
+    async def offset_fetch(connection, request):
+        body = request.body
+        if request.api_version >= 8:
+            return reply(request, throttle_time=0, groups=[
+                _fetched_group(broker, group.group_id, getattr(group, "member_id", None),
+                               getattr(group, "member_epoch", -1), group.topics, request.api_version)
+                for group in body.groups])
+        fetched = _fetched_group(broker, body.group_id, None, -1, body.topics, request.api_version)
+        return reply(request, throttle_time=0, topics=fetched["topics"], error_code=fetched["error_code"])
+
+    async def offset_delete(connection, request):
+        body = request.body
+        keys = [(topic.name, part.partition_index) for topic in body.topics for part in topic.partitions]
+        error, errors = coordinator.delete_offsets(body.group_id, keys) if body.group_id else ("INVALID_GROUP_ID", {})
+        if error != "NONE":
+            return reply(request, throttle_time=0, error_code=error, topics=[])
+        topics: dict[str, list[dict]] = {}
+        for name, partition in keys:
+            topics.setdefault(name, []).append({"partition_index": partition, "error_code": errors[name, partition]})
+        return reply(request, throttle_time=0, error_code="NONE",
+                     topics=[{"name": name, "partitions": parts} for name, parts in topics.items()])
+
+    return {8: (2, 10, offset_commit), 9: (1, 10, offset_fetch), 47: (0, 0, offset_delete)}
+
+
+def _topic_name(broker, topic) -> tuple[str | None, dict, bool]:
+    """(topic name or None for an unknown id, the topic's response fields, whether the topic exists)."""
+    if hasattr(topic, "topic_id"):
+        known = broker.topics.get_by_id(topic.topic_id)
+        return (known.name if known else None), {"topic_id": topic.topic_id}, known is not None
+    return topic.name, {"name": topic.name}, broker.topics.get(topic.name) is not None
+
+
+def _by_topic(rows, partition_fields) -> list[dict]:
+    """Rows in request order, grouped back into their topics."""
+    topics: list[dict] = []
+    for fields, partition, key in rows:
+        if not topics or topics[-1]["fields"] is not fields:
+            topics.append({"fields": fields, "partitions": []})
+        topics[-1]["partitions"].append(partition_fields(partition, key))
+    return [{**topic["fields"], "partitions": topic["partitions"]} for topic in topics]
+
+
+def _fetched_group(broker, group_id: str, member_id: str | None, member_epoch: int, topics, version: int) -> dict:
+    rows = None
+    if topics is not None:
+        rows = []
+        for topic in topics:
+            name, fields, _ = _topic_name(broker, topic)
+            rows += [(fields, partition, None if name is None else (name, partition))
+                     for partition in topic.partition_indexes]
+    if not group_id:
+        error, offsets = "INVALID_GROUP_ID", {}
+    else:
+        error, offsets = broker.consumer_groups.fetch(
+            group_id, member_id, member_epoch, None if rows is None else [key for _, _, key in rows if key])
+    if rows is None:  # every partition the group has an offset for
+        fields_of: dict[str, dict] = {}
+        rows = [(fields_of.setdefault(name, {"name": name, "topic_id": topic_id_of(name)}), partition,
+                 (name, partition)) for name, partition in sorted(offsets)]
+    partition_error = error if version < 2 else "NONE"
+
+    def partition_fields(partition: int, key) -> dict:
+        committed = offsets.get(key)
+        return {"partition_index": partition,
+                "error_code": "UNKNOWN_TOPIC_ID" if key is None else partition_error,
+                "committed_offset": committed.offset if committed else NO_OFFSET,
+                "committed_leader_epoch": committed.leader_epoch if committed else -1,
+                "metadata": committed.metadata if committed else ""}
+
+    return {"group_id": group_id, "error_code": error,
+            "topics": [] if error != "NONE" and version >= 2 else _by_topic(rows, partition_fields)}

@@ -1,0 +1,206 @@
+"""Server-side assignors of KIP-848 consumer groups: Kafka 4.2's `uniform` and `range`, behind one interface.
+
+    spec = GroupSpec(members={"m1": MemberSubscription(frozenset({"orders"}))}, partitions={"orders": 6},
+                     current={"m1": {"orders": frozenset({0, 1})}})
+    target = ASSIGNORS["uniform"].assign(spec)       # {"m1": {"orders": frozenset({0, ..., 5})}}
+
+An assignor is any object with a `name` and `assign(spec) -> {member id:
+Assignment}` (the `ServerAssignor` protocol): the coordinator calls it with
+every member's subscription (topic names that exist), the partition count of
+each subscribed topic and the current target assignment, and stores what it
+returns as the new target assignment. `register_assignor` adds one (the
+key-range assignor plugs in here); `group.consumer.assignors` picks which
+ones a broker offers, the first being the default. An assignor must give each
+partition of a subscribed topic to exactly one member subscribed to it;
+`check_assignment` says whether it did, and the coordinator refuses an
+assignment that does not (a broken plug-in never reaches a client).
+
+`uniform` follows Kafka 4.2's UniformAssignor: when every member subscribes to
+the same topics it is exactly UniformHomogeneousAssignmentBuilder (balance to
+within one partition, then stickiness: a member keeps what it had up to its
+quota); with different subscriptions it balances each partition onto the
+least loaded eligible member, keeping a partition on its current owner while
+that owner is not above the others (the same principles as Kafka's
+UniformHeterogeneousAssignmentBuilder, not its exact result). `range` is
+Kafka 4.2's RangeAssignor exactly: members ordered static first (by instance
+id) then by member id, each takes a contiguous range of every topic it
+subscribes to, the first `partitions % members` taking one more.
+Kafka walks members in hash-map order where the choice is free; kipcheck walks
+them in member-id order, so an assignment is reproducible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+Assignment = dict[str, frozenset[int]]  # topic name -> partitions
+
+
+@dataclass(frozen=True)
+class MemberSubscription:
+    topics: frozenset[str]
+    instance_id: str | None = None
+    rack_id: str | None = None
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    members: dict[str, MemberSubscription]
+    partitions: dict[str, int]  # every subscribed topic that exists -> its partition count
+    current: dict[str, Assignment] = field(default_factory=dict)  # the target assignment so far
+
+    def homogeneous(self) -> bool:
+        return len({member.topics for member in self.members.values()}) <= 1
+
+    def subscribed(self, member_id: str) -> list[str]:
+        return sorted(topic for topic in self.members[member_id].topics if self.partitions.get(topic, 0) > 0)
+
+
+class ServerAssignor(Protocol):
+    name: str
+
+    def assign(self, spec: GroupSpec) -> dict[str, Assignment]: ...
+
+
+class UniformAssignor:
+    name = "uniform"
+
+    def assign(self, spec: GroupSpec) -> dict[str, Assignment]:
+        if not spec.members:
+            return {}
+        if spec.homogeneous():
+            return _uniform_homogeneous(spec)
+        return _uniform_heterogeneous(spec)
+
+
+class RangeAssignor:
+    name = "range"
+
+    def assign(self, spec: GroupSpec) -> dict[str, Assignment]:
+        members = sorted(spec.members, key=lambda member_id: _range_order(spec, member_id))
+        subscribers: dict[str, int] = {}
+        for member_id in members:
+            for topic in spec.subscribed(member_id):
+                subscribers[topic] = subscribers.get(topic, 0) + 1
+        next_start = {topic: 0 for topic in subscribers}
+        extra = {topic: spec.partitions[topic] % count for topic, count in subscribers.items()}
+        target: dict[str, Assignment] = {}
+        for member_id in members:
+            assignment: Assignment = {}
+            for topic in spec.subscribed(member_id):
+                quota = spec.partitions[topic] // subscribers[topic]
+                if extra[topic] > 0:
+                    quota, extra[topic] = quota + 1, extra[topic] - 1
+                start, end = next_start[topic], min(next_start[topic] + quota, spec.partitions[topic])
+                next_start[topic] = end
+                if start < end:
+                    assignment[topic] = frozenset(range(start, end))
+            target[member_id] = assignment
+        return target
+
+
+def _range_order(spec: GroupSpec, member_id: str) -> tuple:
+    """Static members first, by instance id; then dynamic members by member id (RangeAssignor.sortMemberIds)."""
+    instance_id = spec.members[member_id].instance_id
+    return (0, instance_id, "") if instance_id is not None else (1, "", member_id)
+
+
+def _uniform_homogeneous(spec: GroupSpec) -> dict[str, Assignment]:
+    """UniformHomogeneousAssignmentBuilder: revoke above quota or unsubscribed, then fill the unfilled members."""
+    members = sorted(spec.members)
+    topics = spec.subscribed(members[0])
+    if not topics:
+        return {member_id: {} for member_id in members}
+    owned = {(topic, partition) for assignment in spec.current.values()
+             for topic, partitions in assignment.items() for partition in partitions}
+    unassigned = [(topic, partition) for topic in topics for partition in range(spec.partitions[topic])
+                  if (topic, partition) not in owned]
+    total = sum(spec.partitions[topic] for topic in topics)
+    minimum, extra_left = divmod(total, len(members))
+    target: dict[str, dict[str, set[int]]] = {}
+    unfilled: list[tuple[str, int]] = []
+    for index, member_id in enumerate(members):
+        quota = minimum + (1 if extra_left > 0 else 0)
+        has_extra = extra_left > 0
+        kept: dict[str, set[int]] = {}
+        for topic, partitions in sorted(spec.current.get(member_id, {}).items()):
+            if topic not in topics:
+                continue
+            for partition in sorted(partitions):
+                if quota > 0:
+                    quota -= 1
+                    kept.setdefault(topic, set()).add(partition)
+                else:
+                    unassigned.append((topic, partition))
+        if quota > 0 and has_extra and len(members) - index > extra_left:
+            quota, has_extra = quota - 1, False  # leave the extra partition to a later member
+        if quota > 0:
+            unfilled.append((member_id, quota))
+        if has_extra:
+            extra_left -= 1
+        target[member_id] = kept
+    position = 0
+    for member_id, quota in unfilled:
+        for topic, partition in unassigned[position:position + quota]:
+            target[member_id].setdefault(topic, set()).add(partition)
+        position += quota
+    if position < len(unassigned):
+        raise AssertionError("uniform assignor left partitions unassigned")
+    return {member_id: _frozen(assignment) for member_id, assignment in target.items()}
+
+
+def _uniform_heterogeneous(spec: GroupSpec) -> dict[str, Assignment]:
+    """Each partition to an eligible member: its current owner unless it holds more than the least loaded."""
+    load = {member_id: 0 for member_id in spec.members}
+    owner_of = {(topic, partition): member_id for member_id, assignment in spec.current.items()
+                if member_id in spec.members for topic, partitions in assignment.items() for partition in partitions}
+    target: dict[str, dict[str, set[int]]] = {member_id: {} for member_id in spec.members}
+    for topic in sorted(spec.partitions):
+        eligible = sorted(member_id for member_id in spec.members if topic in spec.subscribed(member_id))
+        if not eligible:
+            continue
+        for partition in range(spec.partitions[topic]):
+            lightest = min(eligible, key=lambda member_id: (load[member_id], member_id))
+            owner = owner_of.get((topic, partition))
+            chosen = owner if owner in eligible and load[owner] <= load[lightest] else lightest
+            target[chosen].setdefault(topic, set()).add(partition)
+            load[chosen] += 1
+    return {member_id: _frozen(assignment) for member_id, assignment in target.items()}
+
+
+def _frozen(assignment: dict[str, set[int]]) -> Assignment:
+    return {topic: frozenset(partitions) for topic, partitions in assignment.items() if partitions}
+
+
+ASSIGNORS: dict[str, ServerAssignor] = {}
+
+
+def register_assignor(assignor: ServerAssignor) -> None:
+    """Make an assignor available by its name to `group.consumer.assignors` and to ConsumerGroupHeartbeat."""
+    ASSIGNORS[assignor.name] = assignor
+
+
+for _builtin in (UniformAssignor(), RangeAssignor()):
+    register_assignor(_builtin)
+
+
+def check_assignment(spec: GroupSpec, target: dict[str, Assignment]) -> str | None:
+    """None if every partition of every subscribed topic goes to exactly one member subscribed to it."""
+    if set(target) != set(spec.members):
+        return f"assignment names members {sorted(target)}, group has {sorted(spec.members)}"
+    seen: dict[tuple[str, int], str] = {}
+    for member_id, assignment in target.items():
+        for topic, partitions in assignment.items():
+            if topic not in spec.subscribed(member_id):
+                return f"member {member_id} is given {topic}, which it does not subscribe to"
+            for partition in partitions:
+                if not 0 <= partition < spec.partitions[topic]:
+                    return f"member {member_id} is given {topic}-{partition}, which does not exist"
+                if (topic, partition) in seen:
+                    return f"{topic}-{partition} is given to both {seen[topic, partition]} and {member_id}"
+                seen[topic, partition] = member_id
+    wanted = {(topic, partition) for member_id in spec.members for topic in spec.subscribed(member_id)
+              for partition in range(spec.partitions[topic])}
+    missing = sorted(wanted - set(seen))
+    return f"partitions left unassigned: {missing[:5]}" if missing else None
