@@ -22,7 +22,7 @@ import pytest
 
 from kipcheck.oracle.conformance.clients import create_topic, poll_records, produce, read_plain, share_consumer
 from kipcheck.oracle.conformance.embedded import EmbeddedBroker
-from kipcheck.oracle.conformance.scenarios import judge_traces
+from kipcheck.oracle.conformance.runner import judge_traces
 from kipcheck.oracle.conformance.wire import RawClient
 
 pytestmark = pytest.mark.slow

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import pytest
 
+from kipcheck.oracle.conformance.group_scenarios import GROUP_SCENARIOS
 from kipcheck.oracle.conformance.scenarios import SCENARIOS
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("profile", ["kafka-4.2", "kip"])
-@pytest.mark.parametrize("name", list(SCENARIOS))
+@pytest.mark.parametrize("name", [name for name in SCENARIOS if name not in GROUP_SCENARIOS])  # tests/test_groups_e2e.py
 def test_scenario(name, profile, tmp_path, kipcheck_check):
     result = SCENARIOS[name](tmp_path / name, profile=profile)
     assert result.checks_ok, result.detail

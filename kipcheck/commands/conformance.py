@@ -19,8 +19,11 @@ Then (unless --machine or --no-broker is given) it runs the broker scenarios:
 the reference broker is started on a free loopback port, real confluent-kafka
 clients produce and consume through share groups (compressed and idempotent
 producers, implicit and explicit acknowledgement, a consumer and the broker
-killed -9), and every trace the broker wrote is judged. A scenario passes
-when the clients saw what the protocol promises and every trace is allowed.
+killed -9) and through consumer groups (classic range, roundrobin and
+cooperative-sticky, KIP-848 uniform and range, as members leave, join and are
+killed -9; committed offsets across a broker kill -9), and every trace the
+broker wrote is judged. A scenario passes when the clients saw what the
+protocol promises and every trace is allowed.
 
 exit status: 0 every check behaved as expected, 1 otherwise."""
 

@@ -21,83 +21,18 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from confluent_kafka import AcknowledgeType
 
-from kipcheck.oracle.check import Verdict, check_file
 from kipcheck.oracle.conformance.clients import (Delivered, as_delivered, create_topic, poll_records, produce,
                                                   read_plain, share_consumer)
 from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
+from kipcheck.oracle.conformance.group_scenarios import GROUP_SCENARIOS
+from kipcheck.oracle.conformance.runner import WAIT_S, ScenarioResult, check, run_scenario
 
 FAST_GROUPS = {"group.share.heartbeat.interval.ms": "1000", "share.auto.offset.reset": "earliest"}
-WAIT_S = 90.0
-
-
-class ScenarioFailed(AssertionError):
-    """What the clients saw breaks the protocol's promise."""
-
-
-@dataclass
-class ScenarioResult:
-    name: str
-    checks_ok: bool
-    detail: str
-    traces: list[Verdict] = field(default_factory=list)
-    seconds: float = 0.0
-    needs_traces: bool = True  # a scenario that uses share groups must leave traces to judge
-    profile: str = "kafka-4.2"
-
-    @property
-    def traces_ok(self) -> bool:
-        return (bool(self.traces) or not self.needs_traces) and all(verdict.status == "ok" for verdict in self.traces)
-
-    @property
-    def ok(self) -> bool:
-        return self.checks_ok and self.traces_ok
-
-    def violations(self) -> list[Verdict]:
-        return [verdict for verdict in self.traces if verdict.status != "ok"]
-
-    def summary(self) -> str:
-        mark = "PASS" if self.ok else "FAIL"
-        traces = f"{len(self.traces) - len(self.violations())}/{len(self.traces)} traces ok"
-        lines = [f"{mark}  broker/{self.profile}/{self.name:<26} clients: {'ok' if self.checks_ok else 'FAILED'}; {traces}  ({self.seconds:.0f} s)"]
-        if not self.checks_ok:
-            lines.append(f"      {self.detail}")
-        lines += [f"      {verdict.summary()}" for verdict in self.violations()]
-        return "\n".join(lines)
-
-
-def judge_traces(trace_dir: Path) -> list[Verdict]:
-    return [check_file(path) for path in sorted(Path(trace_dir).glob("*.jsonl"))]
-
-
-def _run(name: str, work_dir: Path, settings: dict, body: Callable[[EmbeddedBroker], str],
-         launcher: tuple[str, ...], profile: str, needs_traces: bool = True) -> ScenarioResult:
-    started = time.monotonic()
-    broker = EmbeddedBroker(work_dir, settings, profile=profile, launcher=launcher)
-    try:
-        broker.start()
-        detail, ok = body(broker), True
-    except Exception as error:  # a scenario reports, it never crashes the runner
-        detail, ok = f"{type(error).__name__}: {error}", False
-    finally:
-        try:
-            broker.stop()
-        except Exception as error:
-            detail, ok = f"{detail}; stop failed: {error}", False
-    if not ok:
-        detail += f"\n      broker log tail:\n{broker.log_tail(15)}"
-    return ScenarioResult(name, ok, detail, judge_traces(broker.trace_dir), time.monotonic() - started, needs_traces,
-                          profile)
-
-
-def _check(condition: bool, message: str) -> None:
-    if not condition:
-        raise ScenarioFailed(message)
 
 
 def _consume_until(consumers, done: Callable[[list[Delivered]], bool], timeout_s: float = WAIT_S) -> list[Delivered]:
@@ -149,13 +84,13 @@ def share_groups(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
         finally:
             for consumer in consumers:
                 consumer.close()
-        _check(_values(delivered) >= expected, f"{len(expected - _values(delivered))} of {len(expected)} records never delivered")
+        check(_values(delivered) >= expected, f"{len(expected - _values(delivered))} of {len(expected)} records never delivered")
         attempts = [(record.partition, record.offset, record.delivery_count) for record in delivered]
-        _check(len(attempts) == len(set(attempts)), "a record was delivered twice with the same delivery count")
-        _check(all(record.delivery_count >= 1 for record in delivered), "a delivery count below 1")
+        check(len(attempts) == len(set(attempts)), "a record was delivered twice with the same delivery count")
+        check(all(record.delivery_count >= 1 for record in delivered), "a delivery count below 1")
         return f"{len(expected)} records from 5 producers delivered to 3 share consumers ({len(delivered)} deliveries)"
 
-    return _run("share-groups", work_dir, FAST_GROUPS, body, launcher, profile)
+    return run_scenario("share-groups", work_dir, FAST_GROUPS, body, launcher, profile)
 
 
 def explicit_acknowledgement(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
@@ -172,7 +107,7 @@ def explicit_acknowledgement(work_dir: Path, launcher: tuple[str, ...] = DEFAULT
             while time.monotonic() < deadline and not (len(first) == 12 and released <= set(redelivered)):
                 for message in poll_records(consumer):
                     offset = message.offset()
-                    _check(offset not in final, f"offset {offset} was delivered again after ACCEPT/REJECT")
+                    check(offset not in final, f"offset {offset} was delivered again after ACCEPT/REJECT")
                     if offset in first:
                         redelivered[offset] = message.delivery_count()
                         consumer.acknowledge(message, AcknowledgeType.ACCEPT)
@@ -183,17 +118,17 @@ def explicit_acknowledgement(work_dir: Path, launcher: tuple[str, ...] = DEFAULT
                     consumer.acknowledge(message, kind)
                     (released if offset % 3 == 0 else final).add(offset)
                 results = consumer.commit_sync(30)
-                _check(all(error is None for error in (results or {}).values()), f"acknowledgement failed: {results}")
+                check(all(error is None for error in (results or {}).values()), f"acknowledgement failed: {results}")
         finally:
             consumer.close()
-        _check(len(first) == 12, f"only {len(first)} of 12 records delivered")
-        _check(set(first.values()) == {1}, f"first deliveries with counts {sorted(set(first.values()))}, expected 1")
-        _check(released <= set(redelivered), f"released offsets {sorted(released - set(redelivered))} never came back")
-        _check(all(redelivered[offset] == 2 for offset in released),
+        check(len(first) == 12, f"only {len(first)} of 12 records delivered")
+        check(set(first.values()) == {1}, f"first deliveries with counts {sorted(set(first.values()))}, expected 1")
+        check(released <= set(redelivered), f"released offsets {sorted(released - set(redelivered))} never came back")
+        check(all(redelivered[offset] == 2 for offset in released),
                f"released records came back with delivery counts {redelivered}, expected 2")
         return f"12 records: {len(released)} released and redelivered with count 2, {len(final) - len(released)} accepted or rejected once"
 
-    return _run("explicit-acknowledgement", work_dir, FAST_GROUPS, body, launcher, profile)
+    return run_scenario("explicit-acknowledgement", work_dir, FAST_GROUPS, body, launcher, profile)
 
 
 def delivery_limit(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
@@ -216,11 +151,11 @@ def delivery_limit(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
                 consumer.acknowledge(message, AcknowledgeType.ACCEPT)
         finally:
             consumer.close()
-        _check(len(counts) == 6, f"only {len(counts)} of 6 records delivered")
-        _check(all(seen == [1, 2] for seen in counts.values()), f"delivery counts per offset {counts}, expected [1, 2] each")
+        check(len(counts) == 6, f"only {len(counts)} of 6 records delivered")
+        check(all(seen == [1, 2] for seen in counts.values()), f"delivery counts per offset {counts}, expected [1, 2] each")
         return "6 records released twice each were archived at the delivery limit 2"
 
-    return _run("delivery-limit", work_dir, {**FAST_GROUPS, "group.share.delivery.count.limit": "2"}, body, launcher, profile)
+    return run_scenario("delivery-limit", work_dir, {**FAST_GROUPS, "group.share.delivery.count.limit": "2"}, body, launcher, profile)
 
 
 def consumer_killed(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
@@ -245,7 +180,7 @@ def _held_records_return(name: str, work_dir: Path, launcher: tuple[str, ...], p
         try:
             held = json.loads(holder.stdout.readline() or "[]")
             holder.send_signal(stop_signal)
-            _check(bool(held), "the holding consumer received nothing")
+            check(bool(held), "the holding consumer received nothing")
             counts = {(partition, offset): count for partition, offset, count in held}
             consumer = share_consumer(broker.bootstrap, "crew", ["jobs"])
             try:
@@ -257,13 +192,13 @@ def _held_records_return(name: str, work_dir: Path, launcher: tuple[str, ...], p
             holder.wait()
             holder.stdout.close()
         again = {(record.partition, record.offset): record.delivery_count for record in delivered}
-        _check(set(counts) <= set(again), f"held records {sorted(set(counts) - set(again))} never came back")
+        check(set(counts) <= set(again), f"held records {sorted(set(counts) - set(again))} never came back")
         wrong = {key: (counts[key], again[key]) for key in counts if again[key] != counts[key] + 1}
-        _check(not wrong, f"redelivered with wrong delivery counts (first, again): {wrong}")
+        check(not wrong, f"redelivered with wrong delivery counts (first, again): {wrong}")
         how = "a killed consumer (connection closed)" if stop_signal == signal.SIGKILL else "a frozen consumer (lock expired)"
         return f"{len(counts)} records held by {how} came back with delivery count + 1"
 
-    return _run(name, work_dir, {**FAST_GROUPS, "group.share.record.lock.duration.ms": "2000"}, body, launcher, profile)
+    return run_scenario(name, work_dir, {**FAST_GROUPS, "group.share.record.lock.duration.ms": "2000"}, body, launcher, profile)
 
 
 def broker_killed(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
@@ -282,12 +217,12 @@ def broker_killed(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
         deadline, batch = time.monotonic() + WAIT_S, []
         while not batch and time.monotonic() < deadline:
             batch = poll_records(consumer)
-        _check(len(batch) >= 2, f"first poll gave {len(batch)} records")
+        check(len(batch) >= 2, f"first poll gave {len(batch)} records")
         accepted = {(message.partition(), message.offset()) for message in batch[1::2]}
         for message in batch[1::2]:
             consumer.acknowledge(message, AcknowledgeType.ACCEPT)
         results = consumer.commit_sync(30)
-        _check(all(error is None for error in (results or {}).values()), f"acknowledgement failed: {results}")
+        check(all(error is None for error in (results or {}).values()), f"acknowledgement failed: {results}")
         held = {(message.partition(), message.offset()) for message in batch[0::2]}
         broker.kill()
         broker.start()
@@ -299,18 +234,18 @@ def broker_killed(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
         finally:
             survivor.close()
         seen = {(record.partition, record.offset) for record in delivered}
-        _check(len(remaining) == 60, f"the log holds {len(remaining)} of 60 records after the restart")
-        _check(not seen & accepted, f"accepted records {sorted(seen & accepted)} were delivered again after the restart")
-        _check(held <= seen, f"held records {sorted(held - seen)} never came back after the restart")
-        _check(remaining - accepted <= seen, f"{len(remaining - accepted - seen)} unacknowledged records never delivered")
+        check(len(remaining) == 60, f"the log holds {len(remaining)} of 60 records after the restart")
+        check(not seen & accepted, f"accepted records {sorted(seen & accepted)} were delivered again after the restart")
+        check(held <= seen, f"held records {sorted(held - seen)} never came back after the restart")
+        check(remaining - accepted <= seen, f"{len(remaining - accepted - seen)} unacknowledged records never delivered")
         stored = {record.value() for record in read_plain(broker.bootstrap, "ledger", 2, 60)}
-        _check(stored == values, "produced values changed across the restart")
+        check(stored == values, "produced values changed across the restart")
         reloaded = _reloaded_partition_traces(broker.trace_dir)
-        _check(bool(reloaded), "no share-partition trace starts from the state reloaded after the restart (SP-26)")
+        check(bool(reloaded), "no share-partition trace starts from the state reloaded after the restart (SP-26)")
         return (f"{len(accepted)} accepted before kill -9 never redelivered; {len(held)} held came back; "
                 f"60 records intact; {len(reloaded)} reloaded share-partition trace(s) judged")
 
-    return _run("broker-killed", work_dir, FAST_GROUPS, body, launcher, profile)
+    return run_scenario("broker-killed", work_dir, FAST_GROUPS, body, launcher, profile)
 
 
 def _reloaded_partition_traces(trace_dir: Path) -> list[Path]:
@@ -331,12 +266,12 @@ def plain_fetch(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
             sent.update({value: (key, base_ms + index) for index, (_, key, value) in enumerate(records)})
         received = read_plain(broker.bootstrap, "events", 2, len(sent))
         got = {record.value(): (record.key(), record.timestamp()[1]) for record in received}
-        _check(got == sent, f"{len(set(sent) - set(got))} records missing, or keys or millisecond timestamps changed")
+        check(got == sent, f"{len(set(sent) - set(got))} records missing, or keys or millisecond timestamps changed")
         offsets = [(record.partition(), record.offset()) for record in received]
-        _check(len(offsets) == len(set(offsets)), "a plain fetch returned one offset twice")
+        check(len(offsets) == len(set(offsets)), "a plain fetch returned one offset twice")
         return f"{len(sent)} records read back by a plain consumer"
 
-    return _run("plain-fetch", work_dir, {}, body, launcher, profile, needs_traces=False)
+    return run_scenario("plain-fetch", work_dir, {}, body, launcher, profile, needs_traces=False)
 
 
 SCENARIOS: dict[str, Callable[..., ScenarioResult]] = {
@@ -348,6 +283,7 @@ SCENARIOS: dict[str, Callable[..., ScenarioResult]] = {
     "broker-killed": broker_killed,
     "plain-fetch": plain_fetch,
 }
+SCENARIOS.update(GROUP_SCENARIOS)
 
 
 def run_scenarios(work_root: Path, names: list[str] | None = None,
