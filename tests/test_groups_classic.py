@@ -209,3 +209,11 @@ def test_an_empty_group_with_offsets_stays_a_classic_group(coordinator):
     assert coordinator.group_type("simple") == "classic" and coordinator.share_group_refused("simple")
     assert coordinator.fetch("simple", None, -1, None) == ("NONE", {("t", 1): CommittedOffset(7, 0, "m")})
     assert coordinator.classic.groups.get("simple") is None or coordinator.classic.groups["simple"].state == EMPTY
+
+
+def test_member_ids_handed_out_but_never_used_are_bounded_and_expire(coordinator):
+    handed = [coordinator.join(request(client=f"c{index}"), 0).answer.error for index in range(4)]
+    assert handed == ["MEMBER_ID_REQUIRED"] * 3 + ["GROUP_MAX_SIZE_REACHED"]
+    coordinator.tick(SESSION_MS)  # never used: each expires after the session timeout it asked for
+    assert coordinator.group_type("g") is None
+    assert coordinator.join(request(client="late"), SESSION_MS).answer.error == "MEMBER_ID_REQUIRED"

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from kipcheck.impl.groups import offsets as offsets_module
 from kipcheck.impl.groups.config import GroupConfig
 from kipcheck.impl.groups.coordinator import GroupCoordinator, OffsetCommit
 from kipcheck.impl.groups.offsets import LOG_NAME, CommittedOffset, OffsetStore, StorageError
+from kipcheck.impl.share.log import DurableLog
 
 
 def test_offsets_survive_a_reopen_and_deletes_are_replayed_too(tmp_path):
@@ -101,3 +103,27 @@ def test_offset_delete_refuses_share_groups_unknown_groups_and_subscribed_topics
     assert coordinator.delete_offsets("g", [("t", 0)]) == ("NONE", {("t", 0): "NONE"})
     assert coordinator.fetch("g", None, -1, None) == ("NONE", {("u", 0): CommittedOffset(2)})
     coordinator.close()
+
+
+def test_a_commit_too_large_for_one_record_is_refused_whole(tmp_path, monkeypatch):
+    monkeypatch.setattr(offsets_module, "MAX_RECORD_BYTES", 400)
+    coordinator = GroupCoordinator(tmp_path, GroupConfig(), lambda topic: 100, lambda: ["t"], lambda group_id: False,
+                                   fsync=False)
+    huge = {("t", partition): CommittedOffset(partition, -1, "x" * 30) for partition in range(20)}
+    assert set(coordinator.commit(OffsetCommit("g", "", None, -1, 9, huge), 0).values()) == {"UNKNOWN_SERVER_ERROR"}
+    assert coordinator.fetch("g", None, -1, None) == ("NONE", {})
+    coordinator.close()
+
+
+def test_compaction_splits_a_large_group_into_records_that_replay_to_the_same_offsets(tmp_path, monkeypatch):
+    monkeypatch.setattr(offsets_module, "MAX_RECORD_BYTES", 400)
+    store = OffsetStore(tmp_path, fsync=False, compact_bytes=3000)
+    for partition in range(60):
+        store.commit("g", {("t", partition): CommittedOffset(partition, -1, "meta")})
+    expected = store.offsets("g")
+    store.close()
+    payloads = list(DurableLog(tmp_path / LOG_NAME).replay())
+    assert len(payloads) > 1 and max(len(payload) for payload in payloads) <= 400
+    again = OffsetStore(tmp_path)
+    assert again.offsets("g") == expected and len(expected) == 60
+    again.close()

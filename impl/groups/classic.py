@@ -33,7 +33,10 @@ Where kipcheck differs, and why:
 - a removed member still awaiting its SyncGroup answer gets UNKNOWN_MEMBER_ID
   (Kafka leaves it to the client's request timeout);
 - an Empty group without committed offsets is forgotten at once (Kafka's
-  periodic cleanup does the same later).
+  periodic cleanup does the same later);
+- member ids handed out with MEMBER_ID_REQUIRED and not yet used are bounded
+  by group.max.size too (Kafka does not count them), so JoinGroups without a
+  member id cannot grow a group without limit.
 """
 
 from __future__ import annotations
@@ -108,6 +111,9 @@ class ClassicGroups:
         if request.instance_id is not None and request.instance_id in group.static_members:
             self._replace_static_member(group, request, member_id, pending, now_ms)
         elif request.instance_id is None and request.requires_known_member_id:
+            if len(group.pending_join) >= self.config.classic_max_size:
+                pending.complete(JoinAnswer("GROUP_MAX_SIZE_REACHED", ""))
+                return
             group.pending_join[member_id] = now_ms + request.session_timeout_ms
             pending.complete(JoinAnswer("MEMBER_ID_REQUIRED", member_id))
         else:

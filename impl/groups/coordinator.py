@@ -25,7 +25,9 @@ without a live group are an Empty classic group (Kafka creates such a
 "simple" group for commits from consumers that use assign()).
 Offsets are validated as Kafka's OffsetMetadataManager does
 (`validate_commit`) and stored through OffsetStore; a failed write answers
-NOT_COORDINATOR on every partition and changes nothing. OffsetDelete on a
+NOT_COORDINATOR on every partition and changes nothing (Kafka's
+KAFKA_STORAGE_ERROR, as CoordinatorOperationExceptionHelper maps it), a commit
+too large for one record UNKNOWN_SERVER_ERROR (Kafka's MESSAGE_TOO_LARGE). OffsetDelete on a
 classic group with members answers NON_EMPTY_GROUP (Kafka lets a group of the
 `consumer` protocol type delete the offsets of topics no member subscribes
 to; kipcheck does not read the client-side subscriptions).
@@ -42,7 +44,7 @@ from kipcheck.impl.groups.classic import ClassicGroups, JoinRequest
 from kipcheck.impl.groups.classic_group import EMPTY, ClassicGroup, JoinAnswer, Pending, SyncAnswer
 from kipcheck.impl.groups.config import GroupConfig
 from kipcheck.impl.groups.consumer import ConsumerGroups, HeartbeatAnswer, HeartbeatRequest
-from kipcheck.impl.groups.offsets import CommittedOffset, Key, OffsetStore, StorageError
+from kipcheck.impl.groups.offsets import CommittedOffset, Key, OffsetStore, RecordTooLarge, StorageError
 
 NEW_GROUP_PROTOCOL_ERROR = "INCONSISTENT_GROUP_PROTOCOL"
 
@@ -73,7 +75,7 @@ class GroupCoordinator:
     def group_type(self, group_id: str) -> str | None:
         if group_id in self.consumer.groups:
             return "consumer"
-        if group_id in self.classic.groups or self.offsets.offsets(group_id):
+        if group_id in self.classic.groups or self.offsets.has_offsets(group_id):
             return "classic"
         return None
 
@@ -142,8 +144,9 @@ class GroupCoordinator:
         accepted = {key: value for key, value in commit.offsets.items() if errors[key] == "NONE"}
         try:
             self.offsets.commit(commit.group_id, accepted)
-        except StorageError:
-            return {key: "NOT_COORDINATOR" if key in accepted else errors[key] for key in commit.offsets}
+        except (StorageError, RecordTooLarge) as error:
+            failed = "NOT_COORDINATOR" if isinstance(error, StorageError) else "UNKNOWN_SERVER_ERROR"
+            return {key: failed if key in accepted else errors[key] for key in commit.offsets}
         return errors
 
     def validate_commit(self, commit: OffsetCommit, now_ms: int) -> str:
@@ -201,7 +204,7 @@ class GroupCoordinator:
 
     def _forget_if_unused(self, group_id: str) -> None:
         """Drop an Empty group object that holds no offsets (Kafka's periodic cleanup, done at once)."""
-        if self._empty(group_id) and not self.offsets.offsets(group_id):
+        if self._empty(group_id) and not self.offsets.has_offsets(group_id):
             self.classic.groups.pop(group_id, None)
             self.consumer.groups.pop(group_id, None)
 

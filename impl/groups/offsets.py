@@ -13,12 +13,14 @@ tail truncated at open). One record per OffsetCommit (all its partitions, so
 a commit is applied whole or not at all) or per OffsetDelete; the same
 `_apply` serves live writes and replay. A write is appended and fsynced
 BEFORE it is applied and answered, so an offset answered NONE survives
-kill -9. If the write fails, `commit`/`delete` raise StorageError and
-nothing changes: the caller answers Kafka's error for a failed append to the
+kill -9. A commit whose record would exceed MAX_RECORD_BYTES (Kafka's
+message.max.bytes) raises RecordTooLarge. If the write fails,
+`commit`/`delete` raise StorageError and nothing changes: the caller answers Kafka's error for a failed append to the
 offsets log (KAFKA_STORAGE_ERROR becomes NOT_COORDINATOR, as Kafka 4.2's
 CoordinatorOperationExceptionHelper maps it). When the log outgrows
-`compact_bytes` (Kafka's offsets.topic.segment.bytes) it is rewritten with one
-record per group, atomically (temporary file, fsync, rename, fsync dir).
+`compact_bytes` (Kafka's offsets.topic.segment.bytes) it is rewritten with
+each group's offsets (split into records of at most MAX_RECORD_BYTES),
+atomically (temporary file, fsync, rename, fsync dir).
 
 Offsets do not expire (Kafka's offsets.retention.minutes is not served).
 The individual-commit work stores its committed ranges beside these, keyed
@@ -39,11 +41,18 @@ from kipcheck.impl.share.log import DurableLog
 log = logging.getLogger("kipcheck.groups")
 
 LOG_NAME = "offsets.log"
+# Kafka's default message.max.bytes, which bounds one append to __consumer_offsets: a larger commit
+# fails (MESSAGE_TOO_LARGE, answered UNKNOWN_SERVER_ERROR). Far below DurableLog's record limit.
+MAX_RECORD_BYTES = 1048588
 Key = tuple[str, int]  # (topic, partition)
 
 
 class StorageError(Exception):
     """The offsets log could not be written; nothing was applied."""
+
+
+class RecordTooLarge(Exception):
+    """One commit would need a record above MAX_RECORD_BYTES; nothing was applied."""
 
 
 @dataclass(frozen=True)
@@ -75,10 +84,13 @@ class OffsetStore:
     def groups(self) -> list[str]:
         return sorted(self._groups)
 
+    def has_offsets(self, group_id: str) -> bool:
+        return bool(self._groups.get(group_id))
+
     def commit(self, group_id: str, offsets: dict[Key, CommittedOffset]) -> None:
-        """Store every offset or none (StorageError)."""
+        """Store every offset or none (StorageError, RecordTooLarge)."""
         if offsets:
-            self._store(_commit_record(group_id, offsets))
+            self._store({"group": group_id, "commit": _rows(offsets)})
 
     def delete(self, group_id: str, keys: list[Key]) -> None:
         """Forget these partitions' offsets, or nothing (StorageError)."""
@@ -87,8 +99,11 @@ class OffsetStore:
             self._store({"group": group_id, "delete": [list(key) for key in present]})
 
     def _store(self, record: dict) -> None:
+        payload = msgspec.json.encode(record)
+        if len(payload) > MAX_RECORD_BYTES:
+            raise RecordTooLarge(f"{len(payload)} bytes, above {MAX_RECORD_BYTES}")
         try:
-            self._log.append(msgspec.json.encode(record))
+            self._log.append(payload)
         except OSError as error:
             raise StorageError(str(error)) from error
         self._apply(record)
@@ -105,15 +120,30 @@ class OffsetStore:
             del self._groups[record["group"]]
 
     def _compact(self) -> None:
-        """Rewrite the log as one commit record per group; a failure leaves the old log in place."""
-        records = [_commit_record(group_id, offsets) for group_id, offsets in sorted(self._groups.items())]
+        """Rewrite the log as commit records of each group's offsets, none above MAX_RECORD_BYTES."""
+        payloads = [payload for group_id, offsets in sorted(self._groups.items())
+                    for payload in _chunks(group_id, _rows(offsets))]
         try:
-            self._log.rewrite(msgspec.json.encode(record) for record in records)
+            self._log.rewrite(payloads)
         except OSError as error:  # the commit is stored; the long log stays correct and is compacted later
             log.warning("compacting %s failed: %s", LOG_NAME, error)
 
 
-def _commit_record(group_id: str, offsets: dict[Key, CommittedOffset]) -> dict:
-    return {"group": group_id, "commit": [
-        [topic, partition, value.offset, value.leader_epoch, value.metadata, value.commit_timestamp_ms]
-        for (topic, partition), value in sorted(offsets.items())]}
+def _rows(offsets: dict[Key, CommittedOffset]) -> list[list]:
+    return [[topic, partition, value.offset, value.leader_epoch, value.metadata, value.commit_timestamp_ms]
+            for (topic, partition), value in sorted(offsets.items())]
+
+
+def _chunks(group_id: str, rows: list[list]) -> list[bytes]:
+    """Commit records of `rows`, split so that each stays under MAX_RECORD_BYTES (replay merges them)."""
+    payloads, chunk, size = [], [], 0
+    envelope = len(msgspec.json.encode({"group": group_id, "commit": []}))
+    for row in rows:
+        row_size = len(msgspec.json.encode(row)) + 1
+        if chunk and envelope + size + row_size > MAX_RECORD_BYTES:
+            payloads.append(msgspec.json.encode({"group": group_id, "commit": chunk}))
+            chunk, size = [], 0
+        chunk.append(row)
+        size += row_size
+    payloads.append(msgspec.json.encode({"group": group_id, "commit": chunk}))
+    return payloads
