@@ -1,7 +1,7 @@
 """The reference broker: the Kafka wire protocol (through kio) in front of impl/share.
 
 A one-node broker that real clients (confluent-kafka's ShareConsumer,
-Producer, Consumer and AdminClient) talk to; run it with
+Producer, Consumer in classic and KIP-848 groups, and AdminClient) talk to; run it with
 `kipcheck broker --data-dir DIR [--trace-dir DIR] [--set NAME=VALUE ...]`.
 
 Modules:
@@ -11,7 +11,11 @@ Modules:
 - `handlers/`:    one module per API group: cluster (ApiVersions, Metadata,
                   CreateTopics, FindCoordinator, InitProducerId), records
                   (Produce, Fetch, ListOffsets), share (ShareGroupHeartbeat,
-                  ShareGroupDescribe, ShareFetch, ShareAcknowledge).
+                  ShareGroupDescribe, ShareFetch, ShareAcknowledge),
+                  classic_groups (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+                  ListGroups, DescribeGroups), consumer_groups
+                  (ConsumerGroupHeartbeat, ConsumerGroupDescribe), offsets
+                  (OffsetCommit, OffsetFetch, OffsetDelete).
 - `log`:          partition logs of raw record batches in durable segment files.
 - `metadata`:     topics with stable ids (uuid5 of the name).
 - `groups`:       share group membership and assignment.
@@ -19,6 +23,7 @@ Modules:
 - `config`:       the broker's own settings under Kafka's names (impl/share has the share ones).
 - `clock`:        the monotonic millisecond clock.
 
-The share-group rules live in impl/share; this package only carries them
+The share-group rules live in impl/share, the consumer-group rules (classic,
+KIP-848, committed offsets) in impl/groups; this package only carries them
 over the wire. impl/ never imports oracle/.
 """

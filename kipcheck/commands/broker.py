@@ -9,20 +9,28 @@ import signal
 import sys
 from pathlib import Path
 
-SUMMARY = "run the reference broker: share groups for real Kafka clients, with durable logs"
+SUMMARY = "run the reference broker: share and consumer groups for real Kafka clients, with durable logs"
 DESCRIPTION = """\
-Run a one-node Kafka broker that serves KIP-932 share groups to real clients
-(confluent-kafka's ShareConsumer, Producer and Consumer): ApiVersions,
-Metadata, CreateTopics, Produce, ListOffsets, Fetch, FindCoordinator,
-InitProducerId, ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch and
-ShareAcknowledge. Prints "listening on HOST:PORT" when ready.
+Run a one-node Kafka broker that serves KIP-932 share groups and consumer
+groups (classic and KIP-848) to real clients (confluent-kafka's
+ShareConsumer, Producer and Consumer): ApiVersions, Metadata, CreateTopics,
+Produce, ListOffsets, Fetch, FindCoordinator, InitProducerId,
+ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge,
+JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+OffsetDelete, ConsumerGroupHeartbeat, ConsumerGroupDescribe, ListGroups and
+DescribeGroups. Prints "listening on HOST:PORT" when ready.
 
 Settings (--set NAME=VALUE, Kafka's names): group.share.record.lock.duration.ms
 (30000), group.share.delivery.count.limit (5), group.share.partition.max.record.locks
 (2000), group.share.max.share.sessions (2000), share.auto.offset.reset (latest),
 share.coordinator.snapshot.update.records.per.snapshot (500),
 group.share.session.timeout.ms (45000), group.share.heartbeat.interval.ms (5000),
-group.share.max.size (200), num.partitions (1), auto.create.topics.enable (true),
+group.share.max.size (200), group.consumer.session.timeout.ms (45000),
+group.consumer.heartbeat.interval.ms (5000), group.consumer.assignors
+(uniform,range), group.consumer.max.size (1000), group.min.session.timeout.ms
+(6000), group.max.session.timeout.ms (1800000), group.initial.rebalance.delay.ms
+(3000), group.max.size (1000), offset.metadata.max.bytes (4096),
+offsets.topic.segment.bytes (104857600), num.partitions (1), auto.create.topics.enable (true),
 socket.request.max.bytes (104857600), log.segment.bytes (1073741824),
 log.flush.interval.messages, log.flush.interval.ms (1000), node.id (0),
 advertised.listeners (PLAINTEXT://HOST:PORT; default the address listened on).
@@ -31,7 +39,7 @@ Durability: produced batches are written to the OS before the produce is
 answered (they survive kill -9 of the broker) and fsync'd every
 log.flush.interval.ms, after log.flush.interval.messages batches, and at a
 clean stop; share-group state is fsync'd before every acknowledgement is
-answered. SIGTERM or SIGINT stops cleanly (traces flushed, files fsync'd).
+answered, committed offsets before every OffsetCommit is answered. SIGTERM or SIGINT stops cleanly (traces flushed, files fsync'd).
 
 With --trace-dir the broker writes its share-partition, share-session and
 share-state traces there; judge them with `kipcheck check DIR/*.jsonl`.
