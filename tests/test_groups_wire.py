@@ -7,6 +7,7 @@ every answer is decoded by kio, so its encoding is checked too.
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -195,3 +196,20 @@ def test_offsets_by_topic_id_the_admin_apis_and_offset_delete(broker, raw_client
                              topics=[{"name": "orders", "partitions": [{"partition_index": 1}]}])
     assert deleted.error_code == ErrorCode.none and deleted.topics[0].partitions[0].error_code == ErrorCode.none
     assert client.request(OFFSET_DELETE, 0, group_id=group, topics=[]).error_code == ErrorCode.group_id_not_found
+
+
+def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced(broker, raw_client):
+    client, group = raw_client(broker), group_id()
+    slow, fast = uuid.uuid4().hex[:22], uuid.uuid4().hex[:22]
+    everything = [{"topic_id": topic_id_of("orders"), "partitions": [0, 1]}]
+    cg_heartbeat(client, group, slow, 0, rebalance_timeout=1000)
+    assert cg_heartbeat(client, group, fast, 0).assignment.topic_partitions == ()  # both still the slow one's
+    asked = cg_heartbeat(client, group, slow, 1, everything)
+    assert asked.member_epoch == 1 and len(asked.assignment.topic_partitions[0].partitions) == 1  # revoke one
+    deadline = time.monotonic() + 30
+    while (answer := cg_heartbeat(client, group, slow, 1, everything)).error_code == ErrorCode.none:
+        assert time.monotonic() < deadline, "the member was never fenced"
+        time.sleep(0.2)  # keeps heartbeating, never revokes: fenced 1000 ms after the revocation was asked
+    assert answer.error_code == ErrorCode.unknown_member_id
+    taken = cg_heartbeat(client, group, fast, 2, [])
+    assert [sorted(entry.partitions) for entry in taken.assignment.topic_partitions] == [[0, 1]]

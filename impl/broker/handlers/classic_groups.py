@@ -78,6 +78,11 @@ def handlers(broker) -> dict:
             {"member_id": member_id, "group_instance_id": instance_id, "error_code": member_error}
             for (member_id, instance_id), member_error in zip(identities, errors)])
 
+    return {11: (0, 9, join_group), 14: (0, 5, sync_group), 12: (0, 4, heartbeat), 13: (0, 5, leave_group),
+            **_admin_handlers(broker)}
+
+
+def _admin_handlers(broker) -> dict:
     async def list_groups(connection, request):
         states = {state.lower() for state in getattr(request.body, "states_filter", ())}
         types = {kind.lower() for kind in getattr(request.body, "types_filter", ())}
@@ -90,8 +95,7 @@ def handlers(broker) -> dict:
         return reply(request, throttle_time=0, groups=[_described(broker, group_id, request.api_version)
                                                         for group_id in request.body.groups])
 
-    return {11: (0, 9, join_group), 14: (0, 5, sync_group), 12: (0, 4, heartbeat), 13: (0, 5, leave_group),
-            16: (0, 5, list_groups), 15: (0, 6, describe_groups)}
+    return {16: (0, 5, list_groups), 15: (0, 6, describe_groups)}
 
 
 async def answer_of(pending: Pending):
