@@ -30,8 +30,10 @@ fired by `tick`. Followed exactly:
 Where kipcheck differs, and why:
 - membership is not persisted: after a broker restart every member gets
   UNKNOWN_MEMBER_ID and rejoins (committed offsets are persisted);
-- a removed member still awaiting its SyncGroup answer gets UNKNOWN_MEMBER_ID
-  (Kafka leaves it to the client's request timeout);
+- a removed member still awaiting its SyncGroup answer gets UNKNOWN_MEMBER_ID,
+  and a JoinGroup or SyncGroup superseded by a newer one from the same member
+  REBALANCE_IN_PROGRESS (Kafka drops both unanswered, leaving them to the
+  client's request timeout), so no parked answer outlives its use;
 - an Empty group without committed offsets is forgotten at once (Kafka's
   periodic cleanup does the same later);
 - member ids handed out with MEMBER_ID_REQUIRED and not yet used are bounded
@@ -154,6 +156,8 @@ class ClassicGroups:
         member.protocols = request.protocols
         member.rebalance_timeout_ms = request.rebalance_timeout_ms
         member.session_timeout_ms = request.session_timeout_ms
+        if member.join is not None:  # superseded by this JoinGroup
+            member.join.complete(JoinAnswer("REBALANCE_IN_PROGRESS", member.member_id))
         member.join = pending
 
     def _replace_static_member(self, group: ClassicGroup, request: JoinRequest, new_member_id: str,
@@ -166,7 +170,7 @@ class ClassicGroups:
             member.join.complete(JoinAnswer("FENCED_INSTANCE_ID", old_member_id))
         if member.sync is not None:
             member.sync.complete(SyncAnswer("FENCED_INSTANCE_ID"))
-        member.sync = None
+        member.join = member.sync = None
         member.member_id = new_member_id
         group.members[new_member_id] = member
         group.static_members[request.instance_id] = new_member_id
@@ -265,10 +269,13 @@ class ClassicGroups:
         elif group.state == PREPARING_REBALANCE:
             pending.complete(SyncAnswer("REBALANCE_IN_PROGRESS"))
         elif group.state == COMPLETING_REBALANCE:
-            group.members[member_id].sync = pending
+            member = group.members[member_id]
+            if member.sync is not None:  # superseded by this SyncGroup
+                member.sync.complete(SyncAnswer("REBALANCE_IN_PROGRESS"))
+            member.sync = pending
             group.pending_sync.discard(member_id)
             if member_id == group.leader_id:
-                full = {member: assignments.get(member, b"") for member in group.members}
+                full = {member_key: assignments.get(member_key, b"") for member_key in group.members}
                 self._propagate_assignment(group, "NONE", full, now_ms)
                 group.transition(STABLE)
         else:
