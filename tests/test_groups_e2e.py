@@ -1,5 +1,6 @@
 """Consumer groups end to end: real confluent-kafka Consumers (classic range, roundrobin, cooperative-sticky;
-KIP-848 uniform and range) on the reference broker, and two seeded bugs the same scenarios must catch.
+KIP-848 uniform and range) on the reference broker, its AdminClient on both group types, and two seeded
+bugs the same scenarios must catch.
 
 Run as a script, this module is a `kipcheck broker` launcher that first
 installs one seeded bug, named by its first argument, in this test-only
@@ -12,9 +13,14 @@ process; the production path is untouched:
 from __future__ import annotations
 
 import sys
+import time
 
 import pytest
+from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions, ConsumerGroupType, TopicPartition
+from confluent_kafka.admin import AdminClient
 
+from kipcheck.oracle.conformance.clients import QUIET, create_topic, produce
+from kipcheck.oracle.conformance.embedded import EmbeddedBroker
 from kipcheck.oracle.conformance.group_scenarios import GROUP_SCENARIOS
 
 pytestmark = pytest.mark.slow
@@ -25,6 +31,43 @@ def test_group_scenario(name, tmp_path):
     result = GROUP_SCENARIOS[name](tmp_path / name)
     assert result.ok, result.detail
     print(result.summary(), result.detail)
+
+
+def test_the_admin_client_lists_describes_and_moves_offsets_of_both_group_types(tmp_path):
+    settings = {"group.initial.rebalance.delay.ms": "0", "group.consumer.heartbeat.interval.ms": "300"}
+    with EmbeddedBroker(tmp_path / "admin", settings) as broker:
+        create_topic(broker.bootstrap, "t", 2)
+        produce(broker.bootstrap, "t", [(index % 2, None, b"x") for index in range(10)])
+        consumers = {protocol: Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{protocol}",
+                                         "group.protocol": protocol, "auto.offset.reset": "earliest", **QUIET})
+                     for protocol in ("consumer", "classic")}
+        for consumer in consumers.values():
+            consumer.subscribe(["t"])
+        try:
+            for consumer in consumers.values():
+                read, deadline = 0, time.monotonic() + 60
+                while read < 10 and time.monotonic() < deadline:
+                    message = consumer.poll(0.2)
+                    read += message is not None and message.error() is None
+                assert read == 10
+                consumer.commit(asynchronous=False)
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})
+            listed = {group.group_id: group.type for group in admin.list_consumer_groups().result(30).valid}
+            assert listed == {"g-consumer": ConsumerGroupType.CONSUMER, "g-classic": ConsumerGroupType.CLASSIC}
+            described = {group_id: future.result(30) for group_id, future in
+                         admin.describe_consumer_groups(["g-consumer", "g-classic"]).items()}
+            assert described["g-consumer"].partition_assignor == "uniform"
+            assert described["g-classic"].partition_assignor == "range"
+            for group in described.values():
+                assert group.state == ConsumerGroupState.STABLE
+                assert sorted(tp.partition for tp in group.members[0].assignment.topic_partitions) == [0, 1]
+        finally:
+            for consumer in consumers.values():
+                consumer.close()
+        moved = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions("g-classic", [TopicPartition("t", 0, 2)])])
+        assert all(future.result(30) for future in moved.values())
+        offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("g-classic")])["g-classic"].result(30)
+        assert sorted((tp.partition, tp.offset) for tp in offsets.topic_partitions) == [(0, 2), (1, 5)]
 
 
 def seeded(bug: str) -> tuple[str, ...]:
