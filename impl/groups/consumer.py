@@ -145,7 +145,8 @@ class ConsumerGroups:
         updated = _updated(member, request)
         subscription_changed = (updated.subscribed_names, updated.subscribed_regex) != \
                                (member.subscribed_names, member.subscribed_regex)
-        members = {**{k: v for k, v in group.members.items() if k != replaced}, updated.member_id: updated}
+        members = {**{member_id: other for member_id, other in group.members.items() if member_id != replaced},
+                   updated.member_id: updated}
         metadata = self._metadata(members.values())
         epoch = group.epoch + 1 if group.epoch == 0 or subscription_changed or metadata != group.metadata \
             else group.epoch
