@@ -217,3 +217,12 @@ def test_member_ids_handed_out_but_never_used_are_bounded_and_expire(coordinator
     coordinator.tick(SESSION_MS)  # never used: each expires after the session timeout it asked for
     assert coordinator.group_type("g") is None
     assert coordinator.join(request(client="late"), SESSION_MS).answer.error == "MEMBER_ID_REQUIRED"
+
+
+def test_a_zero_or_negative_rebalance_timeout_cannot_spin_the_timers(coordinator):
+    for index, timeout_ms in enumerate((0, -5)):
+        pending = coordinator.join(JoinRequest(f"odd-{index}", "", None, "consumer", RANGE, SESSION_MS, timeout_ms,
+                                               requires_known_member_id=False), 0)
+        for at_ms in range(0, 3 * DELAY_MS, 10):
+            coordinator.tick(at_ms)
+        assert pending.answer.generation_id == 1  # the join phase completed, once

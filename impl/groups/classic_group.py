@@ -134,7 +134,8 @@ class ClassicGroup:
         return self.awaiting_join() == len(self.members) and not self.pending_join
 
     def rebalance_timeout_ms(self) -> int:
-        return max((member.rebalance_timeout_ms for member in self.members.values()), default=0)
+        """The largest of the members' (at least 1 ms, so a timer it sets is always in the future)."""
+        return max(1, *(member.rebalance_timeout_ms for member in self.members.values()))
 
     def can_rebalance(self) -> bool:
         return self.state in _VALID_PREVIOUS[PREPARING_REBALANCE]
