@@ -1,8 +1,9 @@
 """Fuzz the broker with frames captured from real client traffic, mutated; it must never crash.
 
 The broker advertises a recording proxy (advertised.listeners), so every
-connection of a real producer, share consumer and plain consumer passes
-through it and each request frame is captured. Then, for a bounded time,
+connection of a real producer, share consumer, plain consumer and consumer
+group member (classic and KIP-848) passes through it and each request frame
+is captured. Then, for a bounded time,
 mutated copies (bytes flipped, truncated, extended, length or version
 changed) and random frames are sent on fresh connections. Afterwards the
 broker must still be alive, answer ApiVersions, serve a real share consumer,
@@ -20,7 +21,9 @@ import time
 
 import pytest
 
-from kipcheck.oracle.conformance.clients import create_topic, poll_records, produce, read_plain, share_consumer
+from confluent_kafka import Consumer
+
+from kipcheck.oracle.conformance.clients import QUIET, create_topic, poll_records, produce, read_plain, share_consumer
 from kipcheck.oracle.conformance.embedded import EmbeddedBroker
 from kipcheck.oracle.conformance.runner import judge_traces
 from kipcheck.oracle.conformance.wire import RawClient
@@ -110,6 +113,16 @@ def capture_real_traffic(bootstrap: str) -> None:
     consumer.commit_sync(30)
     consumer.close()
     read_plain(bootstrap, "fuzz", 2, 20)
+    for protocol in ("classic", "consumer"):  # consumer-group traffic: JoinGroup ... OffsetCommit, ConsumerGroupHeartbeat
+        member = Consumer({"bootstrap.servers": bootstrap, "group.id": f"fuzz-{protocol}", "group.protocol": protocol,
+                           "auto.offset.reset": "earliest", **QUIET})
+        member.subscribe(["fuzz"])
+        received, deadline = 0, time.monotonic() + 60
+        while received < 20 and time.monotonic() < deadline:
+            message = member.poll(0.5)
+            received += message is not None and message.error() is None
+        member.commit(asynchronous=False)
+        member.close()
 
 
 def send_and_drain(port: int, frame: bytes) -> None:
@@ -126,14 +139,14 @@ def test_mutated_and_random_frames_never_crash_the_broker(tmp_path):
     rng = random.Random(seed)
     proxy = RecordingProxy()
     settings = {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}", "share.auto.offset.reset": "earliest",
-                "group.share.heartbeat.interval.ms": "1000"}
+                "group.share.heartbeat.interval.ms": "1000", "group.initial.rebalance.delay.ms": "0"}
     try:
         with EmbeddedBroker(tmp_path, settings) as broker:
             proxy.target_port = broker.port
             capture_real_traffic(f"127.0.0.1:{proxy.port}")
             captured = list(proxy.frames)
             api_keys = {struct.unpack_from(">h", frame, 4)[0] for frame in captured}
-            assert {0, 3, 18, 76, 78} <= api_keys, f"captured api keys {sorted(api_keys)}"
+            assert {0, 3, 8, 9, 11, 14, 18, 68, 76, 78} <= api_keys, f"captured api keys {sorted(api_keys)}"
             sent, deadline = 0, time.monotonic() + FUZZ_SECONDS
             while time.monotonic() < deadline:
                 send_and_drain(broker.port, mutate(rng.choice(captured), rng))
