@@ -21,7 +21,8 @@ def test_group_settings_are_routed_to_the_group_config():
 @pytest.mark.parametrize("bad", [{"group.consumer.session.timeout.ms": "0"}, {"group.consumer.assignors": "sticky"},
                                  {"group.consumer.assignors": ""}, {"group.initial.rebalance.delay.ms": "-1"},
                                  {"group.min.session.timeout.ms": "9000", "group.max.session.timeout.ms": "8000"},
-                                 {"group.max.size": "many"}])
+                                 {"group.max.size": "many"},
+                                 {"group.consumer.heartbeat.interval.ms": "9000", "group.consumer.session.timeout.ms": "9000"}])
 def test_bad_group_settings_name_the_setting(bad):
     with pytest.raises(ValueError, match=next(iter(bad)).split(".")[1]):
         split_properties(bad)

@@ -54,6 +54,8 @@ class GroupConfig:
                                  f"found {value}")
         if self.min_session_timeout_ms > self.max_session_timeout_ms:
             raise ValueError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
+        if self.consumer_heartbeat_interval_ms >= self.consumer_session_timeout_ms:  # GroupCoordinatorConfig
+            raise ValueError("group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms")
         unknown = [name for name in self.consumer_assignors if name not in ASSIGNORS]
         if not self.consumer_assignors or unknown:
             raise ValueError(f"group.consumer.assignors must name known assignors ({', '.join(sorted(ASSIGNORS))}), "
