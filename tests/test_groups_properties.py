@@ -29,7 +29,7 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
         self.topics = {"t": 4, "u": 2}
-        self.groups = ConsumerGroups(GroupConfig(consumer_session_timeout_ms=SESSION_MS),
+        self.groups = ConsumerGroups(GroupConfig(consumer_session_timeout_ms=SESSION_MS, consumer_heartbeat_interval_ms=1000),
                                      lambda topic: self.topics.get(topic, 0), lambda: sorted(self.topics))
         self.now_ms = 0
         self.epochs: dict[str, int] = {}  # what each live client believes its epoch is
