@@ -121,6 +121,13 @@ class EmbeddedBroker:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def peak_memory_bytes(self) -> int:
+        """The running broker's peak resident memory (VmHWM in /proc/PID/status; Linux only)."""
+        assert self.process is not None, "the broker is not running"
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        kilobytes = next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))
+        return int(kilobytes) * 1024
+
     def log_tail(self, lines: int = 40) -> str:
         if not self.log_path.exists():
             return "(no broker log)"
