@@ -74,10 +74,10 @@ def struct_shape(cls: type, nullable: bool = False) -> Shape:
             fields.append(shape)
         else:
             tagged[tag] = shape
-    min_size = sum(shape.min_size for shape in fields) + cls.__flexible__ + nullable
+    min_size = 1 if nullable else sum(shape.min_size for shape in fields) + cls.__flexible__  # null: its marker
     if all(shape.fixed for shape in fields) and not cls.__flexible__ and not nullable:
         return _fixed(min_size)
-    skips = [shape.skip for shape in fields]
+    skips = [shape.skip for shape in _merge_fixed(fields)]
 
     def skip(frame: bytes, offset: int) -> int:
         if nullable:
@@ -86,9 +86,22 @@ def struct_shape(cls: type, nullable: bool = False) -> Shape:
                 return offset
         for skip_field in skips:
             offset = skip_field(frame, offset)
-        return _skip_tagged_fields(tagged, frame, offset) if cls.__flexible__ else offset
+        if not cls.__flexible__:
+            return offset
+        return offset + 1 if frame[offset] == 0 else _skip_tagged_fields(tagged, frame, offset)  # 0: no tags
 
     return Shape(skip, min_size, False)
+
+
+def _merge_fixed(shapes: list[Shape]) -> list[Shape]:
+    """Runs of fixed-size fields as one step each (fewer calls per struct)."""
+    merged: list[Shape] = []
+    for shape in shapes:
+        if shape.fixed and merged and merged[-1].fixed:
+            merged[-1] = _fixed(merged[-1].min_size + shape.min_size)
+        else:
+            merged.append(shape)
+    return merged
 
 
 def _field_shape(field: dataclasses.Field, flexible: bool, is_header: bool) -> Shape:
@@ -122,19 +135,24 @@ def _sized(flexible: bool, prefix_bytes: int) -> Shape:
     """A string or bytes: a length (compact varint + 1, or int16/int32 with -1 for null), then that many bytes."""
     def skip(frame: bytes, offset: int) -> int:
         length, offset = _read_count(frame, offset, flexible, prefix_bytes)
-        return offset if length == -1 else offset + _fits(frame, offset, length, 1, "length")
+        if length > len(frame) - offset:
+            raise _too_long(frame, offset, length, "length")
+        return offset if length == -1 else offset + length
 
     return Shape(skip, 1 if flexible else prefix_bytes, False)
 
 
 def _array(element: Shape, flexible: bool) -> Shape:
+    minimum_size = max(element.min_size, 1)  # Kafka's rule: every element takes at least one byte
+
     def skip(frame: bytes, offset: int) -> int:
         count, offset = _read_count(frame, offset, flexible, 4)
+        if count * minimum_size > len(frame) - offset:  # KAFKA-14063
+            raise _too_long(frame, offset, count, "array count")
         if count == -1:
             return offset
-        size = _fits(frame, offset, count, element.min_size, "array count")
         if element.fixed:
-            return offset + size
+            return offset + count * element.min_size
         for _ in range(count):
             offset = element.skip(frame, offset)
         return offset
@@ -144,7 +162,8 @@ def _array(element: Shape, flexible: bool) -> Shape:
 
 def _skip_tagged_fields(tagged: dict[int, Shape], frame: bytes, offset: int) -> int:
     count, offset = _read_uvarint(frame, offset)
-    _fits(frame, offset, count, TAGGED_FIELD_MIN_BYTES, "tagged field count")
+    if count * TAGGED_FIELD_MIN_BYTES > len(frame) - offset:
+        raise _too_long(frame, offset, count, "tagged field count")
     for _ in range(count):
         tag, offset = _read_uvarint(frame, offset)
         _, offset = _read_uvarint(frame, offset)  # kio reads the value by its schema, not by this size
@@ -166,6 +185,8 @@ def _read_count(frame: bytes, offset: int, flexible: bool, prefix_bytes: int) ->
 
 
 def _read_uvarint(frame: bytes, offset: int) -> tuple[int, int]:
+    if frame[offset] < 0x80:  # the usual case: one byte
+        return frame[offset], offset + 1
     value = 0
     for index in range(VARINT_MAX_BYTES):
         byte = frame[offset + index]
@@ -175,9 +196,5 @@ def _read_uvarint(frame: bytes, offset: int) -> tuple[int, int]:
     raise FrameError(f"varint at byte {offset} longer than {VARINT_MAX_BYTES} bytes")
 
 
-def _fits(frame: bytes, offset: int, count: int, element_min_size: int, what: str) -> int:
-    """count * element_min_size, the fewest bytes `count` elements take; FrameError if more than are left."""
-    size = count * max(element_min_size, 1)
-    if size > len(frame) - offset:
-        raise FrameError(f"{what} {count} at byte {offset} cannot fit in the {len(frame) - offset} bytes left")
-    return count * element_min_size
+def _too_long(frame: bytes, offset: int, count: int, what: str) -> FrameError:
+    return FrameError(f"{what} {count} at byte {offset} cannot fit in the {len(frame) - offset} bytes left")

@@ -24,7 +24,8 @@ import uuid
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
-from kio.serial._introspect import EntityField, EntityTupleField, classify_field, get_schema_field_type
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field, get_field_tag, \
+    get_schema_field_type, is_optional
 from kio.static.primitive import i32Timedelta, i64Timedelta
 
 from kipcheck.impl.broker.codec import build
@@ -54,16 +55,8 @@ class RawClient:
         self.socket.close()
 
     def encode(self, api_key: int, version: int, **body) -> bytes:
-        request_class = load_request_schema(api_key, version)
-        header_class = request_class.__header_schema__
         self.correlation_id += 1
-        buffer = io.BytesIO()
-        header = build(header_class, request_api_key=api_key, request_api_version=version,
-                       correlation_id=self.correlation_id, client_id="kipcheck-test")
-        entity_writer(header_class)(buffer, header)
-        entity_writer(request_class)(buffer, build(request_class, body))
-        frame = buffer.getvalue()
-        return struct.pack(">i", len(frame)) + frame
+        return encode_request(build(load_request_schema(api_key, version), body), self.correlation_id)
 
     def request(self, api_key: int, version: int, **body):
         self.send(self.encode(api_key, version, **body))
@@ -108,29 +101,37 @@ class RawClient:
         return b"".join(chunks)
 
 
-def sample_frame(api_key: int, version: int, elements: int = 1, correlation_id: int = 1) -> bytes:
-    """A request frame (length prefix included) with every field of its schema, arrays `elements` long."""
-    request_class = load_request_schema(api_key, version)
+def encode_request(body, correlation_id: int = 1) -> bytes:
+    """The frame (length prefix included) of a kio request body, with a request header of its version."""
+    request_class = type(body)
     header_class = request_class.__header_schema__
     buffer = io.BytesIO()
-    header = build(header_class, request_api_key=api_key, request_api_version=version,
-                   correlation_id=correlation_id, client_id="kipcheck-sample")
+    header = build(header_class, request_api_key=request_class.__api_key__, request_api_version=request_class.__version__,
+                   correlation_id=correlation_id, client_id="kipcheck-test")
     entity_writer(header_class)(buffer, header)
-    entity_writer(request_class)(buffer, sample_entity(request_class, elements))
+    entity_writer(request_class)(buffer, body)
     frame = buffer.getvalue()
     return struct.pack(">i", len(frame)) + frame
 
 
-def sample_entity(cls: type, elements: int = 1):
-    """An instance of kio dataclass `cls` with every field set: arrays of `elements` elements, small values."""
+def sample_frame(api_key: int, version: int, elements: int = 1, nulls: bool = False) -> bytes:
+    """A request frame (length prefix included) with every field of its schema (see sample_entity)."""
+    return encode_request(sample_entity(load_request_schema(api_key, version), elements, nulls))
+
+
+def sample_entity(cls: type, elements: int = 1, nulls: bool = False):
+    """An instance of kio dataclass `cls` with every field set: arrays of `elements` elements, small values;
+    with `nulls`, every nullable field that is not tagged is None instead."""
     values = {}
     for field in dataclasses.fields(cls):
         kind = classify_field(field)
-        if isinstance(kind, (EntityField, EntityTupleField)):
-            value = sample_entity(kind.type_, elements)
+        if nulls and is_optional(field) and get_field_tag(field) is None:
+            value = None
+        elif isinstance(kind, (EntityField, EntityTupleField)):
+            value = sample_entity(kind.type_, elements, nulls)
         else:
             value = SAMPLE_VALUES.get(get_schema_field_type(field), 1)
-        values[field.name] = (value,) * elements if kind.is_array else value
+        values[field.name] = (value,) * elements if kind.is_array and value is not None else value
     return cls(**values)
 
 
