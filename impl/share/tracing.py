@@ -37,7 +37,10 @@ is written as the previous value (the format demands a clock that never goes
 back). Lines are written whole and flushed one by one (line_buffered=True, the
 default), so a killed process leaves at most a partial last line, which the
 checker reports as malformed and a resuming writer cuts off. JSON is written
-with msgspec here: impl/ never imports oracle/.
+with msgspec here: impl/ never imports oracle/. At most `max_open_files`
+trace files are open at once (the least recently written is closed and
+reopened when next written), so traced groups and partitions do not each
+hold a file descriptor.
 """
 
 from __future__ import annotations
@@ -45,24 +48,52 @@ from __future__ import annotations
 import os
 import re
 import urllib.parse
+from collections import OrderedDict
 from pathlib import Path
+from typing import BinaryIO
 
 import msgspec
 
 from kipcheck.impl.share.config import ShareConfig
 
 FORMAT, VERSION = "kipcheck-trace", 1
+MAX_OPEN_FILES = 128  # trace files a writer keeps open at once (OpenFiles)
+
+
+class OpenFiles:
+    """At most `limit` trace files open at once: the least recently written is closed first and
+    reopened (appending) at its next step, so many groups and partitions hold few descriptors."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._open: OrderedDict[Trace, None] = OrderedDict()
+
+    def file_of(self, trace: "Trace") -> BinaryIO:
+        if trace in self._open:
+            self._open.move_to_end(trace)
+            return trace._file
+        while len(self._open) >= self.limit:
+            self._open.popitem(last=False)[0]._close_file()
+        trace._file = open(trace.path, "ab")
+        self._open[trace] = None
+        return trace._file
+
+    def close(self, trace: "Trace") -> None:
+        if trace in self._open:
+            del self._open[trace]
+            trace._close_file()
 
 
 class Trace:
     """One trace file: a header, then numbered steps."""
 
-    def __init__(self, path: Path, header: dict, line_buffered: bool = True) -> None:
+    def __init__(self, path: Path, header: dict, line_buffered: bool = True, open_files: OpenFiles | None = None) -> None:
         self.path = path
         self._line_buffered = line_buffered
+        self._open_files = open_files or OpenFiles(1)
+        self._file: BinaryIO | None = None
         self._step, self._clock_ms = _resume(path)
-        self._file = open(path, "ab")
-        if self._step == 0 and path.stat().st_size == 0:
+        if self._step == 0 and (not path.exists() or path.stat().st_size == 0):
             self._write({"format": FORMAT, "version": VERSION, **header})
 
     def step(self, at_ms: int, actor: str, op: str, args: dict, observed: dict | None = None) -> None:
@@ -74,14 +105,17 @@ class Trace:
         self._write(record)
 
     def _write(self, record: dict) -> None:
-        self._file.write(msgspec.json.encode(record) + b"\n")
+        file = self._open_files.file_of(self)
+        file.write(msgspec.json.encode(record) + b"\n")
         if self._line_buffered:
-            self._file.flush()
+            file.flush()
 
     def close(self) -> None:
-        if not self._file.closed:
-            self._file.flush()
-            self._file.close()
+        self._open_files.close(self)
+
+    def _close_file(self) -> None:
+        self._file.close()  # flushes
+        self._file = None
 
 
 class SessionTrace(Trace):
@@ -106,12 +140,13 @@ class SessionTrace(Trace):
 
 class TraceWriter:
     def __init__(self, directory: str | os.PathLike, config: ShareConfig | None = None,
-                 line_buffered: bool = True) -> None:
+                 line_buffered: bool = True, max_open_files: int = MAX_OPEN_FILES) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.config = config or ShareConfig()
         self._line_buffered = line_buffered
         self._traces: dict[str, Trace] = {}
+        self._open_files = OpenFiles(max_open_files)
 
     def partition(self, key: str, config: ShareConfig | None = None, start_offset: int = 0,
                   loaded_states: list | None = None) -> Trace:
@@ -170,7 +205,7 @@ class TraceWriter:
     def _open(self, name: str, path: Path, header: dict, kind: type[Trace]) -> Trace:
         trace = self._traces.get(name)
         if trace is None:
-            trace = self._traces[name] = kind(path, header, self._line_buffered)
+            trace = self._traces[name] = kind(path, header, self._line_buffered, self._open_files)
         return trace
 
 

@@ -123,9 +123,16 @@ class EmbeddedBroker:
 
     def peak_memory_bytes(self) -> int:
         """The running broker's peak resident memory (VmHWM in /proc/PID/status; Linux only)."""
+        return self._memory_bytes("VmHWM")
+
+    def memory_bytes(self) -> int:
+        """The running broker's resident memory now (VmRSS; Linux only)."""
+        return self._memory_bytes("VmRSS")
+
+    def _memory_bytes(self, field: str) -> int:
         assert self.process is not None, "the broker is not running"
         status = Path(f"/proc/{self.process.pid}/status").read_text()
-        kilobytes = next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))
+        kilobytes = next(line.split()[1] for line in status.splitlines() if line.startswith(f"{field}:"))
         return int(kilobytes) * 1024
 
     def log_tail(self, lines: int = 40) -> str:
