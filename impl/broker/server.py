@@ -211,8 +211,9 @@ class Server:
     async def _read_within_idle(self, reader: asyncio.StreamReader, size: int) -> bytes:
         idle_ms = self.config.connections_max_idle_ms
         try:
-            return await asyncio.wait_for(reader.readexactly(size), idle_ms / 1000)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(idle_ms / 1000):
+                return await reader.readexactly(size)
+        except TimeoutError:
             raise Idle(f"nothing read for {idle_ms} ms (connections.max.idle.ms)") from None
 
     def _decode(self, frame: bytes, connection: Connection) -> Request | bytes | None:
