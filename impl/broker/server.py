@@ -16,8 +16,10 @@ Limits (BrokerConfig, Kafka's names; limits.py):
 - `queued.max.request.bytes` and `queued.max.request.bytes.per.connection`: a
   frame's length is reserved before its body is read, and the connection
   reads nothing until it fits; the bytes are freed when the answer is ready;
-- `connections.max.idle.ms`: a connection with nothing in flight that sends
-  nothing for that long is closed, and a frame must arrive whole within it.
+- `connections.max.idle.ms`: a connection with no request being handled that
+  has completed no frame and been sent no answer for that long is closed (a
+  frame trickling in counts as idle). A watchdog looks IDLE_CHECKS_PER_PERIOD
+  times a period, at least once a second, so no timer is armed per read.
 
 What closes a connection (logged; the broker keeps serving the others):
 - a frame length below the header size or above `max_request_bytes`
@@ -38,6 +40,7 @@ import itertools
 import logging
 import socket
 import struct
+import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
@@ -52,6 +55,8 @@ MAX_PIPELINED = 64
 NO_RESPONSE = object()  # a handler's answer when Kafka sends none (Produce with acks=0)
 STREAM_BUFFER_BYTES = 1 << 20
 ACCEPT_RETRY_S = 0.1  # after an accept that failed for want of file descriptors
+IDLE_CHECKS_PER_PERIOD = 4
+IDLE_CHECK_MAX_S = 1.0
 
 
 @dataclass(eq=False)
@@ -62,10 +67,9 @@ class Connection:
     peer: str
     frames: FramePool
     attachments: dict[str, Any] = field(default_factory=dict)
-
-
-class Idle(Exception):
-    """The connection sent nothing, with nothing in flight, for connections.max.idle.ms."""
+    active_at: float = field(default_factory=time.monotonic)  # last frame read, answer sent or request done
+    handling: int = 0  # requests whose handler has not finished
+    idle: bool = False  # closed by the idle watchdog
 
 
 Handler = Callable[[Connection, Request], Awaitable[Any]]
@@ -87,23 +91,23 @@ class Server:
         self.frames = FramePool(config.queued_max_request_bytes)
         self.slots = ConnectionSlots(config.max_connections, config.max_connections_per_ip)
         self.listener: socket.socket | None = None
-        self.acceptor: asyncio.Task | None = None
+        self.background: list[asyncio.Task] = []  # the acceptor and the idle watchdog
         self.connection_ids = itertools.count(1)
-        self.connections: set[asyncio.Task] = set()
+        self.connections: dict[asyncio.Task, Connection] = {}
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         addresses = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         family, _, _, _, address = min(addresses, key=lambda info: info[0] != socket.AF_INET)  # IPv4 first
         self.listener = socket.create_server(address, family=family, backlog=128)
         self.listener.setblocking(False)
-        self.acceptor = asyncio.create_task(self._accept_forever())
+        self.background = [asyncio.create_task(self._accept_forever()), asyncio.create_task(self._close_idle_forever())]
         bound_host, bound_port = self.listener.getsockname()[:2]
         return bound_host, bound_port
 
     async def stop(self) -> None:
-        if self.acceptor is not None:
-            self.acceptor.cancel()
-            await asyncio.gather(self.acceptor, return_exceptions=True)
+        for task in self.background:
+            task.cancel()
+        await asyncio.gather(*self.background, return_exceptions=True)
         for task in list(self.connections):
             task.cancel()
         await asyncio.gather(*self.connections, return_exceptions=True)
@@ -125,13 +129,23 @@ class Server:
                             self.config.max_connections_per_ip)
                 client.close()
                 continue
-            task = asyncio.create_task(self._serve(client, address))
-            self.connections.add(task)
-            task.add_done_callback(self.connections.discard)
+            connection = Connection(next(self.connection_ids), f"{address[0]}:{address[1]}",
+                                    FramePool(self.config.connection_queued_max_request_bytes))
+            task = asyncio.create_task(self._serve(client, address, connection))
+            self.connections[task] = connection
+            task.add_done_callback(self.connections.pop)
 
-    async def _serve(self, client: socket.socket, address: tuple) -> None:
-        connection = Connection(next(self.connection_ids), f"{address[0]}:{address[1]}",
-                                FramePool(self.config.connection_queued_max_request_bytes))
+    async def _close_idle_forever(self) -> None:
+        idle_s = self.config.connections_max_idle_ms / 1000
+        while True:
+            await asyncio.sleep(min(idle_s / IDLE_CHECKS_PER_PERIOD, IDLE_CHECK_MAX_S))
+            now = time.monotonic()
+            for task, connection in list(self.connections.items()):
+                if not connection.handling and now - connection.active_at >= idle_s and not connection.idle:
+                    connection.idle = True
+                    task.cancel()
+
+    async def _serve(self, client: socket.socket, address: tuple, connection: Connection) -> None:
         try:
             reader, writer = await asyncio.open_connection(sock=client, limit=STREAM_BUFFER_BYTES)
         except (OSError, asyncio.CancelledError):
@@ -144,9 +158,9 @@ class Server:
             while not sender.done() and await self._read_and_start(reader, connection, answers):
                 pass
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
-            pass
-        except Idle as idle:
-            log.info("closing %s: %s", connection.peer, idle)
+            if connection.idle:
+                log.info("closing %s: idle for %d ms (connections.max.idle.ms)", connection.peer,
+                         self.config.connections_max_idle_ms)
         finally:
             try:
                 await self._finish(answers, sender, writer)
@@ -171,11 +185,13 @@ class Server:
             raise
         handed_off = False
         try:
-            frame = await self._read_within_idle(reader, size)
+            frame = await reader.readexactly(size)
+            connection.active_at = time.monotonic()
             request = self._decode(frame, connection)
             if isinstance(request, Request):
                 task = asyncio.create_task(self._answer(connection, request))
-                task.add_done_callback(lambda _: self._release(connection, size))
+                connection.handling += 1
+                task.add_done_callback(lambda _: self._done(connection, size))
                 handed_off = True
                 try:
                     await answers.put(task)
@@ -193,28 +209,20 @@ class Server:
         connection.frames.release(size)
         self.frames.release(size)
 
+    def _done(self, connection: Connection, size: int) -> None:
+        """A handler finished: its frame's bytes are free, and the idle time starts again."""
+        connection.handling -= 1
+        connection.active_at = time.monotonic()
+        self._release(connection, size)
+
     async def _read_length(self, reader: asyncio.StreamReader, connection: Connection) -> int | None:
-        """The next frame's length, waiting while answers are pending; None (logged) if it is out of bounds."""
-        while True:
-            try:
-                (size,) = struct.unpack(">i", await self._read_within_idle(reader, 4))
-                break
-            except Idle:
-                if connection.frames.used_bytes == 0:
-                    raise
+        """The next frame's length; None (logged) if it is out of bounds."""
+        (size,) = struct.unpack(">i", await reader.readexactly(4))
         if not 8 <= size <= self.config.max_request_bytes:
             log.warning("closing %s: frame length %d outside 8..%d (socket.request.max.bytes)", connection.peer,
                         size, self.config.max_request_bytes)
             return None
         return size
-
-    async def _read_within_idle(self, reader: asyncio.StreamReader, size: int) -> bytes:
-        idle_ms = self.config.connections_max_idle_ms
-        try:
-            async with asyncio.timeout(idle_ms / 1000):
-                return await reader.readexactly(size)
-        except TimeoutError:
-            raise Idle(f"nothing read for {idle_ms} ms (connections.max.idle.ms)") from None
 
     def _decode(self, frame: bytes, connection: Connection) -> Request | bytes | None:
         """The request, a ready answer (bytes), or None (logged) to close the connection."""
@@ -249,6 +257,7 @@ class Server:
                 if frame is not NO_RESPONSE:
                     writer.write(frame)
                     await writer.drain()
+                    connection.active_at = time.monotonic()
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
