@@ -239,3 +239,13 @@ def test_the_kip_profile_serves_a_member_that_never_joined(tmp_path, raw_client)
         fetched = raw_client(broker).request(SHARE_FETCH, 1, **share_fetch_body("stranger", 0, "open", wait_ms=5000))
         (partition,) = fetched.responses[0].partitions
         assert partition.error_code == ErrorCode.none and partition.acquired_records[0].last_offset == 2
+
+
+def test_names_too_long_for_a_trace_file_are_served(broker, raw_client):
+    """A legal 249-character topic and a 1,000-character group id: their trace files get hashed names."""
+    topic, group = "t." * 124 + "t", "g" * 1000
+    create_topic(broker.port, topic)
+    join(broker.port, group, "subscriber", topic)
+    fetched = raw_client(broker).request(SHARE_FETCH, 1, **share_fetch_body("m1", 0, topic, group=group))
+    assert fetched.error_code == ErrorCode.none and fetched.responses[0].partitions[0].error_code == ErrorCode.none
+    assert "Traceback" not in broker.log_path.read_text()

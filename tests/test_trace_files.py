@@ -28,3 +28,17 @@ def test_many_groups_hold_a_bounded_number_of_trace_files(tmp_path):
         lines = trace.path.read_text().splitlines()
         assert len(lines) == 4 and '"step":3' in lines[-1]
         assert check_file(trace.path).status == "ok", check_file(trace.path).summary()
+
+
+def test_keys_too_long_for_a_file_name_get_a_hashed_name_and_come_back(tmp_path):
+    config = ShareConfig()
+    group, topic = "g" * 300, "t." * 124 + "t"  # a 300-character group and a legal 249-character topic
+    key = f"{group}:{topic}:0"
+    writer = TraceWriter(tmp_path, config)
+    writer.state(key, {"deltas_per_checkpoint": 500}).step(1, "leader", "initialize",
+                                                            {"state_epoch": 0, "start_offset": 0}, {"error": "NONE"})
+    writer.sessions(group).share_fetch(1, "m1", 0, [f"{topic}:0"], [], [], "NONE")
+    writer.close()
+    assert all(len(path.name) <= 255 for path in tmp_path.iterdir())
+    assert TraceWriter(tmp_path, config).state_keys() == [key]  # a new process finds the key again
+    assert all(check_file(path).status == "ok" for path in tmp_path.glob("*.jsonl"))

@@ -40,11 +40,15 @@ checker reports as malformed and a resuming writer cuts off. JSON is written
 with msgspec here: impl/ never imports oracle/. At most `max_open_files`
 trace files are open at once (the least recently written is closed and
 reopened when next written), so traced groups and partitions do not each
-hold a file descriptor.
+hold a file descriptor. A key whose escaped name is longer than
+NAME_MAX_CHARS (group ids have no length limit; a topic name may have 249
+characters) is cut and ends in `~` and a hash of the key, and the directory's
+LONG_NAMES file maps such names back to their keys.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import urllib.parse
@@ -58,6 +62,8 @@ from kipcheck.impl.share.config import ShareConfig
 
 FORMAT, VERSION = "kipcheck-trace", 1
 MAX_OPEN_FILES = 128  # trace files a writer keeps open at once (OpenFiles)
+NAME_MAX_CHARS = 200  # of a key in a file name: the prefix, an incarnation and ".jsonl" fit in 255 bytes
+LONG_NAMES = "long-names.ndjson"  # {"name", "key"} lines for keys whose file name ends in a hash
 
 
 class OpenFiles:
@@ -147,6 +153,7 @@ class TraceWriter:
         self._line_buffered = line_buffered
         self._traces: dict[str, Trace] = {}
         self._open_files = OpenFiles(max_open_files)
+        self._long_names = _read_long_names(self.directory / LONG_NAMES)
 
     def partition(self, key: str, config: ShareConfig | None = None, start_offset: int = 0,
                   loaded_states: list | None = None) -> Trace:
@@ -156,7 +163,7 @@ class TraceWriter:
         runs (first, last, state name, delivery_count); written as `config.initial_state` (SP-26).
         """
         config = config or self.config
-        path = self._new_incarnation(f"share-partition.{_file_name(key)}")
+        path = self._new_incarnation(f"share-partition.{self._file_name(key)}")
         trace_config = config.trace_config(start_offset)
         if loaded_states:
             trace_config["initial_state"] = [list(run) for run in loaded_states]
@@ -170,7 +177,7 @@ class TraceWriter:
             return trace
         header = {"machine": "share-session", "profile": self.config.profile,
                   "config": {"max_sessions": self.config.max_share_sessions}}
-        path = self._new_incarnation(f"share-session.{_file_name(group)}")
+        path = self._new_incarnation(f"share-session.{self._file_name(group)}")
         return self._open(f"sessions:{group}", path, header, SessionTrace)
 
     def state(self, key: str, config: dict | None = None) -> Trace:
@@ -180,8 +187,8 @@ class TraceWriter:
     def state_keys(self) -> list[str]:
         """Keys with a share-state trace in this directory (from this process or an earlier one)."""
         prefix, suffix = "share-state.", ".jsonl"
-        return sorted(_key_name(path.name[len(prefix):-len(suffix)])
-                      for path in self.directory.glob(f"{prefix}*{suffix}"))
+        names = [path.name[len(prefix):-len(suffix)] for path in self.directory.glob(f"{prefix}*{suffix}")]
+        return sorted(self._long_names.get(name) or urllib.parse.unquote(name) for name in names)
 
     def paths(self) -> list[Path]:
         return sorted(self.directory.glob("*.jsonl"))
@@ -200,7 +207,20 @@ class TraceWriter:
         return path
 
     def _state_path(self, key: str) -> Path:
-        return self.directory / f"share-state.{_file_name(key)}.jsonl"
+        return self.directory / f"share-state.{self._file_name(key)}.jsonl"
+
+    def _file_name(self, key: str) -> str:
+        """`key` escaped (reversibly); a name too long for a file system ends in a hash of the key instead,
+        and LONG_NAMES remembers the key."""
+        name = _UNSAFE.sub(lambda match: "".join(f"%{byte:02X}" for byte in match.group().encode()), key)
+        if len(name) <= NAME_MAX_CHARS:
+            return name
+        name = f"{name[:NAME_MAX_CHARS - 17]}~{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+        if name not in self._long_names:
+            self._long_names[name] = key
+            with open(self.directory / LONG_NAMES, "ab") as names:
+                names.write(msgspec.json.encode({"name": name, "key": key}) + b"\n")
+        return name
 
     def _open(self, name: str, path: Path, header: dict, kind: type[Trace]) -> Trace:
         trace = self._traces.get(name)
@@ -234,9 +254,9 @@ def _acks_json(acks: list) -> list[dict]:
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
-def _file_name(key: str) -> str:
-    return _UNSAFE.sub(lambda match: "".join(f"%{byte:02X}" for byte in match.group().encode()), key)
-
-
-def _key_name(file_name: str) -> str:
-    return urllib.parse.unquote(file_name)
+def _read_long_names(path: Path) -> dict[str, str]:
+    """LONG_NAMES: {file name: key}; a partial last line (a killed process) is left out."""
+    if not path.exists():
+        return {}
+    lines = path.read_bytes().split(b"\n")[:-1]
+    return {entry["name"]: entry["key"] for entry in map(msgspec.json.decode, lines)}
