@@ -125,6 +125,12 @@ class EmbeddedBroker:
         """The running broker's peak resident memory (VmHWM in /proc/PID/status; Linux only)."""
         return self._memory_bytes("VmHWM")
 
+    def reset_peak_memory(self) -> None:
+        """Start VmHWM again from the current resident memory (Linux's /proc/PID/clear_refs), so a test
+        measures its own peak rather than the broker's start-up."""
+        assert self.process is not None, "the broker is not running"
+        Path(f"/proc/{self.process.pid}/clear_refs").write_text("5")
+
     def memory_bytes(self) -> int:
         """The running broker's resident memory now (VmRSS; Linux only)."""
         return self._memory_bytes("VmRSS")
