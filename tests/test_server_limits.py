@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import struct
 
+import pytest
 from kio.index import load_request_schema
 
 from kipcheck.impl.broker.codec import build, reply
@@ -76,31 +77,20 @@ async def read_answers(reader: asyncio.StreamReader, count: int) -> list[int]:
     return ids
 
 
-def test_a_connection_holds_at_most_its_share_of_frame_bytes():
+@pytest.mark.parametrize("share_bytes, paddings", [
+    (16384, [10000, 10000, 10000]),  # 2 x 10 KB do not fit in 16 KiB: the connection reads no further
+    (1000, [5000, 0]),               # a frame larger than the share is read, alone
+])
+def test_a_connection_holds_at_most_its_share_of_frame_bytes(share_bytes, paddings):
     async def scenario():
-        async with Harness(connection_queued_max_request_bytes=16384) as harness:
+        async with Harness(connection_queued_max_request_bytes=share_bytes) as harness:
             reader, writer = await harness.connect()
-            writer.write(b"".join(api_versions_frame(index, 10000) for index in (1, 2, 3)))
-            await harness.wait_started(1)
-            await asyncio.sleep(SETTLE_S)
-            assert harness.started == [1]  # 2 x 10 KB do not fit in 16 KiB: the connection reads no further
-            harness.go.set()
-            assert await read_answers(reader, 3) == [1, 2, 3]
-            writer.close()
-
-    asyncio.run(scenario())
-
-
-def test_a_frame_larger_than_the_connection_share_is_read_alone():
-    async def scenario():
-        async with Harness(connection_queued_max_request_bytes=1000) as harness:
-            reader, writer = await harness.connect()
-            writer.write(api_versions_frame(1, 5000) + api_versions_frame(2))
+            writer.write(b"".join(api_versions_frame(index + 1, padding) for index, padding in enumerate(paddings)))
             await harness.wait_started(1)
             await asyncio.sleep(SETTLE_S)
             assert harness.started == [1]
             harness.go.set()
-            assert await read_answers(reader, 2) == [1, 2]
+            assert await read_answers(reader, len(paddings)) == list(range(1, len(paddings) + 1))
             writer.close()
 
     asyncio.run(scenario())
