@@ -38,8 +38,8 @@ has the setting):
   queued.max.request.bytes.per.connection (16777216)  the same for one
       connection's pipelined requests (this broker's own); a frame alone on
       its connection is always read.
-  connections.max.idle.ms (600000)  a connection that sends nothing, with no
-      request in flight, for this long is closed; a frame must arrive within it.
+  connections.max.idle.ms (600000)  a connection with no request in flight
+      that completes no frame and is sent no answer for this long is closed.
   max.connections (1000)  the broker accepts no more until one closes.
   max.connections.per.ip (2147483647)  more from one address are closed at once.
   max.broker.partitions (2000)  partitions of all topics together (KIP-578's
