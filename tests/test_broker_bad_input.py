@@ -15,6 +15,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kipcheck.impl.broker.metadata import topic_id_of
+from kipcheck.oracle.conformance.clients import produce
 from kipcheck.oracle.conformance.embedded import EmbeddedBroker
 from kipcheck.oracle.conformance.wire import RawClient
 
@@ -29,23 +30,41 @@ def still_serving(broker, raw_client) -> bool:
     return answer is not None and answer.error_code == ErrorCode.none and broker.alive()
 
 
-def share_fetch_body(member: str, epoch: int, topic: str = "bad", acks=(), wait_ms: int = 0) -> dict:
+def share_fetch_body(member: str, epoch: int, topic: str = "bad", acks=(), wait_ms: int = 0, group: str = "g") -> dict:
     partitions = [{"partition_index": 0, "acknowledgement_batches": list(acks)}]
-    return {"group_id": "g", "member_id": member, "share_session_epoch": epoch, "max_wait": wait_ms, "min_bytes": 1,
+    return {"group_id": group, "member_id": member, "share_session_epoch": epoch, "max_wait": wait_ms, "min_bytes": 1,
             "max_bytes": 1 << 20, "max_records": 100, "batch_size": 100,
             "topics": [{"topic_id": topic_id_of(topic), "partitions": partitions}] if epoch != -1 else [],
             "forgotten_topics_data": []}
 
 
+def create_topic(port: int, name: str) -> None:
+    client = RawClient(port)
+    created = client.request(CREATE_TOPICS, 7, topics=[
+        {"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}], timeout=5000)
+    client.close()
+    assert created.topics[0].error_code == ErrorCode.none
+
+
+def join(port: int, group: str, member: str, topic: str):
+    client = RawClient(port)
+    joined = client.request(SHARE_GROUP_HEARTBEAT, 1, group_id=group, member_id=member, member_epoch=0,
+                            subscribed_topic_names=[topic])
+    client.close()
+    assert joined.error_code == ErrorCode.none
+    return joined
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    """One broker for the whole module: that it keeps serving after each bad input is the point."""
-    with EmbeddedBroker(tmp_path_factory.mktemp("bad-input"), {"socket.request.max.bytes": "65536"}) as broker:
-        client = RawClient(broker.port)
-        created = client.request(CREATE_TOPICS, 7, topics=[
-            {"name": "bad", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}], timeout=5000)
-        client.close()
-        assert created.topics[0].error_code == ErrorCode.none
+    """One broker for the whole module: that it keeps serving after each bad input is the point.
+
+    A member of group "g" subscribes to topic "bad", so the group's share-partition is initialized
+    (Kafka 4.2 reads no share-partition before that) and the raw members below can fetch from it."""
+    settings = {"socket.request.max.bytes": "65536", "share.auto.offset.reset": "earliest"}
+    with EmbeddedBroker(tmp_path_factory.mktemp("bad-input"), settings) as broker:
+        create_topic(broker.port, "bad")
+        join(broker.port, "g", "subscriber", "bad")
         yield broker
 
 
@@ -180,3 +199,54 @@ def test_a_session_ends_with_its_own_connection_not_a_strangers(broker, raw_clie
         late = raw_client(broker).request(SHARE_FETCH, 1, **share_fetch_body("m7", 99)).error_code
         assert late in (ErrorCode.invalid_share_session_epoch, ErrorCode.share_session_not_found)
     assert late == ErrorCode.share_session_not_found
+
+
+def test_a_member_that_never_joined_reads_only_what_its_group_subscribed_to(broker, raw_client, tmp_path):
+    """Kafka 4.2: the session opens for anyone; a share-partition nobody in the group subscribed to
+    is uninitialized (UNKNOWN_SERVER_ERROR, acknowledgements UNKNOWN_TOPIC_OR_PARTITION) until someone does."""
+    create_topic(broker.port, "open")
+    produce(broker.bootstrap, "open", [(0, b"k", b"v")] * 3)
+    client = raw_client(broker)
+    opened = client.request(SHARE_FETCH, 1, **share_fetch_body("stranger", 0, "open", group="strangers"))
+    assert opened.error_code == ErrorCode.none
+    (partition,) = opened.responses[0].partitions
+    assert partition.error_code == ErrorCode.unknown_server_error and not partition.acquired_records
+    acks = [{"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}]
+    acked = client.request(SHARE_ACKNOWLEDGE, 1, group_id="strangers", member_id="stranger", share_session_epoch=1,
+                           topics=share_fetch_body("stranger", 1, "open", acks, group="strangers")["topics"])
+    assert acked.error_code == ErrorCode.none
+    assert acked.responses[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition
+    join(broker.port, "strangers", "subscriber", "open")
+    fetched = client.request(SHARE_FETCH, 1, **share_fetch_body("stranger", 2, "open", group="strangers", wait_ms=5000))
+    (partition,) = fetched.responses[0].partitions
+    assert partition.error_code == ErrorCode.none
+    assert [(batch.first_offset, batch.last_offset) for batch in partition.acquired_records] == [(0, 2)]
+    assert still_serving(broker, raw_client)
+
+
+@pytest.mark.parametrize("member", ["", "m" * 37])
+def test_member_ids_kafka_refuses_are_invalid_requests(broker, raw_client, member):
+    client = raw_client(broker)
+    assert client.request(SHARE_FETCH, 1, **share_fetch_body(member, 0)).error_code == ErrorCode.invalid_request
+    assert client.request(SHARE_ACKNOWLEDGE, 1, group_id="g", member_id=member, share_session_epoch=1,
+                          topics=[]).error_code == ErrorCode.invalid_request
+
+
+def test_the_kip_profile_serves_a_member_that_never_joined(tmp_path, raw_client):
+    with EmbeddedBroker(tmp_path, {"share.auto.offset.reset": "earliest"}, profile="kip") as broker:
+        create_topic(broker.port, "open")
+        produce(broker.bootstrap, "open", [(0, b"k", b"v")] * 3)
+        fetched = raw_client(broker).request(SHARE_FETCH, 1, **share_fetch_body("stranger", 0, "open", wait_ms=5000))
+        (partition,) = fetched.responses[0].partitions
+        assert partition.error_code == ErrorCode.none and partition.acquired_records[0].last_offset == 2
+
+
+def test_names_too_long_for_a_trace_file_are_served(broker, raw_client):
+    """A legal 249-character topic and a 1,000-character group id: their trace files get hashed names."""
+    topic, group = "t." * 124 + "t", "g" * 1000
+    create_topic(broker.port, topic)
+    join(broker.port, group, "subscriber", topic)
+    fetched = raw_client(broker).request(SHARE_FETCH, 1, **share_fetch_body("m1", 0, topic, group=group))
+    assert fetched.error_code == ErrorCode.none
+    assert all(partition.error_code == ErrorCode.none for topic in fetched.responses for partition in topic.partitions)
+    assert "Traceback" not in broker.log_path.read_text()

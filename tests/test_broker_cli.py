@@ -28,6 +28,16 @@ def test_bad_flags_exit_2_with_a_message(tmp_path, flags, message):
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
+def test_help_documents_every_setting():
+    from kipcheck.impl.broker.config import known_names
+    from kipcheck.impl.share.config import _PROPERTIES as share_names
+
+    help_text = subprocess.run([sys.executable, "-m", "kipcheck", "broker", "--help"], capture_output=True, text=True,
+                               timeout=60).stdout
+    missing = [name for name in [*known_names(), *share_names] if name != "profile" and name not in help_text]
+    assert not missing, f"not in `kipcheck broker --help`: {missing}"
+
+
 def test_missing_data_dir_exits_2():
     result = subprocess.run([sys.executable, "-m", "kipcheck", "broker"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "--data-dir" in result.stderr

@@ -29,12 +29,14 @@ from pathlib import Path
 from kipcheck.impl.broker.clock import now_ms
 from kipcheck.impl.broker.config import BrokerConfig, advertised_address
 from kipcheck.impl.broker.groups import ShareGroups
+from kipcheck.impl.broker.limits import reserve_file_descriptors
 from kipcheck.impl.broker.log import PartitionLog
 from kipcheck.impl.broker.metadata import Topic, TopicError, Topics
 from kipcheck.impl.broker.server import Connection, Server
 from kipcheck.impl.broker.share_engine import ShareEngine
 from kipcheck.impl.groups.coordinator import GroupCoordinator
 from kipcheck.impl.share.config import ShareConfig
+from kipcheck.impl.share.tracing import MAX_OPEN_FILES
 
 log = logging.getLogger("kipcheck.broker")
 
@@ -71,7 +73,9 @@ class Broker:
     async def start(self, host: str, port: int) -> tuple[str, int]:
         from kipcheck.impl.broker.handlers import all_handlers
 
-        self.server = Server(all_handlers(self), self.config.max_request_bytes, self.connection_closed)
+        trace_files = MAX_OPEN_FILES if self.engine.trace_writer is not None else 0
+        reserve_file_descriptors(self.config.max_connections, self.config.max_broker_partitions, trace_files)
+        self.server = Server(all_handlers(self), self.config, self.connection_closed)
         self.host, self.port = await self.server.start(host, port)
         self.advertised = advertised_address(self.config.advertised_listener) if self.config.advertised_listener \
             else (self.host, self.port)
@@ -97,11 +101,21 @@ class Broker:
         if topic is None and create and self.config.auto_create_topics:
             try:
                 topic = self.create_topic(name, self.config.default_partitions)
-            except TopicError:
+            except TopicError as error:
+                log.warning("cannot auto-create topic %r: %s %s", name, error.error, error)
                 return None
         return topic
 
+    def check_partition_budget(self, partitions: int) -> None:
+        """TopicError POLICY_VIOLATION if `partitions` more would take the broker past max.broker.partitions."""
+        hosted, limit = sum(topic.partitions for topic in self.topics), self.config.max_broker_partitions
+        if hosted + partitions > limit:
+            raise TopicError("POLICY_VIOLATION", f"the broker hosts {hosted} partitions: {partitions} more would "
+                                                 f"exceed max.broker.partitions ({limit})")
+
     def create_topic(self, name: str, partitions: int) -> Topic:
+        if self.topics.get(name) is None:  # an existing name is TOPIC_ALREADY_EXISTS whatever the budget
+            self.check_partition_budget(partitions)
         topic = self.topics.create(name, partitions)
         for partition in range(partitions):
             self.partition_log(name, partition)

@@ -25,11 +25,9 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32Timedelta
 
+from kipcheck.impl.broker.frame_check import FrameError, check_frame
+
 API_VERSIONS_KEY = 18
-
-
-class FrameError(Exception):
-    """A frame that cannot be decoded: the connection is closed."""
 
 
 class UnsupportedApi(Exception):
@@ -64,7 +62,8 @@ def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Reque
     """Decode one frame (without its length prefix).
 
     Raises UnsupportedApi for a key/version outside `supported` and FrameError
-    for anything kio cannot parse.
+    for anything kio cannot parse, or that claims more than the frame holds
+    (checked before kio allocates for it: frame_check).
     """
     if len(frame) < 8:
         raise FrameError(f"frame of {len(frame)} bytes is shorter than a request header")
@@ -73,6 +72,10 @@ def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Reque
     if not low <= api_version <= high:
         raise UnsupportedApi(api_key, api_version, correlation_id)
     request_class = load_request_schema(api_key, api_version)
+    try:
+        check_frame(request_class, frame)
+    except FrameError as error:
+        raise FrameError(f"api key {api_key} v{api_version}: {error}") from None
     try:
         header, header_size = entity_reader(request_class.__header_schema__)(frame, 0)
         body, body_size = entity_reader(request_class)(frame, header_size)

@@ -13,7 +13,7 @@ bad value raises ValueError naming it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from kipcheck.impl.groups.config import GroupConfig
@@ -25,6 +25,12 @@ _PROPERTIES = {
     "num.partitions": "default_partitions",
     "auto.create.topics.enable": "auto_create_topics",
     "socket.request.max.bytes": "max_request_bytes",
+    "queued.max.request.bytes": "queued_max_request_bytes",
+    "queued.max.request.bytes.per.connection": "connection_queued_max_request_bytes",
+    "connections.max.idle.ms": "connections_max_idle_ms",
+    "max.connections": "max_connections",
+    "max.connections.per.ip": "max_connections_per_ip",
+    "max.broker.partitions": "max_broker_partitions",
     "log.segment.bytes": "segment_bytes",
     "log.flush.interval.messages": "flush_interval_messages",
     "log.flush.interval.ms": "flush_interval_ms",
@@ -41,6 +47,18 @@ class BrokerConfig:
     default_partitions: int = 1
     auto_create_topics: bool = True
     max_request_bytes: int = 104857600
+    # Frames being read or handled, broker-wide. Kafka's default is unbounded; this one holds one
+    # maximal frame (Kafka requires at least socket.request.max.bytes) or a hundred 1 MB produce requests.
+    queued_max_request_bytes: int = 104857600
+    # The same per connection (this broker's own: Kafka reads one request per connection at a time,
+    # this broker reads pipelined requests ahead); a frame alone on its connection is always admitted.
+    connection_queued_max_request_bytes: int = 16777216
+    connections_max_idle_ms: int = 600000
+    # Kafka's defaults are unbounded; these fit the file descriptors of a process whose hard limit is 4096.
+    max_connections: int = 1000
+    max_connections_per_ip: int = 2147483647
+    # KIP-578's name (not in Kafka 4.2): the partitions this broker hosts, every topic together.
+    max_broker_partitions: int = 2000
     segment_bytes: int = 1073741824
     # Kafka's default never forces an fsync per message; we fsync on a 1 s timer and at shutdown.
     flush_interval_messages: int = 2**62
@@ -56,11 +74,14 @@ class BrokerConfig:
         for name, value in vars(self).items():
             if type(value) is int and value < (0 if name == "node_id" else 1):
                 raise ValueError(f"{_kafka_name(name)} must be positive, found {value}")
+        if self.queued_max_request_bytes < self.max_request_bytes:  # Kafka's KafkaConfig rule
+            raise ValueError(f"queued.max.request.bytes ({self.queued_max_request_bytes}) must be at least "
+                             f"socket.request.max.bytes ({self.max_request_bytes})")
 
 
 def split_properties(properties: Mapping[str, str]) -> tuple[BrokerConfig, dict[str, str]]:
     """(BrokerConfig, the share properties for ShareConfig.from_properties); ValueError on a bad one."""
-    config, share, groups = BrokerConfig(), {}, {}
+    values, share, groups = {}, {}, {}
     for name, raw in properties.items():
         field_name = _PROPERTIES.get(name)
         if name in group_names():
@@ -68,9 +89,9 @@ def split_properties(properties: Mapping[str, str]) -> tuple[BrokerConfig, dict[
         elif field_name is None:
             share[name] = raw
         else:
-            config = replace(config, **{field_name: _parse(name, field_name, raw)})
+            values[field_name] = _parse(name, field_name, raw)
     ShareConfig.from_properties(share)  # raises ValueError for unknown names of either kind
-    return replace(config, groups=GroupConfig.from_properties(groups)), share
+    return BrokerConfig(**values, groups=GroupConfig.from_properties(groups)), share
 
 
 def known_names() -> list[str]:

@@ -52,6 +52,7 @@ class Group:
     group_id: str
     epoch: int = 0
     members: dict[str, Member] = field(default_factory=dict)
+    subscribed_ever: set[str] = field(default_factory=set)  # topics any member subscribed to (in this process)
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ class ShareGroups:
         elif subscribed is not None:
             member.subscribed = tuple(subscribed)
         member.deadline_ms = at_ms + self.session_timeout_ms
+        group.subscribed_ever.update(member.subscribed)
         self._reassign(group)
         changed = member_epoch != member.epoch or subscribed is not None
         return HeartbeatAnswer("NONE", member_id, member.epoch, dict(member.assignment) if changed else None)
@@ -124,6 +126,12 @@ class ShareGroups:
     def is_member(self, group_id: str, member_id: str) -> bool:
         group = self.groups.get(group_id)
         return group is not None and member_id in group.members
+
+    def has_subscribed(self, group_id: str, topic: str) -> bool:
+        """Whether a member of the group ever subscribed to `topic`: Kafka's coordinator then initializes
+        the share-partitions of the topic for the group (GroupMetadataManager, InitializeShareGroupState)."""
+        group = self.groups.get(group_id)
+        return group is not None and topic in group.subscribed_ever
 
     def _reassign(self, group: Group) -> None:
         target = target_assignment(group.members, self.partitions_of)

@@ -1,4 +1,4 @@
-"""The asyncio server: connections, framing, pipelined in-order answers, size limits.
+"""The asyncio server: connections, framing, pipelined in-order answers, limits.
 
 Each connection reads frames (a 4-byte big-endian length, then the request)
 and starts one handler task per request, so a long-polling fetch does not stop
@@ -10,32 +10,53 @@ When the peer closes, requests it has not been answered are cancelled (a
 long-polling fetch does not outlive its connection) before the broker is told
 the connection closed.
 
+Limits (BrokerConfig, Kafka's names; limits.py):
+- `max.connections`: the acceptor waits for a free slot; `max.connections.per.ip`:
+  a connection beyond it is closed at once;
+- `queued.max.request.bytes` and `queued.max.request.bytes.per.connection`: a
+  frame's length is reserved before its body is read, and the connection
+  reads nothing until it fits; the bytes are freed when the answer is ready;
+- `connections.max.idle.ms`: a connection with no request being handled that
+  has completed no frame and been sent no answer for that long is closed (a
+  frame trickling in counts as idle). A watchdog looks IDLE_CHECKS_PER_PERIOD
+  times a period, at least once a second, so no timer is armed per read.
+
 What closes a connection (logged; the broker keeps serving the others):
 - a frame length below the header size or above `max_request_bytes`
   (Kafka's `socket.request.max.bytes`);
-- a frame kio cannot decode, or with trailing bytes;
+- a frame kio cannot decode, with trailing bytes, or that claims more than it
+  holds (frame_check);
 - an API key or version the broker does not serve, except ApiVersions, which
   gets a v0 answer with UNSUPPORTED_VERSION and the supported versions (so a
   client can pick one, as Kafka does);
-- a handler that fails unexpectedly (its traceback is logged).
+- idleness (above), or a handler that fails unexpectedly (its traceback is logged).
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
 import logging
+import socket
 import struct
+import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from kipcheck.impl.broker.codec import API_VERSIONS_KEY, FrameError, Request, UnsupportedApi, build, decode_request, encode_response, response_class
+from kipcheck.impl.broker.config import BrokerConfig
+from kipcheck.impl.broker.limits import ConnectionSlots, FramePool
 
 log = logging.getLogger("kipcheck.broker")
 
 MAX_PIPELINED = 64
 NO_RESPONSE = object()  # a handler's answer when Kafka sends none (Produce with acks=0)
+STREAM_BUFFER_BYTES = 1 << 20
+ACCEPT_RETRY_S = 0.1  # after an accept that failed for want of file descriptors
+IDLE_CHECKS_PER_PERIOD = 4
+IDLE_CHECK_MAX_S = 1.0
 
 
 @dataclass(eq=False)
@@ -44,7 +65,11 @@ class Connection:
 
     connection_id: int
     peer: str
+    frames: FramePool
     attachments: dict[str, Any] = field(default_factory=dict)
+    active_at: float = field(default_factory=time.monotonic)  # last frame read, answer sent or request done
+    handling: int = 0  # requests whose handler has not finished
+    idle: bool = False  # closed by the idle watchdog
 
 
 Handler = Callable[[Connection, Request], Awaitable[Any]]
@@ -57,61 +82,150 @@ class Server:
     version) or NO_RESPONSE. `on_close(connection)` runs when a connection ends.
     """
 
-    def __init__(self, handlers: dict[int, tuple[int, int, Handler]], max_request_bytes: int,
+    def __init__(self, handlers: dict[int, tuple[int, int, Handler]], config: BrokerConfig,
                  on_close: Callable[[Connection], None]):
         self.handlers = handlers
         self.supported = {key: (low, high) for key, (low, high, _) in handlers.items()}
-        self.max_request_bytes = max_request_bytes
+        self.config = config
         self.on_close = on_close
-        self.server: asyncio.AbstractServer | None = None
+        self.frames = FramePool(config.queued_max_request_bytes)
+        self.slots = ConnectionSlots(config.max_connections, config.max_connections_per_ip)
+        self.listener: socket.socket | None = None
+        self.background: list[asyncio.Task] = []  # the acceptor and the idle watchdog
         self.connection_ids = itertools.count(1)
-        self.connections: set[asyncio.Task] = set()
+        self.connections: dict[asyncio.Task, Connection] = {}
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
-        self.server = await asyncio.start_server(self._serve, host, port, limit=1 << 20)
-        bound_host, bound_port = self.server.sockets[0].getsockname()[:2]
+        addresses = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, _, _, _, address = min(addresses, key=lambda info: info[0] != socket.AF_INET)  # IPv4 first
+        self.listener = socket.create_server(address, family=family, backlog=128)
+        self.listener.setblocking(False)
+        self.background = [asyncio.create_task(self._accept_forever()), asyncio.create_task(self._close_idle_forever())]
+        bound_host, bound_port = self.listener.getsockname()[:2]
         return bound_host, bound_port
 
     async def stop(self) -> None:
-        if self.server is not None:
-            self.server.close()
-            for task in list(self.connections):
-                task.cancel()
-            await asyncio.gather(*self.connections, return_exceptions=True)
-            await self.server.wait_closed()
+        for task in self.background:
+            task.cancel()
+        await asyncio.gather(*self.background, return_exceptions=True)
+        for task in list(self.connections):
+            task.cancel()
+        await asyncio.gather(*self.connections, return_exceptions=True)
+        if self.listener is not None:
+            self.listener.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections.add(asyncio.current_task())
-        peer = writer.get_extra_info("peername")
-        connection = Connection(next(self.connection_ids), f"{peer[0]}:{peer[1]}" if peer else "?")
+    async def _accept_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self.slots.wait_for_slot()
+            try:
+                client, address = await loop.sock_accept(self.listener)
+            except OSError as error:  # EMFILE/ENFILE: wait for a descriptor to be freed
+                log.error("accept failed: %s", error)
+                await asyncio.sleep(ACCEPT_RETRY_S if error.errno in (errno.EMFILE, errno.ENFILE) else 0)
+                continue
+            if not self.slots.admit(address[0]):
+                log.warning("closing %s:%d: max.connections.per.ip (%d) reached", address[0], address[1],
+                            self.config.max_connections_per_ip)
+                client.close()
+                continue
+            connection = Connection(next(self.connection_ids), f"{address[0]}:{address[1]}",
+                                    FramePool(self.config.connection_queued_max_request_bytes))
+            task = asyncio.create_task(self._serve(client, address, connection))
+            self.connections[task] = connection
+            task.add_done_callback(self.connections.pop)
+
+    async def _close_idle_forever(self) -> None:
+        idle_s = self.config.connections_max_idle_ms / 1000
+        while True:
+            await asyncio.sleep(min(idle_s / IDLE_CHECKS_PER_PERIOD, IDLE_CHECK_MAX_S))
+            now = time.monotonic()
+            for task, connection in list(self.connections.items()):
+                if not connection.handling and now - connection.active_at >= idle_s and not connection.idle:
+                    connection.idle = True
+                    task.cancel()
+
+    async def _serve(self, client: socket.socket, address: tuple, connection: Connection) -> None:
+        try:
+            reader, writer = await asyncio.open_connection(sock=client, limit=STREAM_BUFFER_BYTES)
+        except (OSError, asyncio.CancelledError):
+            client.close()
+            self.slots.release(address[0])
+            return
         answers: asyncio.Queue = asyncio.Queue(MAX_PIPELINED)
         sender = asyncio.create_task(self._send(answers, writer, connection))
         try:
-            while not sender.done():
-                request = await self._read_request(reader, connection)
-                if request is None:
-                    break
-                await answers.put(request if isinstance(request, bytes) else asyncio.create_task(self._answer(connection, request)))
+            while not sender.done() and await self._read_and_start(reader, connection, answers):
+                pass
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
-            pass
+            if connection.idle:
+                log.info("closing %s: idle for %d ms (connections.max.idle.ms)", connection.peer,
+                         self.config.connections_max_idle_ms)
         finally:
             try:
                 await self._finish(answers, sender, writer)
             except asyncio.CancelledError:
                 pass  # stop() cancelled this task while it was closing: on_close must still run
-            self.connections.discard(asyncio.current_task())
+            self.slots.release(address[0])
             try:
                 self.on_close(connection)
             except Exception:
                 log.error("closing connection %s failed:\n%s", connection.peer, traceback.format_exc())
 
-    async def _read_request(self, reader: asyncio.StreamReader, connection: Connection) -> Request | bytes | None:
-        """The next request, a ready answer (bytes), or None to close the connection."""
+    async def _read_and_start(self, reader: asyncio.StreamReader, connection: Connection, answers: asyncio.Queue) -> bool:
+        """Read one frame within the pools' bounds and queue its answer; False to close the connection."""
+        size = await self._read_length(reader, connection)
+        if size is None:
+            return False
+        await connection.frames.reserve(size)
+        try:
+            await self.frames.reserve(size)
+        except BaseException:
+            connection.frames.release(size)
+            raise
+        handed_off = False
+        try:
+            frame = await reader.readexactly(size)
+            connection.active_at = time.monotonic()
+            request = self._decode(frame, connection)
+            if isinstance(request, Request):
+                task = asyncio.create_task(self._answer(connection, request))
+                connection.handling += 1
+                task.add_done_callback(lambda _: self._done(connection, size))
+                handed_off = True
+                try:
+                    await answers.put(task)
+                except asyncio.CancelledError:
+                    task.cancel()  # never queued: _finish would not see it
+                    raise
+            elif request is not None:
+                await answers.put(request)
+            return request is not None
+        finally:
+            if not handed_off:
+                self._release(connection, size)
+
+    def _release(self, connection: Connection, size: int) -> None:
+        connection.frames.release(size)
+        self.frames.release(size)
+
+    def _done(self, connection: Connection, size: int) -> None:
+        """A handler finished: its frame's bytes are free, and the idle time starts again."""
+        connection.handling -= 1
+        connection.active_at = time.monotonic()
+        self._release(connection, size)
+
+    async def _read_length(self, reader: asyncio.StreamReader, connection: Connection) -> int | None:
+        """The next frame's length; None (logged) if it is out of bounds."""
         (size,) = struct.unpack(">i", await reader.readexactly(4))
-        if not 8 <= size <= self.max_request_bytes:
-            log.warning("closing %s: frame length %d outside 8..%d", connection.peer, size, self.max_request_bytes)
+        if not 8 <= size <= self.config.max_request_bytes:
+            log.warning("closing %s: frame length %d outside 8..%d (socket.request.max.bytes)", connection.peer,
+                        size, self.config.max_request_bytes)
             return None
-        frame = await reader.readexactly(size)
+        return size
+
+    def _decode(self, frame: bytes, connection: Connection) -> Request | bytes | None:
+        """The request, a ready answer (bytes), or None (logged) to close the connection."""
         try:
             return decode_request(frame, self.supported)
         except UnsupportedApi as error:
@@ -143,6 +257,7 @@ class Server:
                 if frame is not NO_RESPONSE:
                     writer.write(frame)
                     await writer.drain()
+                    connection.active_at = time.monotonic()
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:

@@ -53,6 +53,7 @@ class ShareEngine:
                                             trace_writer=self.trace_writer, now_ms=now_ms())
         self.sessions = ShareSessionCache(config, trace_writer=self.trace_writer)
         self.partitions: dict[tuple[str, str], SharePartition] = {}
+        self.persisted_keys = set(self.coordinator.keys())  # share-partitions initialized before this process
         self.groups_of_tp: dict[str, set[str]] = {}
         self.connection_of: dict[tuple[str, str], int] = {}
 
@@ -71,6 +72,14 @@ class ShareEngine:
             self.partitions[(group, tp)] = share_partition
             self.groups_of_tp.setdefault(tp, set()).add(group)
         return share_partition
+
+    def initialized(self, group: str, tp: str) -> bool:
+        """Whether the group's share-partition has state to read (kafka-4.2; the `kip` profile: always).
+
+        Kafka 4.2 initializes it when a member of the group subscribes to its topic; before that the
+        share coordinator refuses to read it (see handlers/share.py)."""
+        return self.config.profile == "kip" or (group, tp) in self.partitions or f"{group}:{tp}" in self.persisted_keys \
+            or self.broker.groups.has_subscribed(group, tp.rsplit(":", 1)[0])
 
     def on_produced(self, topic: str, partition: int, batch_ranges: list[tuple[int, int]]) -> None:
         tp, at_ms = f"{topic}:{partition}", now_ms()

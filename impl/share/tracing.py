@@ -37,32 +37,69 @@ is written as the previous value (the format demands a clock that never goes
 back). Lines are written whole and flushed one by one (line_buffered=True, the
 default), so a killed process leaves at most a partial last line, which the
 checker reports as malformed and a resuming writer cuts off. JSON is written
-with msgspec here: impl/ never imports oracle/.
+with msgspec here: impl/ never imports oracle/. At most `max_open_files`
+trace files are open at once (the least recently written is closed and
+reopened when next written), so traced groups and partitions do not each
+hold a file descriptor. A key whose escaped name is longer than
+NAME_MAX_CHARS (group ids have no length limit; a topic name may have 249
+characters) is cut and ends in `~` and a hash of the key, and the directory's
+LONG_NAMES file maps such names back to their keys.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import urllib.parse
+from collections import OrderedDict
 from pathlib import Path
+from typing import BinaryIO
 
 import msgspec
 
 from kipcheck.impl.share.config import ShareConfig
 
 FORMAT, VERSION = "kipcheck-trace", 1
+MAX_OPEN_FILES = 128  # trace files a writer keeps open at once (OpenFiles)
+NAME_MAX_CHARS = 200  # of a key in a file name: the prefix, an incarnation and ".jsonl" fit in 255 bytes
+LONG_NAMES = "long-names.ndjson"  # {"name", "key"} lines for keys whose file name ends in a hash
+
+
+class OpenFiles:
+    """At most `limit` trace files open at once: the least recently written is closed first and
+    reopened (appending) at its next step, so many groups and partitions hold few descriptors."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._open: OrderedDict[Trace, None] = OrderedDict()
+
+    def file_of(self, trace: "Trace") -> BinaryIO:
+        if trace in self._open:
+            self._open.move_to_end(trace)
+            return trace._file
+        while len(self._open) >= self.limit:
+            self._open.popitem(last=False)[0]._close_file()
+        trace._file = open(trace.path, "ab")
+        self._open[trace] = None
+        return trace._file
+
+    def close(self, trace: "Trace") -> None:
+        if trace in self._open:
+            del self._open[trace]
+            trace._close_file()
 
 
 class Trace:
     """One trace file: a header, then numbered steps."""
 
-    def __init__(self, path: Path, header: dict, line_buffered: bool = True) -> None:
+    def __init__(self, path: Path, header: dict, line_buffered: bool = True, open_files: OpenFiles | None = None) -> None:
         self.path = path
         self._line_buffered = line_buffered
+        self._open_files = open_files or OpenFiles(1)
+        self._file: BinaryIO | None = None
         self._step, self._clock_ms = _resume(path)
-        self._file = open(path, "ab")
-        if self._step == 0 and path.stat().st_size == 0:
+        if self._step == 0 and (not path.exists() or path.stat().st_size == 0):
             self._write({"format": FORMAT, "version": VERSION, **header})
 
     def step(self, at_ms: int, actor: str, op: str, args: dict, observed: dict | None = None) -> None:
@@ -74,14 +111,17 @@ class Trace:
         self._write(record)
 
     def _write(self, record: dict) -> None:
-        self._file.write(msgspec.json.encode(record) + b"\n")
+        file = self._open_files.file_of(self)
+        file.write(msgspec.json.encode(record) + b"\n")
         if self._line_buffered:
-            self._file.flush()
+            file.flush()
 
     def close(self) -> None:
-        if not self._file.closed:
-            self._file.flush()
-            self._file.close()
+        self._open_files.close(self)
+
+    def _close_file(self) -> None:
+        self._file.close()  # flushes
+        self._file = None
 
 
 class SessionTrace(Trace):
@@ -106,12 +146,14 @@ class SessionTrace(Trace):
 
 class TraceWriter:
     def __init__(self, directory: str | os.PathLike, config: ShareConfig | None = None,
-                 line_buffered: bool = True) -> None:
+                 line_buffered: bool = True, max_open_files: int = MAX_OPEN_FILES) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.config = config or ShareConfig()
         self._line_buffered = line_buffered
         self._traces: dict[str, Trace] = {}
+        self._open_files = OpenFiles(max_open_files)
+        self._long_names = _read_long_names(self.directory / LONG_NAMES)
 
     def partition(self, key: str, config: ShareConfig | None = None, start_offset: int = 0,
                   loaded_states: list | None = None) -> Trace:
@@ -121,7 +163,7 @@ class TraceWriter:
         runs (first, last, state name, delivery_count); written as `config.initial_state` (SP-26).
         """
         config = config or self.config
-        path = self._new_incarnation(f"share-partition.{_file_name(key)}")
+        path = self._new_incarnation(f"share-partition.{self._file_name(key)}")
         trace_config = config.trace_config(start_offset)
         if loaded_states:
             trace_config["initial_state"] = [list(run) for run in loaded_states]
@@ -135,7 +177,7 @@ class TraceWriter:
             return trace
         header = {"machine": "share-session", "profile": self.config.profile,
                   "config": {"max_sessions": self.config.max_share_sessions}}
-        path = self._new_incarnation(f"share-session.{_file_name(group)}")
+        path = self._new_incarnation(f"share-session.{self._file_name(group)}")
         return self._open(f"sessions:{group}", path, header, SessionTrace)
 
     def state(self, key: str, config: dict | None = None) -> Trace:
@@ -145,8 +187,8 @@ class TraceWriter:
     def state_keys(self) -> list[str]:
         """Keys with a share-state trace in this directory (from this process or an earlier one)."""
         prefix, suffix = "share-state.", ".jsonl"
-        return sorted(_key_name(path.name[len(prefix):-len(suffix)])
-                      for path in self.directory.glob(f"{prefix}*{suffix}"))
+        names = [path.name[len(prefix):-len(suffix)] for path in self.directory.glob(f"{prefix}*{suffix}")]
+        return sorted(self._long_names.get(name) or urllib.parse.unquote(name) for name in names)
 
     def paths(self) -> list[Path]:
         return sorted(self.directory.glob("*.jsonl"))
@@ -165,12 +207,25 @@ class TraceWriter:
         return path
 
     def _state_path(self, key: str) -> Path:
-        return self.directory / f"share-state.{_file_name(key)}.jsonl"
+        return self.directory / f"share-state.{self._file_name(key)}.jsonl"
+
+    def _file_name(self, key: str) -> str:
+        """`key` escaped (reversibly); a name too long for a file system ends in a hash of the key instead,
+        and LONG_NAMES remembers the key."""
+        name = _UNSAFE.sub(lambda match: "".join(f"%{byte:02X}" for byte in match.group().encode()), key)
+        if len(name) <= NAME_MAX_CHARS:
+            return name
+        name = f"{name[:NAME_MAX_CHARS - 17]}~{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+        if name not in self._long_names:
+            self._long_names[name] = key
+            with open(self.directory / LONG_NAMES, "ab") as names:
+                names.write(msgspec.json.encode({"name": name, "key": key}) + b"\n")
+        return name
 
     def _open(self, name: str, path: Path, header: dict, kind: type[Trace]) -> Trace:
         trace = self._traces.get(name)
         if trace is None:
-            trace = self._traces[name] = kind(path, header, self._line_buffered)
+            trace = self._traces[name] = kind(path, header, self._line_buffered, self._open_files)
         return trace
 
 
@@ -199,9 +254,9 @@ def _acks_json(acks: list) -> list[dict]:
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
-def _file_name(key: str) -> str:
-    return _UNSAFE.sub(lambda match: "".join(f"%{byte:02X}" for byte in match.group().encode()), key)
-
-
-def _key_name(file_name: str) -> str:
-    return urllib.parse.unquote(file_name)
+def _read_long_names(path: Path) -> dict[str, str]:
+    """LONG_NAMES: {file name: key}; a partial last line (a killed process) is left out."""
+    if not path.exists():
+        return {}
+    lines = path.read_bytes().split(b"\n")[:-1]
+    return {entry["name"]: entry["key"] for entry in map(msgspec.json.decode, lines)}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import logging
 import signal
 import sys
@@ -31,9 +32,32 @@ group.consumer.heartbeat.interval.ms (5000), group.consumer.assignors
 (6000), group.max.session.timeout.ms (1800000), group.initial.rebalance.delay.ms
 (3000), group.max.size (1000), offset.metadata.max.bytes (4096),
 offsets.topic.segment.bytes (104857600), num.partitions (1), auto.create.topics.enable (true),
-socket.request.max.bytes (104857600), log.segment.bytes (1073741824),
+log.segment.bytes (1073741824),
 log.flush.interval.messages, log.flush.interval.ms (1000), node.id (0),
 advertised.listeners (PLAINTEXT://HOST:PORT; default the address listened on).
+
+Limits on what clients can make the broker hold (Kafka's names where Kafka
+has the setting):
+  socket.request.max.bytes (104857600)  largest request frame; a larger one
+      closes its connection.
+  queued.max.request.bytes (104857600)  bytes of request frames being read
+      or handled, broker-wide; at least socket.request.max.bytes. A connection
+      reads nothing more until its next frame fits (Kafka mutes it).
+  queued.max.request.bytes.per.connection (16777216)  the same for one
+      connection's pipelined requests (this broker's own); a frame alone on
+      its connection is always read.
+  connections.max.idle.ms (600000)  a connection with no request in flight
+      that completes no frame and is sent no answer for this long is closed.
+  max.connections (1000)  the broker accepts no more until one closes.
+  max.connections.per.ip (2147483647)  more from one address are closed at once.
+  max.broker.partitions (2000)  partitions of all topics together (KIP-578's
+      name); CreateTopics beyond it answers POLICY_VIOLATION, and so does a
+      request for more than 10,000 partitions in all (Kafka's own bound).
+The broker raises its open-file limit to fit max.connections, max.broker.partitions
+and its own files, and will not start if the hard limit (ulimit -Hn) is lower.
+
+Network: the broker has no authentication, authorization or encryption. It
+listens on loopback by default; with another --host it prints a warning.
 
 Durability: produced batches are written to the OS before the produce is
 answered (they survive kill -9 of the broker) and fsync'd every
@@ -97,8 +121,20 @@ async def _serve(args: argparse.Namespace, config, share_config) -> int:
     loop = asyncio.get_running_loop()
     for signal_number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signal_number, stop.set)
+    warning = exposure_warning(host)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     print(f"listening on {host}:{port}", flush=True)
     await stop.wait()
     await broker.stop()
     print("stopped", flush=True)
     return 0
+
+
+def exposure_warning(host: str) -> str | None:
+    """A warning when the address listened on (an IP literal) is reachable from other machines."""
+    if ipaddress.ip_address(host).is_loopback:
+        return None
+    return (f"kipcheck broker: WARNING: listening on {host}, reachable from other machines. This broker has no "
+            "authentication, authorization or encryption: anyone who can connect can create topics and produce, "
+            "read and acknowledge every record. Listen on 127.0.0.1 (the default) unless that is what you want.")

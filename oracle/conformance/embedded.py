@@ -121,6 +121,26 @@ class EmbeddedBroker:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def peak_memory_bytes(self) -> int:
+        """The running broker's peak resident memory (VmHWM in /proc/PID/status; Linux only)."""
+        return self._memory_bytes("VmHWM")
+
+    def reset_peak_memory(self) -> None:
+        """Start VmHWM again from the current resident memory (Linux's /proc/PID/clear_refs), so a test
+        measures its own peak rather than the broker's start-up."""
+        assert self.process is not None, "the broker is not running"
+        Path(f"/proc/{self.process.pid}/clear_refs").write_text("5")
+
+    def memory_bytes(self) -> int:
+        """The running broker's resident memory now (VmRSS; Linux only)."""
+        return self._memory_bytes("VmRSS")
+
+    def _memory_bytes(self, field: str) -> int:
+        assert self.process is not None, "the broker is not running"
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        kilobytes = next(line.split()[1] for line in status.splitlines() if line.startswith(f"{field}:"))
+        return int(kilobytes) * 1024
+
     def log_tail(self, lines: int = 40) -> str:
         if not self.log_path.exists():
             return "(no broker log)"

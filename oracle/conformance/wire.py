@@ -6,18 +6,42 @@
     client.closed_by_peer()
 
 Request bodies are plain values, built by impl/broker/codec.build.
+`sample_frame(api_key, version)` is a request frame with one of everything
+its schema has (every array one element long, every nullable struct and
+tagged field present), for fuzzing and measuring the decoder;
+`huge_count_mutations(frame)` puts impossible counts into it at every byte.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import io
 import socket
 import struct
+import uuid
 
 from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field, get_field_tag, \
+    get_schema_field_type, is_optional
+from kio.static.primitive import i32Timedelta, i64Timedelta
 
 from kipcheck.impl.broker.codec import build
+
+# Counts no short frame can hold, as each encoding writes them: int32 2^31 - 1 (legacy arrays and
+# bytes), unsigned varints for compact counts 2^32 + 4 and 2^31 - 1 (the value is the count + 1),
+# int16 2^15 - 1 (legacy strings).
+HUGE_COUNTS = (struct.pack(">i", 2**31 - 1), bytes([0x85, 0x80, 0x80, 0x80, 0x10]),
+               bytes([0x80, 0x80, 0x80, 0x80, 0x08]), struct.pack(">h", 2**15 - 1))
+HEADER_FIXED_BYTES = 8  # api key, version, correlation id: changing them makes another request, not a count
+
+SAMPLE_VALUES = {"bool": False, "error_code": ErrorCode.none, "float64": 0.5, "string": "a", "bytes": b"b",
+                 "records": b"r", "uuid": uuid.UUID(int=1),
+                 "timedelta_i32": i32Timedelta.parse(datetime.timedelta(milliseconds=1)),
+                 "timedelta_i64": i64Timedelta.parse(datetime.timedelta(milliseconds=1)),
+                 "datetime_i64": datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)}
 
 
 class RawClient:
@@ -31,16 +55,8 @@ class RawClient:
         self.socket.close()
 
     def encode(self, api_key: int, version: int, **body) -> bytes:
-        request_class = load_request_schema(api_key, version)
-        header_class = request_class.__header_schema__
         self.correlation_id += 1
-        buffer = io.BytesIO()
-        header = build(header_class, request_api_key=api_key, request_api_version=version,
-                       correlation_id=self.correlation_id, client_id="kipcheck-test")
-        entity_writer(header_class)(buffer, header)
-        entity_writer(request_class)(buffer, build(request_class, body))
-        frame = buffer.getvalue()
-        return struct.pack(">i", len(frame)) + frame
+        return encode_request(build(load_request_schema(api_key, version), body), self.correlation_id)
 
     def request(self, api_key: int, version: int, **body):
         self.send(self.encode(api_key, version, **body))
@@ -83,3 +99,47 @@ class RawClient:
         except (ConnectionResetError, BrokenPipeError):
             return None
         return b"".join(chunks)
+
+
+def encode_request(body, correlation_id: int = 1) -> bytes:
+    """The frame (length prefix included) of a kio request body, with a request header of its version."""
+    request_class = type(body)
+    header_class = request_class.__header_schema__
+    buffer = io.BytesIO()
+    header = build(header_class, request_api_key=request_class.__api_key__, request_api_version=request_class.__version__,
+                   correlation_id=correlation_id, client_id="kipcheck-test")
+    entity_writer(header_class)(buffer, header)
+    entity_writer(request_class)(buffer, body)
+    frame = buffer.getvalue()
+    return struct.pack(">i", len(frame)) + frame
+
+
+def sample_frame(api_key: int, version: int, elements: int = 1, nulls: bool = False) -> bytes:
+    """A request frame (length prefix included) with every field of its schema (see sample_entity)."""
+    return encode_request(sample_entity(load_request_schema(api_key, version), elements, nulls))
+
+
+def sample_entity(cls: type, elements: int = 1, nulls: bool = False):
+    """An instance of kio dataclass `cls` with every field set: arrays of `elements` elements, small values;
+    with `nulls`, every nullable field that is not tagged is None instead."""
+    values = {}
+    for field in dataclasses.fields(cls):
+        kind = classify_field(field)
+        if nulls and is_optional(field) and get_field_tag(field) is None:
+            value = None
+        elif isinstance(kind, (EntityField, EntityTupleField)):
+            value = sample_entity(kind.type_, elements, nulls)
+        else:
+            value = SAMPLE_VALUES.get(get_schema_field_type(field), 1)
+        values[field.name] = (value,) * elements if kind.is_array and value is not None else value
+    return cls(**values)
+
+
+def huge_count_mutations(frame: bytes):
+    """Copies of `frame` (length prefix included) with each HUGE_COUNTS encoding written over,
+    and inserted at, every byte after the header's fixed part; the length prefix is kept honest."""
+    body = frame[4:]
+    for position in range(HEADER_FIXED_BYTES, len(body) + 1):
+        for count in HUGE_COUNTS:
+            for mutated in (body[:position] + count + body[position + len(count):], body[:position] + count + body[position:]):
+                yield struct.pack(">i", len(mutated)) + mutated

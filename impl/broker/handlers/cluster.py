@@ -4,7 +4,13 @@ The broker is a one-node cluster: it leads every partition and coordinates
 every group. Metadata serves lookups by name and, from v10, by topic id with
 no name (share consumers resolve their assignment that way); an unknown name
 is auto-created when the request allows it and `auto.create.topics.enable`
-is true. Transactions are not served: InitProducerId with a transactional id
+is true (and answers UNKNOWN_TOPIC_OR_PARTITION if it cannot be, as Kafka's
+metadata does while a creation fails). CreateTopics answers as Kafka's
+controller: POLICY_VIOLATION for every topic of a request asking for more than
+10,000 partitions in all, INVALID_REQUEST for a name given twice,
+INVALID_PARTITIONS for a count that is neither positive nor -1 (the default),
+and POLICY_VIOLATION for a topic that would take the broker past
+`max.broker.partitions`. Transactions are not served: InitProducerId with a transactional id
 answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; idempotent producers get a
 producer id that is unique across restarts (it starts from the wall clock).
 """
@@ -13,12 +19,14 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import Counter
 
 from kipcheck.impl.broker.codec import reply
 from kipcheck.impl.broker.metadata import TopicError
 from kipcheck.impl.broker.server import api_version_list
 
 CLUSTER_ID = "kipcheck-reference-broker"
+MAX_PARTITIONS_PER_REQUEST = 10_000  # Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH (not a setting)
 
 
 def handlers(broker) -> dict:
@@ -32,17 +40,19 @@ def handlers(broker) -> dict:
                      controller_id=broker.config.node_id, topics=_metadata_topics(broker, request.body))
 
     async def create_topics(connection, request):
+        wanted_topics = request.body.topics
+        names = Counter(wanted.name for wanted in wanted_topics)
+        too_many = _requested_partitions(broker, wanted_topics) > MAX_PARTITIONS_PER_REQUEST
         results = []
-        for wanted in request.body.topics:
-            partitions = wanted.num_partitions if wanted.num_partitions > 0 else broker.config.default_partitions
+        for wanted in wanted_topics:
+            partitions = broker.config.default_partitions if wanted.num_partitions == -1 else wanted.num_partitions
             error, message, topic = "NONE", None, None
             try:
-                if wanted.assignments:
-                    raise TopicError("INVALID_REQUEST", "manual replica assignment is not supported")
-                if request.body.validate_only:
-                    topic = None
-                else:
-                    topic = broker.create_topic(wanted.name, partitions)
+                if too_many:
+                    raise TopicError("POLICY_VIOLATION", "Excessively large number of partitions per request.")
+                if names[wanted.name] > 1:
+                    raise TopicError("INVALID_REQUEST", "Duplicate topic name.")
+                topic = _create_topic(broker, wanted, partitions, request.body.validate_only)
             except TopicError as failure:
                 error, message = failure.error, str(failure)
             results.append({"name": wanted.name, "topic_id": topic.topic_id if topic else None, "error_code": error,
@@ -67,6 +77,31 @@ def handlers(broker) -> dict:
         10: (0, 2, find_coordinator),
         22: (0, 4, init_producer_id),
     }
+
+
+def _requested_partitions(broker, wanted_topics) -> int:
+    """Partitions a CreateTopics request asks for, counted as Kafka's validateTotalNumberOfPartitions does."""
+    total = 0
+    for wanted in wanted_topics:
+        if wanted.assignments:
+            total += len(wanted.assignments)
+        elif wanted.num_partitions == -1:
+            total += broker.config.default_partitions
+        elif wanted.num_partitions > 0:
+            total += wanted.num_partitions
+    return total
+
+
+def _create_topic(broker, wanted, partitions: int, validate_only: bool):
+    """The new topic (None when only validating); TopicError as Kafka's controller would answer."""
+    if wanted.assignments:
+        raise TopicError("INVALID_REQUEST", "manual replica assignment is not supported")
+    if partitions <= 0:
+        raise TopicError("INVALID_PARTITIONS", "Number of partitions was set to an invalid non-positive value.")
+    if validate_only:
+        broker.check_partition_budget(partitions)
+        return None
+    return broker.create_topic(wanted.name, partitions)
 
 
 def _node(broker) -> dict:

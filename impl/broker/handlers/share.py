@@ -7,6 +7,26 @@ then the piggybacked acknowledgements, then the release of the member's
 records if the session closed, then acquisition, long-polling up to
 `max_wait` while nothing could be acquired.
 
+Who may fetch (Kafka 4.2, KafkaApis.handleShareFetchRequest and
+handleShareAcknowledgeRequest): a member id that is empty or longer than 36
+characters is INVALID_REQUEST (`isMemberIdValid`, both profiles); otherwise
+the group coordinator is not consulted, so a member that never joined the
+group (no ShareGroupHeartbeat) opens a share session like any other. What it
+can read depends on the share-partition's state: Kafka's group coordinator
+initializes it when a member of the group subscribes to the topic
+(GroupMetadataManager, InitializeShareGroupState), and before that the share
+coordinator refuses to read it (ShareCoordinatorShard.maybeGetReadStateError:
+"Read operation on uninitialized share partition not allowed."), which
+SharePartition.fetchPersisterError turns into UNKNOWN_SERVER_ERROR for that
+partition of the ShareFetch (SharePartitionManager.handleInitializationException)
+and SharePartitionManager.acknowledge into UNKNOWN_TOPIC_OR_PARTITION for its
+acknowledgements. In the kafka-4.2 profile the broker answers the same: a
+stranger reads nothing from a group nobody subscribed to that topic, and
+reads like a member once somebody has (as in Kafka, where authorization, not
+membership, guards the fetch). The `kip` profile keeps serving any member:
+seed 002 initializes state at a partition's first assignment but does not say
+what a fetch before it gets (spec/share-session.md, "Membership").
+
 Acknowledgement batches arrive as librdkafka sends them (one type for the
 whole range) or as the KIP allows (one type per offset); anything else, or a
 type outside GAP/ACCEPT/RELEASE/REJECT, is INVALID_REQUEST for that
@@ -24,6 +44,8 @@ from kipcheck.impl.broker.clock import now_ms
 from kipcheck.impl.broker.codec import error_code, reply
 from kipcheck.impl.broker.metadata import topic_id_of
 from kipcheck.impl.share.partition import ACK_TYPES_BY_WIRE
+
+MEMBER_ID_MAX_CHARS = 36
 
 
 def handlers(broker) -> dict:
@@ -48,6 +70,8 @@ def handlers(broker) -> dict:
     async def share_fetch(connection, request):
         body = request.body
         group, member = body.group_id or "", body.member_id or ""
+        if not _valid_member_id(member):
+            return _share_fetch_reply(broker, request, "INVALID_REQUEST", {}, [])
         wanted, unknown = _partitions(broker, body.topics)
         forget = [f"{topic.name}:{partition}" for forgotten in body.forgotten_topics_data
                   if (topic := broker.topics.get_by_id(forgotten.topic_id)) for partition in forgotten.partitions]
@@ -59,12 +83,20 @@ def handlers(broker) -> dict:
             return _share_fetch_reply(broker, request, answer.error, {}, unknown)
         results = _apply_session_answer(broker, connection, group, member, answer, acks, at_ms, "acknowledge_error_code")
         if not answer.closed:
-            await _acquire(broker, group, member, sorted(answer.partitions), body, results, next(rotation))
+            readable = []
+            for tp in sorted(answer.partitions):
+                if broker.engine.initialized(group, tp):
+                    readable.append(tp)
+                else:
+                    results.setdefault(tp, {})["error_code"] = "UNKNOWN_SERVER_ERROR"
+            await _acquire(broker, group, member, readable, body, results, next(rotation))
         return _share_fetch_reply(broker, request, "NONE", results, unknown)
 
     async def share_acknowledge(connection, request):
         body = request.body
         group, member = body.group_id or "", body.member_id or ""
+        if not _valid_member_id(member):
+            return reply(request, throttle_time=0, error_code="INVALID_REQUEST", responses=[], node_endpoints=[])
         wanted, unknown = _partitions(broker, body.topics)
         acks = _acknowledgements(wanted)
         at_ms = now_ms()
@@ -135,7 +167,14 @@ def _flatten(acks: dict) -> list[tuple[str, int, int, str]]:
 def _acknowledge(broker, group: str, member: str, tp: str, batches: list | None, at_ms: int) -> str:
     if batches is None:
         return "INVALID_REQUEST"
+    if not broker.engine.initialized(group, tp):
+        return "UNKNOWN_TOPIC_OR_PARTITION"  # SharePartitionManager.acknowledge: no such share-partition
     return broker.engine.acknowledge(group, member, tp, batches, at_ms)
+
+
+def _valid_member_id(member: str) -> bool:
+    """Kafka's KafkaApis.isMemberIdValid: not empty, at most the 36 characters of a printed UUID."""
+    return 0 < len(member) <= MEMBER_ID_MAX_CHARS
 
 
 async def _acquire(broker, group: str, member: str, partitions: list[str], body, results: dict, turn: int) -> None:
@@ -174,7 +213,7 @@ def _fetched_partition(broker, tp: str, result: dict) -> dict:
     records = b""
     if acquired:
         records = broker.partition_log(topic, int(partition)).read_range(acquired[0][0], acquired[-1][1])
-    return {"error_code": "NONE", "acknowledge_error_code": int(error_code(result.get("acknowledge_error_code", "NONE"))),
+    return {"error_code": result.get("error_code", "NONE"), "acknowledge_error_code": int(error_code(result.get("acknowledge_error_code", "NONE"))),
             "records": records, "acquired_records": [{"first_offset": first, "last_offset": last, "delivery_count": count}
                                                      for first, last, count in acquired]}
 
