@@ -12,7 +12,10 @@ Library API (all pure, deterministic):
   apply one OffsetCommit's ranges; `clause` names the rule that decided `error`.
 - `.fetch() -> (stable_offset, ranges)`: the offset-fetch answer (IC-9).
 - `.uncommitted(first, last) -> ranges`: the offsets of [first, last] a poll may return (IC-10).
+- `.committed(offset) -> bool`: whether one offset is committed (IC-1, IC-2).
 - `.amend(fetched, processed) -> ranges`: the consumer's gap-amended commit (IC-11).
+- `.unwritten() -> CommitResult`: the answer to a commit the coordinator could not write (IC-13).
+- `.restart(stable_offset, ranges) -> str | None`: judge and adopt a restarted coordinator's state (IC-12).
 - `replay(appends) -> (stable_offset, ranges)`: rebuild the state from the IC and primary logs (IC-12).
 - `live_ic_ranges(appends) -> set of ranges`: the IC log keys left after compaction.
 - `normal_form(stable_offset, ranges) -> (stable_offset, ranges)`: union, trim, merge, advance.
@@ -30,9 +33,11 @@ NOT_ALLOWED = "INDIVIDUAL_COMMIT_NOT_ALLOWED"
 TOO_OLD = "INDIVIDUAL_COMMIT_TOO_OLD"
 MAX_REACHED = "MAX_INDIVIDUAL_COMMIT_REACHED"
 INVALID_REQUEST = "INVALID_REQUEST"
+NOT_COORDINATOR = "NOT_COORDINATOR"
 
 # The clause that decides each error a commit can answer (NONE: the commit applied, IC-2).
-ERROR_CLAUSES = {NONE: "IC-2", NOT_ALLOWED: "IC-7", INVALID_REQUEST: "IC-8", TOO_OLD: "IC-5", MAX_REACHED: "IC-6"}
+ERROR_CLAUSES = {NONE: "IC-2", NOT_ALLOWED: "IC-7", INVALID_REQUEST: "IC-8", TOO_OLD: "IC-5", MAX_REACHED: "IC-6",
+                 NOT_COORDINATOR: "IC-13"}
 
 
 @dataclass(frozen=True)
@@ -134,9 +139,32 @@ class IndividualCommit:
         self.stable_offset, self.ranges = after
         return self._answer(NONE, compaction_appends(before, after))
 
+    def unwritten(self) -> CommitResult:
+        # IC-13: a commit the coordinator could not write to its logs changes nothing and appends nothing.
+        return self._answer(NOT_COORDINATOR)
+
+    def restart(self, stable_offset: int, ranges: Iterable[Iterable[int]]) -> str | None:
+        """IC-12: a restarted coordinator's replayed state keeps every committed offset; it is adopted.
+
+        It may hold more than the trace shows (a commit cut by the crash before it was answered and
+        traced, IC-4), so only loss and a state out of normal form are refused (the reason is returned).
+        """
+        replayed = tuple(tuple(pair) for pair in ranges)
+        if normal_form(stable_offset, replayed) != (stable_offset, replayed):
+            return "the replayed ranges are not in normal form"
+        prefix = ((0, stable_offset),) if stable_offset >= 0 else ()
+        if stable_offset < self.stable_offset or subtract(self.ranges, prefix + replayed):
+            return "the replayed state lost committed offsets"
+        self.stable_offset, self.ranges = stable_offset, replayed
+        return None
+
     def fetch(self) -> tuple[int, list[list[int]]]:
         # IC-9: offset fetch answers the stable offset and the held ranges.
         return self.stable_offset, as_lists(self.ranges)
+
+    def committed(self, offset: int) -> bool:
+        # IC-1, IC-2: committed means at or below the stable offset, or in a held range.
+        return offset <= self.stable_offset or any(first <= offset <= last for first, last in self.ranges)
 
     def _uncommitted(self, first: int, last: int) -> tuple[Range, ...]:
         committed = ((0, self.stable_offset),) + self.ranges if self.stable_offset >= 0 else self.ranges

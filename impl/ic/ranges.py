@@ -4,7 +4,7 @@
     held.insert(45, 47); held.insert(50, 50)
     held.touching(48, 49)        # [(45, 47), (50, 50)]: ranges overlapping or adjacent to [48, 49]
     held.replace([(45, 47), (50, 50)], (45, 50))
-    held.lowest(); len(held); list(held)
+    held.lowest(); held.highest(); len(held); list(held)
 
 Why this structure: the coordinator holds up to `individual.commit.max.ranges`
 ranges per partition (a million by default) and must stay small and fast
@@ -44,6 +44,9 @@ class RangeSet:
 
     def lowest(self) -> Range | None:
         return (self._firsts[0][0], self._lasts[0][0]) if self._count else None
+
+    def highest(self) -> Range | None:
+        return (self._firsts[-1][-1], self._lasts[-1][-1]) if self._count else None
 
     def touching(self, first: int, last: int) -> list[Range]:
         """The held ranges that overlap [first, last] or are adjacent to it, ascending."""
