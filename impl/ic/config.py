@@ -11,7 +11,9 @@ Names (spec/ic.md IC-6, IC-7; spec/key-range-assign.md KR-11, KR-12):
 - `individual.commit.log.segment.bytes` (10485760, the seed's default): the IC log is compacted when
   it outgrows this and at least half of its records are dead.
 - `max.bytes.key.range.cache` (209715200, the seed's default): the filter results kept for the
-  next fetch (filtering.KeyRangeCache).
+  next fetch (key_range_cache.KeyRangeCache).
+- `max.bytes.fetcher.filtering` (104857600, the seed's default): the most one batch may decompress
+  to for filtering (compression.py); past it the fetch is refused, never cut.
 `from_properties` takes strings or ints; an unknown name or a bad value raises ValueError naming it.
 """
 
@@ -27,6 +29,7 @@ _PROPERTIES = {
     "individual.commit.max.ranges": "max_ranges",
     "individual.commit.log.segment.bytes": "segment_bytes",
     "max.bytes.key.range.cache": "key_range_cache_bytes",
+    "max.bytes.fetcher.filtering": "filtering_bytes",
 }
 
 
@@ -36,11 +39,13 @@ class IcConfig:
     max_ranges: int = 1_000_000
     segment_bytes: int = 10 * 1024 * 1024
     key_range_cache_bytes: int = 200 * 1024 * 1024
+    filtering_bytes: int = 100 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if type(self.accept_individual_commit) is not bool:
             raise ValueError(f"accept.individual.commit must be true or false, found {self.accept_individual_commit!r}")
-        for field_name, minimum in (("max_ranges", 0), ("segment_bytes", 1), ("key_range_cache_bytes", 0)):
+        for field_name, minimum in (("max_ranges", 0), ("segment_bytes", 1), ("key_range_cache_bytes", 0),
+                                    ("filtering_bytes", 1)):
             value = getattr(self, field_name)
             if type(value) is not int or value < minimum:
                 raise ValueError(f"{_kafka_name(field_name)} must be an integer >= {minimum}, found {value!r}")
