@@ -16,6 +16,8 @@ Library API (all pure, deterministic):
 - `.amend(fetched, processed) -> ranges`: the consumer's gap-amended commit (IC-11).
 - `.unwritten() -> CommitResult`: the answer to a commit the coordinator could not write (IC-13).
 - `.restart(stable_offset, ranges) -> str | None`: judge and adopt a restarted coordinator's state (IC-12).
+- `commit_due(ranges_waiting, max_num_ranges_to_commit) -> bool`: the consumer's commit trigger (IC-18).
+- `WIRE_CODES`: the wire codes of the seed's five errors (IC-17).
 - `replay(appends) -> (stable_offset, ranges)`: rebuild the state from the IC and primary logs (IC-12).
 - `live_ic_ranges(appends) -> set of ranges`: the IC log keys left after compaction.
 - `normal_form(stable_offset, ranges) -> (stable_offset, ranges)`: union, trim, merge, advance.
@@ -34,6 +36,12 @@ TOO_OLD = "INDIVIDUAL_COMMIT_TOO_OLD"
 MAX_REACHED = "MAX_INDIVIDUAL_COMMIT_REACHED"
 INVALID_REQUEST = "INVALID_REQUEST"
 NOT_COORDINATOR = "NOT_COORDINATOR"
+
+# IC-17: the seed's codes 88-92 collide with Kafka's; the same order, moved above Kafka's codes (<= 133 in 4.2).
+WIRE_CODES = {NOT_ALLOWED: 1088, "TOPIC_RANGE_FETCH_NOT_ALLOWED": 1089, "CONSUMER_RANGE_FETCH_NOT_ACCEPTED": 1090,
+              TOO_OLD: 1091, MAX_REACHED: 1092}
+# IC-18: a range on the wire is two int64.
+RANGE_WIRE_BYTES = 16
 
 # The clause that decides each error a commit can answer (NONE: the commit applied, IC-2).
 ERROR_CLAUSES = {NONE: "IC-2", NOT_ALLOWED: "IC-7", INVALID_REQUEST: "IC-8", TOO_OLD: "IC-5", MAX_REACHED: "IC-6",
@@ -181,6 +189,11 @@ class IndividualCommit:
         # fetched offsets minus those not processed.
         not_processed = subtract(uncommitted, (tuple(pair) for pair in processed))
         return as_lists(subtract(uncommitted, not_processed))
+
+
+def commit_due(ranges_waiting: int, max_num_ranges_to_commit: int) -> bool:
+    # IC-18: passing max.num.ranges.to.commit makes a commit due; it never caps what is kept.
+    return ranges_waiting > max_num_ranges_to_commit
 
 
 def live_ic_ranges(appends: Iterable[dict]) -> set[Range]:

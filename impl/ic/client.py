@@ -26,9 +26,9 @@ from typing import Mapping
 
 from kipcheck.impl.ic.ranges import Range, RangeSet
 from kipcheck.impl.share.config import parse_integer
+from kipcheck.model.ic import RANGE_WIRE_BYTES, commit_due
 from kipcheck.model.key_hash import range_fetch_error
 
-RANGE_WIRE_BYTES = 16
 REQUEST_ENVELOPE_BYTES = 4096       # header, group and member ids, generation: reserved per request
 TOPIC_ENVELOPE_BYTES = 64           # plus the name
 PARTITION_ENVELOPE_BYTES = 64       # index, offset, leader epoch, metadata, tagged-field framing
@@ -83,7 +83,7 @@ class PendingCommits:
         self.count += 1 - len(touched)
 
     def due(self) -> bool:
-        return self.count > self.config.max_num_ranges_to_commit
+        return commit_due(self.count, self.config.max_num_ranges_to_commit)
 
     def take(self) -> list[dict[TopicPartition, list[Range]]]:
         """Everything pending, as requests that each fit in max_request_bytes; nothing stays pending."""
