@@ -138,15 +138,19 @@ def _entries(key: Key, puts: list[Range], tombstones: list[Range]) -> list[bytes
 
 def _normal(stable_offset: int, live: list[Range], ranges: RangeSet) -> tuple[int, RangeSet]:
     """IC-12: live keys trimmed to above the stable offset, merged, the lowest folded into it (IC-3)."""
+    pending: list[int] | None = None      # the highest range, still growing while live keys overlap it
     for first, last in live:
         if last <= stable_offset:
             continue
         first = max(first, stable_offset + 1)
-        highest = ranges.highest()
-        if highest is not None and first <= highest[1] + 1:
-            ranges.replace([highest], (highest[0], max(highest[1], last)))
-        elif first == stable_offset + 1:
+        if pending is not None and first <= pending[1] + 1:
+            pending[1] = max(pending[1], last)
+        elif pending is None and first == stable_offset + 1:
             stable_offset = last
         else:
-            ranges.insert(first, last)
+            if pending is not None:
+                ranges.append(*pending)
+            pending = [first, last]
+    if pending is not None:
+        ranges.append(*pending)
     return stable_offset, ranges

@@ -74,6 +74,16 @@ class RangeSet:
         if new is not None:
             self.insert(*new)
 
+    def append(self, first: int, last: int) -> None:
+        """Insert a range above every held range and not adjacent to the highest (replay builds in order)."""
+        if not self._firsts or len(self._firsts[-1]) >= BLOCK_RANGES:
+            self._firsts.append(array("q"))
+            self._lasts.append(array("q"))
+            self._heads.append(first)
+        self._firsts[-1].append(first)
+        self._lasts[-1].append(last)
+        self._count += 1
+
     def insert(self, first: int, last: int) -> None:
         """Insert a range that is disjoint from, and not adjacent to, every held range."""
         if not self._firsts:
