@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from kipcheck.impl.ic.config import parse_boolean
 from kipcheck.impl.ic.ranges import Range, RangeSet
 from kipcheck.impl.share.config import parse_integer
 from kipcheck.model.ic import RANGE_WIRE_BYTES, commit_due
@@ -52,9 +53,7 @@ class ConsumerIcConfig:
         values: dict = {}
         for name, raw in properties.items():
             if name == "allow.individual.commit":
-                if str(raw).lower() not in ("true", "false"):
-                    raise ValueError(f"allow.individual.commit must be true or false, found {raw!r}")
-                values["allow_individual_commit"] = str(raw).lower() == "true"
+                values["allow_individual_commit"] = parse_boolean(name, raw)
             elif name == "max.num.ranges.to.commit":
                 values["max_num_ranges_to_commit"] = parse_integer(name, raw)
             else:

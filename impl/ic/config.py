@@ -57,7 +57,7 @@ class IcConfig:
             field_name = _PROPERTIES.get(name)
             if field_name is None:
                 raise ValueError(f"unknown individual-commit config {name!r} (known: {', '.join(sorted(_PROPERTIES))})")
-            values[field_name] = _parse_boolean(name, raw) if field_name == "accept_individual_commit" \
+            values[field_name] = parse_boolean(name, raw) if field_name == "accept_individual_commit" \
                 else parse_integer(name, raw)
         return cls(**values)
 
@@ -66,7 +66,8 @@ class IcConfig:
         return {"max_ranges": self.max_ranges, "accept_individual_commit": self.accept_individual_commit}
 
 
-def _parse_boolean(name: str, raw: str | int | bool) -> bool:
+def parse_boolean(name: str, raw: str | int | bool) -> bool:
+    """A true/false setting given as a string or a bool; ValueError naming the setting otherwise."""
     if type(raw) is bool:
         return raw
     text = str(raw).strip().lower()
