@@ -164,3 +164,47 @@ def _uncompressed(data: bytes) -> bytes:
     from kipcheck.impl.ic.filtering import encode_batch
 
     return b"".join(encode_batch(batch, decode_records(batch, LIMIT)) for batch in batches(data))
+
+
+def share_problems(filter_function, data: bytes, sharers: int) -> list[str]:
+    """What is wrong with `filter_function`'s answers to the shares of a split partition (KR-10), judged
+    from keys kio reads and model/key_hash.py, independently of the filter's own decoding and hashing."""
+    every = [(offset, record_hash(key, offset)) for offset, key, _ in kio_records(_uncompressed(data))]
+    seen, problems = [], []
+    for share in split(sharers):
+        kept = filter_function(data, [share], limit_bytes=LIMIT)
+        if len(batches(kept)) != len(batches(data)):
+            problems.append(f"{share}: {len(batches(data)) - len(batches(kept))} batches not answered")
+        got = [offset for offset, _, _ in kio_records(_uncompressed(kept))]
+        if got != [offset for offset, key_hash in every if in_ranges(key_hash, [share])]:
+            problems.append(f"{share}: records outside the share, or missing")
+        seen += got
+    if sorted(seen) != sorted(offset for offset, _ in every):
+        problems.append("the shares together do not get every record exactly once")
+    return problems
+
+
+def test_kr_10_seeded_filter_bugs_are_caught(monkeypatch):
+    """The KR-10 check can fail: a filter that drops emptied batches, and one hashing without the shift."""
+    from kipcheck.impl.ic import filtering
+
+    data = (DATA / "librdkafka-snappy.batches").read_bytes()
+    assert share_problems(filter_batches, data, 3) == []
+    singles = _single_record_batches()
+    assert share_problems(filter_batches, singles, 5) == []
+
+    def drops_emptied_batches(data, ranges, limit_bytes):
+        kept = filter_batches(data, ranges, limit_bytes=limit_bytes)
+        return b"".join(batch for batch in batches(kept) if batch[57:61] != b"\0\0\0\0")
+
+    assert any("not answered" in problem for problem in share_problems(drops_emptied_batches, singles, 5))
+    monkeypatch.setattr(filtering, "record_hash", lambda key, offset: record_hash(key, offset) >> 32)
+    assert share_problems(filter_batches, data, 3), "a filter hashing into the wrong space must be caught"
+
+
+def _single_record_batches() -> bytes:
+    """Uncompressed batches of one record each, so that every share empties most of them."""
+    from kipcheck.impl.ic.filtering import encode_batch
+
+    return b"".join(encode_batch(batch, [record]) for batch in batches((DATA / "librdkafka-none.batches").read_bytes())
+                    for record in decode_records(batch, LIMIT)[:3])
