@@ -28,6 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from kipcheck.model.key_hash import CONSUMER_RANGE_FETCH_NOT_ACCEPTED, TOPIC_RANGE_FETCH_NOT_ALLOWED
+
+OFFSET_MAX = 2**63 - 1   # offsets are int64 on the wire
 Range = tuple[int, int]
 
 NONE = "NONE"
@@ -38,7 +41,7 @@ INVALID_REQUEST = "INVALID_REQUEST"
 NOT_COORDINATOR = "NOT_COORDINATOR"
 
 # IC-17: the seed's codes 88-92 collide with Kafka's; the same order, moved above Kafka's codes (<= 133 in 4.2).
-WIRE_CODES = {NOT_ALLOWED: 1088, "TOPIC_RANGE_FETCH_NOT_ALLOWED": 1089, "CONSUMER_RANGE_FETCH_NOT_ACCEPTED": 1090,
+WIRE_CODES = {NOT_ALLOWED: 1088, TOPIC_RANGE_FETCH_NOT_ALLOWED: 1089, CONSUMER_RANGE_FETCH_NOT_ACCEPTED: 1090,
               TOO_OLD: 1091, MAX_REACHED: 1092}
 # IC-18: a range on the wire is two int64.
 RANGE_WIRE_BYTES = 16
@@ -133,8 +136,8 @@ class IndividualCommit:
         # IC-7: a coordinator that refuses IC refuses before looking at the request.
         if not self.accept_individual_commit:
             return self._answer(NOT_ALLOWED)
-        # IC-8: an empty list or a backwards or negative range is not a valid IC commit.
-        if not request or any(len(pair) != 2 or pair[0] > pair[1] or pair[0] < 0 for pair in request):
+        # IC-8: an empty list, or a backwards range or an offset outside int64's non-negative part, is invalid.
+        if not request or any(len(pair) != 2 or not 0 <= pair[0] <= pair[1] <= OFFSET_MAX for pair in request):
             return self._answer(INVALID_REQUEST)
         # IC-5: wholly at or below the stable offset is too old; a straddling commit is trimmed (below).
         if all(last <= self.stable_offset for _, last in request):

@@ -79,6 +79,8 @@ def test_switch_and_bad_input_answers(tmp_path):
         assert coordinator.commit(*KEY, request).error == "INVALID_REQUEST", request
     assert coordinator.fetch(*KEY) == (-1, []) and coordinator.partitions() == []
     assert coordinator.commit(*KEY, [(0, 2**63 - 1)]).stable_offset == 2**63 - 1
+    coordinator.close()
+    assert_traces_pass(tmp_path / "traces")
 
 
 def test_cap_reached_is_an_event_for_the_group_coordinator(tmp_path):

@@ -40,9 +40,8 @@ from kipcheck.impl.ic.logs import IcLogs, StorageError
 from kipcheck.impl.ic.ranges import Range, RangeSet
 from kipcheck.impl.ic.state import PartitionIc, Plan
 from kipcheck.impl.ic.tracing import IcTraces
-from kipcheck.model.ic import INVALID_REQUEST, MAX_REACHED, NONE, NOT_ALLOWED, NOT_COORDINATOR, TOO_OLD
+from kipcheck.model.ic import INVALID_REQUEST, MAX_REACHED, NONE, NOT_ALLOWED, NOT_COORDINATOR, OFFSET_MAX, TOO_OLD
 
-OFFSET_MAX = 2**63 - 1
 log = logging.getLogger("kipcheck.ic")
 Key = tuple[str, str, int]
 
@@ -95,7 +94,7 @@ class IcCoordinator:
             state.apply(plan)
             self._states.setdefault(key, state)
             self._maybe_compact()
-        if self._traces is not None:
+        if self._traces is not None and _traceable(request):
             appends = _appends(plan) if error == NONE else []
             self._traces.commit(key, now_ms, member, request, error, state.stable_offset, state.ranges, appends)
         if error == MAX_REACHED and self._on_cap_reached is not None:
@@ -164,6 +163,11 @@ class IcCoordinator:
             # Retried once the log has grown by another segment, not on every commit.
             self._compaction_retry_bytes = ic_bytes + self.config.segment_bytes
             log.warning("compacting the individual-commit logs failed: %s", error)
+
+
+def _traceable(request: list[tuple]) -> bool:
+    """Pairs of ints, as the wire delivers them; a library caller's ill-typed request is answered, not traced."""
+    return all(len(pair) == 2 and all(type(value) is int for value in pair) for pair in request)
 
 
 def _appends(plan: Plan | None) -> list[dict]:
