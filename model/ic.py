@@ -12,7 +12,12 @@ Library API (all pure, deterministic):
   apply one OffsetCommit's ranges; `clause` names the rule that decided `error`.
 - `.fetch() -> (stable_offset, ranges)`: the offset-fetch answer (IC-9).
 - `.uncommitted(first, last) -> ranges`: the offsets of [first, last] a poll may return (IC-10).
+- `.committed(offset) -> bool`: whether one offset is committed (IC-1, IC-2).
 - `.amend(fetched, processed) -> ranges`: the consumer's gap-amended commit (IC-11).
+- `.unwritten() -> CommitResult`: the answer to a commit the coordinator could not write (IC-13).
+- `.restart(stable_offset, ranges) -> str | None`: judge and adopt a restarted coordinator's state (IC-12).
+- `commit_due(ranges_waiting, max_num_ranges_to_commit) -> bool`: the consumer's commit trigger (IC-18).
+- `WIRE_CODES`: the wire codes of the seed's five errors (IC-17).
 - `replay(appends) -> (stable_offset, ranges)`: rebuild the state from the IC and primary logs (IC-12).
 - `live_ic_ranges(appends) -> set of ranges`: the IC log keys left after compaction.
 - `normal_form(stable_offset, ranges) -> (stable_offset, ranges)`: union, trim, merge, advance.
@@ -23,6 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from kipcheck.model.key_hash import CONSUMER_RANGE_FETCH_NOT_ACCEPTED, TOPIC_RANGE_FETCH_NOT_ALLOWED
+
+OFFSET_MAX = 2**63 - 1   # offsets are int64 on the wire
 Range = tuple[int, int]
 
 NONE = "NONE"
@@ -30,9 +38,17 @@ NOT_ALLOWED = "INDIVIDUAL_COMMIT_NOT_ALLOWED"
 TOO_OLD = "INDIVIDUAL_COMMIT_TOO_OLD"
 MAX_REACHED = "MAX_INDIVIDUAL_COMMIT_REACHED"
 INVALID_REQUEST = "INVALID_REQUEST"
+NOT_COORDINATOR = "NOT_COORDINATOR"
+
+# IC-17: the seed's codes 88-92 collide with Kafka's; the same order, moved above Kafka's codes (<= 133 in 4.2).
+WIRE_CODES = {NOT_ALLOWED: 1088, TOPIC_RANGE_FETCH_NOT_ALLOWED: 1089, CONSUMER_RANGE_FETCH_NOT_ACCEPTED: 1090,
+              TOO_OLD: 1091, MAX_REACHED: 1092}
+# IC-18: a range on the wire is two int64.
+RANGE_WIRE_BYTES = 16
 
 # The clause that decides each error a commit can answer (NONE: the commit applied, IC-2).
-ERROR_CLAUSES = {NONE: "IC-2", NOT_ALLOWED: "IC-7", INVALID_REQUEST: "IC-8", TOO_OLD: "IC-5", MAX_REACHED: "IC-6"}
+ERROR_CLAUSES = {NONE: "IC-2", NOT_ALLOWED: "IC-7", INVALID_REQUEST: "IC-8", TOO_OLD: "IC-5", MAX_REACHED: "IC-6",
+                 NOT_COORDINATOR: "IC-13"}
 
 
 @dataclass(frozen=True)
@@ -120,8 +136,8 @@ class IndividualCommit:
         # IC-7: a coordinator that refuses IC refuses before looking at the request.
         if not self.accept_individual_commit:
             return self._answer(NOT_ALLOWED)
-        # IC-8: an empty list or a backwards or negative range is not a valid IC commit.
-        if not request or any(len(pair) != 2 or pair[0] > pair[1] or pair[0] < 0 for pair in request):
+        # IC-8: an empty list, or a backwards range or an offset outside int64's non-negative part, is invalid.
+        if not request or any(len(pair) != 2 or not 0 <= pair[0] <= pair[1] <= OFFSET_MAX for pair in request):
             return self._answer(INVALID_REQUEST)
         # IC-5: wholly at or below the stable offset is too old; a straddling commit is trimmed (below).
         if all(last <= self.stable_offset for _, last in request):
@@ -134,9 +150,32 @@ class IndividualCommit:
         self.stable_offset, self.ranges = after
         return self._answer(NONE, compaction_appends(before, after))
 
+    def unwritten(self) -> CommitResult:
+        # IC-13: a commit the coordinator could not write to its logs changes nothing and appends nothing.
+        return self._answer(NOT_COORDINATOR)
+
+    def restart(self, stable_offset: int, ranges: Iterable[Iterable[int]]) -> str | None:
+        """IC-12: a restarted coordinator's replayed state keeps every committed offset; it is adopted.
+
+        It may hold more than the trace shows (a commit cut by the crash before it was answered and
+        traced, IC-4), so only loss and a state out of normal form are refused (the reason is returned).
+        """
+        replayed = tuple(tuple(pair) for pair in ranges)
+        if normal_form(stable_offset, replayed) != (stable_offset, replayed):
+            return "the replayed ranges are not in normal form"
+        prefix = ((0, stable_offset),) if stable_offset >= 0 else ()
+        if stable_offset < self.stable_offset or subtract(self.ranges, prefix + replayed):
+            return "the replayed state lost committed offsets"
+        self.stable_offset, self.ranges = stable_offset, replayed
+        return None
+
     def fetch(self) -> tuple[int, list[list[int]]]:
         # IC-9: offset fetch answers the stable offset and the held ranges.
         return self.stable_offset, as_lists(self.ranges)
+
+    def committed(self, offset: int) -> bool:
+        # IC-1, IC-2: committed means at or below the stable offset, or in a held range.
+        return offset <= self.stable_offset or any(first <= offset <= last for first, last in self.ranges)
 
     def _uncommitted(self, first: int, last: int) -> tuple[Range, ...]:
         committed = ((0, self.stable_offset),) + self.ranges if self.stable_offset >= 0 else self.ranges
@@ -153,6 +192,11 @@ class IndividualCommit:
         # fetched offsets minus those not processed.
         not_processed = subtract(uncommitted, (tuple(pair) for pair in processed))
         return as_lists(subtract(uncommitted, not_processed))
+
+
+def commit_due(ranges_waiting: int, max_num_ranges_to_commit: int) -> bool:
+    # IC-18: passing max.num.ranges.to.commit makes a commit due; it never caps what is kept.
+    return ranges_waiting > max_num_ranges_to_commit
 
 
 def live_ic_ranges(appends: Iterable[dict]) -> set[Range]:

@@ -182,3 +182,29 @@ def test_random_long_run_replays(seed=7):
         first = generator.randrange(0, 500)
         appends += model.commit([[first, first + generator.randrange(0, 4)]]).appends
     assert replay(appends) == model.fetch()
+
+
+def test_ic_14_ic_15_ic_16_key_handoff_judged_across_a_rebalance():
+    """IC-14, IC-15, IC-16: the judge follows ownership and in-flight records over a rebalance."""
+    upper, lower = [[2**62, 2**63 - 1]], [[0, 2**62 - 1]]
+    a, b = 5 << 32, 3 << 61
+    steps = [
+        {"actor": "m1", "op": "own", "args": {"ranges": [[0, 2**63 - 1]]}},
+        {"actor": "m1", "op": "deliver", "args": {"records": [[0, a], [1, b]]}},
+        {"actor": "m1", "op": "own", "args": {"ranges": lower}},
+        {"actor": "m2", "op": "own", "args": {"ranges": upper}},
+        {"actor": "m2", "op": "deliver", "args": {"records": [[1, b]]}},
+        {"actor": "m2", "op": "commit", "args": {"ranges": [[1, 1]]}, "observed": {"error": "NONE"}},
+        {"actor": "m1", "op": "commit", "args": {"ranges": [[0, 0]]}, "observed": {"error": "NONE", "stable_offset": 1}},
+    ]
+    assert check_lines(_trace(*steps)).status == "ok"
+    early = check_lines(_trace(*steps[:2], steps[3]))
+    assert (early.status, early.clause) == ("violation", "IC-15")
+    zombie = check_lines(_trace(*steps[:5], {"actor": "m1", "op": "commit", "args": {"ranges": [[0, 1]]}}))
+    assert (zombie.status, zombie.clause) == ("violation", "IC-16")
+    outside = check_lines(_trace(steps[0], steps[2], {"actor": "m1", "op": "deliver", "args": {"records": [[2, b]]}}))
+    assert (outside.status, outside.clause) == ("violation", "IC-14")
+    committed = check_lines(_trace(*steps, {"actor": "m1", "op": "deliver", "args": {"records": [[0, a]]}}))
+    assert (committed.status, committed.clause) == ("violation", "IC-10")
+    malformed = check_lines(_trace({"actor": "m1", "op": "deliver", "args": {"records": [[0, -1]]}}))
+    assert malformed.status == "malformed"

@@ -88,6 +88,18 @@ class DurableLog:
     def size_bytes(self) -> int:
         return self._file.tell()
 
+    def truncate(self, size_bytes: int) -> None:
+        """Cut the log back to `size_bytes`, a size_bytes() taken earlier, and sync.
+
+        Undoes appends whose companion write to another log failed (the IC coordinator writes
+        the primary offsets log, then the IC log). Raises OSError if the file cannot be cut.
+        """
+        if not len(MAGIC) <= size_bytes <= self.size_bytes():
+            raise ValueError(f"{self.path}: cannot truncate to {size_bytes} bytes of {self.size_bytes()}")
+        self._file.seek(size_bytes)
+        self._file.truncate(size_bytes)
+        self._sync()
+
     def rewrite(self, payloads: Iterable[bytes]) -> None:
         """Atomically replace the log's content with `payloads` (used to compact it)."""
         temporary = self.path.with_suffix(self.path.suffix + ".tmp")

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kipcheck.model.ic import ERROR_CLAUSES, NONE, IndividualCommit
+from kipcheck.model.key_hash import HASH_MAX
+from kipcheck.model.ic import ERROR_CLAUSES, NONE, NOT_COORDINATOR, IndividualCommit
+from kipcheck.model.key_handoff import KeyHandoff
+from kipcheck.model.violation import Violation
 from kipcheck.oracle.judge import Judge
 from kipcheck.oracle.trace import Malformed, Step
 
@@ -22,6 +25,7 @@ class IcJudge(Judge):
         if self.config["max_ranges"] < 0:
             raise Malformed(1, f"config 'max_ranges' must be >= 0, found {self.config['max_ranges']}")
         self.model = IndividualCommit(self.config["max_ranges"], self.config["accept_individual_commit"])
+        self.handoff = KeyHandoff()
 
     def _ranges_arg(self, step: Step, name: str) -> list[list[int]]:
         ranges = self.arg(step, name, list)
@@ -36,15 +40,21 @@ class IcJudge(Judge):
         return ranges
 
     def op_commit(self, step: Step) -> None:
-        result = self.model.commit(self._ranges_arg(step, "ranges"))
+        ranges = self._ranges_arg(step, "ranges")
+        self.handoff.commit(step.actor, ranges)
         error = self.observed(step, "error", str)
+        # IC-13: a commit the coordinator could not write is refused and changes nothing.
+        result = self.model.unwritten() if error == NOT_COORDINATOR else self.model.commit(ranges)
+        self.handoff.forget(self.model.committed)
         # A wrong error is judged by the clause of the error that should have been, or, when
         # the commit should have applied, by the clause of the error that was answered.
         clause = result.clause if result.error != NONE else ERROR_CLAUSES.get(error or NONE, "IC-2")
         self.expect(clause, "error", result.error, error)
-        self.expect("IC-3", "stable_offset", result.stable_offset, self.observed(step, "stable_offset", int))
-        self.expect("IC-2", "ranges", result.ranges, self._ranges_observed(step, "ranges"))
-        self.expect("IC-4", "appends", result.appends, self.observed(step, "appends", list))
+        unwritten = error == NOT_COORDINATOR
+        self.expect("IC-13" if unwritten else "IC-3", "stable_offset", result.stable_offset,
+                    self.observed(step, "stable_offset", int))
+        self.expect("IC-13" if unwritten else "IC-2", "ranges", result.ranges, self._ranges_observed(step, "ranges"))
+        self.expect("IC-13" if unwritten else "IC-4", "appends", result.appends, self.observed(step, "appends", list))
 
     def op_fetch(self, step: Step) -> None:
         stable_offset, ranges = self.model.fetch()
@@ -60,3 +70,28 @@ class IcJudge(Judge):
             raise Malformed(step.line, f"args.processed of 'amend' has a backwards range: {processed!r}")
         commit = self.model.amend(fetched, processed)
         self.expect("IC-11", "commit", commit, self._ranges_observed(step, "commit"))
+
+    def op_replay(self, step: Step) -> None:
+        """The coordinator restarted and rebuilt its state from its logs (IC-12)."""
+        stable_offset = self.observed(step, "stable_offset", int)
+        ranges = self._ranges_observed(step, "ranges")
+        if stable_offset is None or ranges is None:
+            raise Malformed(step.line, "'replay' needs observed.stable_offset and observed.ranges")
+        reason = self.model.restart(stable_offset, ranges)
+        if reason is not None:
+            allowed = f"every committed offset kept: stable_offset={self.model.stable_offset}, ranges={self.model.fetch()[1]}"
+            raise Violation("IC-12", allowed, f"{reason}: stable_offset={stable_offset}, ranges={ranges}")
+
+    def op_own(self, step: Step) -> None:
+        """The actor's key-hash ranges of the partition from now on (IC-15)."""
+        ranges = self._ranges_arg(step, "ranges")
+        if any(not 0 <= low <= high <= HASH_MAX for low, high in ranges):
+            raise Malformed(step.line, f"args.ranges of 'own' must lie within [0, {HASH_MAX}], found {ranges!r}")
+        self.handoff.own(step.actor, ranges)
+
+    def op_deliver(self, step: Step) -> None:
+        """Records [offset, key_hash] the actor's poll returned (IC-10, IC-14)."""
+        records = self.arg(step, "records", list)
+        if not all(_is_pair(record) and record[0] >= 0 and 0 <= record[1] <= HASH_MAX for record in records):
+            raise Malformed(step.line, f"args.records of 'deliver' must be [offset, key_hash] pairs, found {records!r}")
+        self.handoff.deliver(step.actor, records, self.model.committed)

@@ -1,0 +1,80 @@
+"""IcConfig: the individual-commit settings of the coordinator and the broker, under the seed's names.
+
+    config = IcConfig.from_properties({"accept.individual.commit": "false"})
+    config = IcConfig(max_ranges=5)            # tests
+
+Names (spec/ic.md IC-6, IC-7; spec/key-range-assign.md KR-11, KR-12):
+- `accept.individual.commit` (true): the coordinator takes IC commits (seed: broker config).
+- `individual.commit.max.ranges` (1,000,000): ranges held per group and partition; a commit that
+  would hold more is refused with MAX_INDIVIDUAL_COMMIT_REACHED. The seed names the error, not the
+  setting. About 16 bytes a range (impl/ic/ranges.py): 16 MB for a partition at the cap.
+- `individual.commit.log.segment.bytes` (10485760, the seed's default): the IC log is compacted when
+  it outgrows this and at least half of its records are dead.
+- `max.bytes.key.range.cache` (209715200, the seed's default): the filter results kept for the
+  next fetch (key_range_cache.KeyRangeCache).
+- `max.bytes.fetcher.filtering` (104857600, the seed's default): the most one batch may decompress
+  to for filtering (compression.py); past it the fetch is refused, never cut.
+`from_properties` takes strings or ints; an unknown name or a bad value raises ValueError naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from kipcheck.impl.share.config import parse_integer
+
+_PROPERTIES = {
+    "accept.individual.commit": "accept_individual_commit",
+    "individual.commit.max.ranges": "max_ranges",
+    "individual.commit.log.segment.bytes": "segment_bytes",
+    "max.bytes.key.range.cache": "key_range_cache_bytes",
+    "max.bytes.fetcher.filtering": "filtering_bytes",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class IcConfig:
+    accept_individual_commit: bool = True
+    max_ranges: int = 1_000_000
+    segment_bytes: int = 10 * 1024 * 1024
+    key_range_cache_bytes: int = 200 * 1024 * 1024
+    filtering_bytes: int = 100 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if type(self.accept_individual_commit) is not bool:
+            raise ValueError(f"accept.individual.commit must be true or false, found {self.accept_individual_commit!r}")
+        for field_name, minimum in (("max_ranges", 0), ("segment_bytes", 1), ("key_range_cache_bytes", 0),
+                                    ("filtering_bytes", 1)):
+            value = getattr(self, field_name)
+            if type(value) is not int or value < minimum:
+                raise ValueError(f"{_kafka_name(field_name)} must be an integer >= {minimum}, found {value!r}")
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str | int | bool]) -> "IcConfig":
+        values: dict[str, int | bool] = {}
+        for name, raw in properties.items():
+            field_name = _PROPERTIES.get(name)
+            if field_name is None:
+                raise ValueError(f"unknown individual-commit config {name!r} (known: {', '.join(sorted(_PROPERTIES))})")
+            values[field_name] = parse_boolean(name, raw) if field_name == "accept_individual_commit" \
+                else parse_integer(name, raw)
+        return cls(**values)
+
+    def trace_config(self) -> dict[str, object]:
+        """The `ic` trace header's config (shared/TRACE-FORMAT.md)."""
+        return {"max_ranges": self.max_ranges, "accept_individual_commit": self.accept_individual_commit}
+
+
+def parse_boolean(name: str, raw: str | int | bool) -> bool:
+    """A true/false setting given as a string or a bool; ValueError naming the setting otherwise."""
+    if type(raw) is bool:
+        return raw
+    text = str(raw).strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError(f"{name} must be true or false, found {raw!r}")
+    return text == "true"
+
+
+def _kafka_name(field_name: str) -> str:
+    return next(name for name, field in _PROPERTIES.items() if field == field_name)

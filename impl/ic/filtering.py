@@ -1,0 +1,134 @@
+"""Key-range filtering of raw v2 record batches, for a Fetch that carries KeyRanges (spec KR-10).
+
+    data = partition_log.read(offset, max_bytes)        # whole batches, as stored (impl/broker/log.py)
+    kept = filter_batches(data, [(0, 2**62 - 1)], limit_bytes=104857600, cache=cache, cache_key=("orders", 0))
+
+Each batch is answered with the records whose key hash (model/key_hash.py,
+KR-9) lies in the requested ranges:
+- all records kept: the batch as stored, compressed or not (zero copies of work);
+- some or none kept: a new uncompressed batch with the same base offset, last
+  offset delta, timestamps, producer fields and partition leader epoch, the kept
+  records' bytes copied unchanged (their deltas stay valid), a new record
+  count and CRC-32C. A batch that keeps nothing is still sent, with no
+  records: its last offset delta moves the consumer past it, as Kafka's log
+  cleaner does with emptied batches;
+- control batches (transaction markers) as stored: they carry no user key.
+Compressed batches are decompressed first (compression.py), never past
+`limit_bytes` (`max.bytes.fetcher.filtering`). A batch that cannot be read
+raises BatchDecodeError (CORRUPT_MESSAGE). The batch header fields are written
+with kio's serial writers.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Iterable
+
+from crc32c import crc32c
+from kio.serial.readers import read_signed_varint, read_signed_varlong
+from kio.serial.writers import write_int16, write_int32, write_int8, write_uint32
+from kio.static.primitive import i8, i16, i32, u32
+
+from kipcheck.impl.broker.log import InvalidBatch, read_header
+from kipcheck.impl.ic.compression import NONE, BatchDecodeError, decompress
+from kipcheck.impl.ic.key_range_cache import KeyRangeCache
+from kipcheck.model.key_hash import HASH_MAX, record_hash
+
+RECORDS_START = 61             # the fixed v2 batch header, through recordsCount
+ATTRIBUTES_AT, LAST_OFFSET_DELTA_AT, RECORDS_COUNT_AT = 21, 23, 57
+CODEC_MASK, CONTROL_FLAG = 0x07, 0x20
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    offset: int
+    key_hash: int
+    raw: bytes                 # the record as stored: length varint, then its fields
+
+
+def filter_batches(data: bytes, ranges: Iterable[tuple[int, int]], *, limit_bytes: int,
+                   cache: KeyRangeCache | None = None, cache_key: tuple | None = None) -> bytes:
+    ranges = sorted((low, high) for low, high in ranges)
+    if ranges == [(0, HASH_MAX)]:
+        return data
+    out, position, view = [], 0, memoryview(data)
+    while position < len(data):
+        try:
+            header = read_header(view, position)
+        except InvalidBatch as error:
+            raise BatchDecodeError(str(error)) from None
+        batch = data[position:position + header.length]
+        out.append(_filter_batch(batch, ranges, limit_bytes, cache, cache_key))
+        position += header.length
+    return b"".join(out)
+
+
+def _filter_batch(batch: bytes, ranges: list[tuple[int, int]], limit_bytes: int,
+                  cache: KeyRangeCache | None, cache_key: tuple | None) -> bytes:
+    if batch[ATTRIBUTES_AT + 1] & CONTROL_FLAG:
+        return batch
+    base_offset = int.from_bytes(batch[:8], "big", signed=True)
+    records = cache.take((cache_key, base_offset), ranges) if cache is not None else None
+    served_before = records is not None
+    if records is None:
+        records = decode_records(batch, limit_bytes)
+    kept, rest = [], []
+    for record in records:
+        (kept if any(low <= record.key_hash <= high for low, high in ranges) else rest).append(record)
+    if cache is not None:
+        # The seed's cache: what this fetch did not take waits for the other sharers' fetches.
+        cache.put((cache_key, base_offset), rest, ranges)
+    if len(kept) == int.from_bytes(batch[RECORDS_COUNT_AT:RECORDS_START], "big") and not served_before:
+        return batch
+    return encode_batch(batch, kept)
+
+
+def decode_records(batch: bytes, limit_bytes: int) -> list[Record]:
+    """Every record of a (non-control) batch with its offset and key hash."""
+    codec = batch[ATTRIBUTES_AT + 1] & CODEC_MASK
+    payload = batch[RECORDS_START:]
+    if codec != NONE:
+        payload = decompress(codec, payload, limit_bytes)
+    base_offset = int.from_bytes(batch[:8], "big", signed=True)
+    count = int.from_bytes(batch[RECORDS_COUNT_AT:RECORDS_START], "big", signed=True)
+    records, position = [], 0
+    try:
+        for _ in range(count):
+            length, size = read_signed_varint(payload, position)
+            start, end = position + size, position + size + length
+            if length < 0 or end > len(payload):
+                raise BatchDecodeError(f"record of {length} bytes runs past its batch")
+            cursor = start + 1                                            # attributes
+            cursor += read_signed_varlong(payload, cursor)[1]             # timestampDelta
+            offset_delta, size = read_signed_varint(payload, cursor)
+            key_length, key_size = read_signed_varint(payload, cursor + size)
+            key_start = cursor + size + key_size
+            key = None if key_length < 0 else payload[key_start:key_start + key_length]
+            offset = base_offset + offset_delta
+            records.append(Record(offset, record_hash(key, offset), payload[position:end]))
+            position = end
+    except (ValueError, IndexError) as error:
+        raise BatchDecodeError(f"unreadable record: {error}") from None
+    if position != len(payload):
+        raise BatchDecodeError(f"{len(payload) - position} bytes after the batch's {count} records")
+    return records
+
+
+def encode_batch(batch: bytes, records: list[Record]) -> bytes:
+    """`batch` with only `records`, uncompressed: same offsets span, timestamps and producer fields."""
+    after_crc = io.BytesIO()
+    write_int16(after_crc, i16(int.from_bytes(batch[ATTRIBUTES_AT:LAST_OFFSET_DELTA_AT], "big") & ~CODEC_MASK))
+    after_crc.write(batch[LAST_OFFSET_DELTA_AT:RECORDS_COUNT_AT])  # lastOffsetDelta .. baseSequence, unchanged
+    write_int32(after_crc, i32(len(records)))
+    for record in records:
+        after_crc.write(record.raw)
+    body = after_crc.getvalue()
+    out = io.BytesIO()
+    out.write(batch[:8])                                           # baseOffset
+    write_int32(out, i32(len(body) + 9))                           # batchLength: from the leader epoch on
+    out.write(batch[12:16])                                        # partitionLeaderEpoch
+    write_int8(out, i8(2))
+    write_uint32(out, u32(crc32c(body)))
+    out.write(body)
+    return out.getvalue()
