@@ -1,6 +1,6 @@
 """A plain consumer-group member in its own process (so a scenario can kill it -9): consumes, commits, logs.
 
-    python -m kipcheck.oracle.conformance.group_member BOOTSTRAP GROUP TOPIC PROTOCOL ASSIGNOR LOG_FILE
+    python -m kipcheck.oracle.conformance.group_member BOOTSTRAP GROUP TOPIC PROTOCOL ASSIGNOR LOG_FILE [REVOKE_S]
 
 PROTOCOL is `classic` or `consumer` (KIP-848); ASSIGNOR is the classic
 client-side one (range, roundrobin, cooperative-sticky) or, for `consumer`,
@@ -8,12 +8,15 @@ the server assignor to ask for (uniform, range; `-` for the group's default).
 It appends one JSON line per event to LOG_FILE, flushed at once so a kill -9
 loses nothing already written:
   {"event": "record", "partition": P, "offset": O}      a record it processed
-  {"event": "assign" | "revoke" | "lost", "partitions": [...]}
+  {"event": "assign" | "revoke" | "lost", "partitions": [...], "at": T}
+                                                        T: time.monotonic(), one clock for every
+                                                        process, so a scenario can order events
   {"event": "commit", "offsets": {P: next offset}, "error": null | "..."}
   {"event": "closed"}                                   after a clean close
 Commits: synchronous, of every processed partition, at most every
 COMMIT_INTERVAL_S and always before a revoked partition is let go (in the
-revoke callback), so in a clean run no record is processed twice. A lost
+revoke callback, after REVOKE_S seconds (default 0) spent finishing the
+partition's work), so in a clean run no record is processed twice. A lost
 partition is not committed (another member may own it). SIGTERM closes it
 cleanly (leave the group, final commit); SIGKILL is the crash a scenario wants.
 """
@@ -34,8 +37,10 @@ LIFETIME_S = 600  # a member left behind by a failed scenario ends on its own
 
 
 class Member:
-    def __init__(self, bootstrap: str, group: str, topic: str, protocol: str, assignor: str, log_path: str):
+    def __init__(self, bootstrap: str, group: str, topic: str, protocol: str, assignor: str, log_path: str,
+                 revoke_s: str = "0"):
         self.topic, self.log = topic, open(log_path, "a", encoding="utf-8")
+        self.revoke_s = float(revoke_s)
         self.processed: dict[int, int] = {}   # partition -> next offset to commit
         self.committed: dict[int, int] = {}
         self.stop_asked: list = []  # SIGTERM appends to it
@@ -81,22 +86,23 @@ class Member:
             self.write(event="commit", offsets=offsets, error=str(error.args[0]))
 
     def _assigned(self, consumer, partitions) -> None:
-        self.write(event="assign", partitions=sorted(tp.partition for tp in partitions))
+        self.write(event="assign", partitions=sorted(tp.partition for tp in partitions), at=time.monotonic())
 
     def _revoked(self, consumer, partitions) -> None:
         revoked = sorted(tp.partition for tp in partitions)
+        time.sleep(self.revoke_s)
         self.commit(revoked)
         for partition in revoked:
             self.processed.pop(partition, None)
             self.committed.pop(partition, None)
-        self.write(event="revoke", partitions=revoked)
+        self.write(event="revoke", partitions=revoked, at=time.monotonic())
 
     def _lost(self, consumer, partitions) -> None:
         lost = sorted(tp.partition for tp in partitions)
         for partition in lost:
             self.processed.pop(partition, None)
             self.committed.pop(partition, None)
-        self.write(event="lost", partitions=lost)
+        self.write(event="lost", partitions=lost, at=time.monotonic())
 
 
 def main(argv: list[str]) -> int:

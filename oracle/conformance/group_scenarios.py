@@ -45,11 +45,14 @@ Record = tuple[int, int]  # (partition, offset)
 class MemberProcess:
     """One group_member.py process and what its log says so far."""
 
-    def __init__(self, name: str, broker: EmbeddedBroker, group: str, protocol: str, assignor: str):
+    def __init__(self, name: str, broker: EmbeddedBroker, group: str, protocol: str, assignor: str,
+                 revoke_s: float = 0.0):
         self.name, self.log_path = name, broker.work_dir / f"member-{name}.jsonl"
+        self.killed_at: float | None = None
         self.process = subprocess.Popen(
             [sys.executable, "-m", "kipcheck.oracle.conformance.group_member", broker.bootstrap, group, "work",
-             protocol, assignor, str(self.log_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             protocol, assignor, str(self.log_path), str(revoke_s)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def events(self) -> list[dict]:
         if not self.log_path.exists():
@@ -70,7 +73,22 @@ class MemberProcess:
                 committed.update({int(partition): offset for partition, offset in event["offsets"].items()})
         return committed
 
+    def ownership(self) -> list[tuple[int, float, float]]:
+        """(partition, from, until) for every time this member owned a partition; until is inf if never let go."""
+        held: dict[int, float] = {}
+        spans = []
+        for event in self.events():
+            if event["event"] == "assign":
+                held.update({partition: event["at"] for partition in event["partitions"]})
+            elif event["event"] in ("revoke", "lost"):
+                spans += [(partition, held.pop(partition), event["at"]) for partition in event["partitions"]
+                          if partition in held]
+        end = self.killed_at if self.killed_at is not None else float("inf")
+        return spans + [(partition, start, end) for partition, start in held.items()]
+
     def stop(self, kill: bool = False) -> None:
+        if kill and self.killed_at is None:
+            self.killed_at = time.monotonic()
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
         try:
@@ -122,7 +140,7 @@ class SteadyProducer:
         return set(self.delivered)
 
 
-def _churn(broker: EmbeddedBroker, protocol: str, assignor: str) -> str:
+def _churn(broker: EmbeddedBroker, protocol: str, assignor: str, revoke_s: float) -> str:
     create_topic(broker.bootstrap, "work", PARTITIONS)
     members: dict[str, MemberProcess] = {}
     producer: SteadyProducer | None = None
@@ -137,7 +155,7 @@ def _churn(broker: EmbeddedBroker, protocol: str, assignor: str) -> str:
         _wait(lambda: target <= processed(), f"the group to process again after {label}")
 
     try:
-        members.update({name: MemberProcess(name, broker, "churn", protocol, assignor) for name in "abc"})
+        members.update({name: MemberProcess(name, broker, "churn", protocol, assignor, revoke_s) for name in "abc"})
         producer = SteadyProducer(broker.bootstrap, "work")
         for name in "abc":
             _wait(lambda: members[name].assigned(), f"member {name} to be given partitions")
@@ -145,7 +163,7 @@ def _churn(broker: EmbeddedBroker, protocol: str, assignor: str) -> str:
         members["b"].stop()
         check(any(event["event"] == "closed" for event in members["b"].events()), "member b did not close cleanly")
         settle("one left")
-        members["d"] = MemberProcess("d", broker, "churn", protocol, assignor)
+        members["d"] = MemberProcess("d", broker, "churn", protocol, assignor, revoke_s)
         _wait(members["d"].assigned, "the joining member to be given partitions")
         settle("one joined")
         members["a"].stop(kill=True)
@@ -172,6 +190,8 @@ def _churn_verdict(broker: EmbeddedBroker, members: dict[str, MemberProcess], pr
     by_killed = set(members["a"].records())
     unexplained = {(partition, offset) for partition, offset in twice
                    if (partition, offset) not in by_killed or offset < killed_commits.get(partition, 0)}
+    overlap = _owned_twice(members)
+    check(overlap is None, "partition {} owned by members {} and {} at once".format(*overlap or ("", "", "")))
     check(not unexplained, f"records processed twice though committed first: {sorted(unexplained)[:10]}")
     ends = {partition: 1 + max(offset for p, offset in produced if p == partition) for partition in range(PARTITIONS)}
     committed = _committed(broker, "churn", "work", PARTITIONS)
@@ -179,7 +199,22 @@ def _churn_verdict(broker: EmbeddedBroker, members: dict[str, MemberProcess], pr
     rebalances = sum(1 for member in members.values() for event in member.events()
                      if event["event"] in ("assign", "revoke", "lost"))
     return (f"{len(produced)} records, none lost; {len(twice)} processed twice (all by the member killed -9, "
-            f"above its last commit); {rebalances} assign/revoke/lost callbacks; committed offsets at the log end")
+            f"above its last commit); {rebalances} assign/revoke/lost callbacks, no partition owned twice at once; "
+            f"committed offsets at the log end")
+
+
+def _owned_twice(members: dict[str, MemberProcess]) -> tuple[int, str, str] | None:
+    """A partition two members owned at once (one's assign before the other's revoke completed), else None.
+
+    Members log with one clock (time.monotonic() is system-wide), and a protocol that revokes before it
+    assigns hands a partition over only after its owner's revoke callback returned.
+    """
+    spans = sorted((partition, start, end, name) for name, member in members.items()
+                   for partition, start, end in member.ownership())
+    for (partition, _, end, name), (next_partition, next_start, _, next_name) in zip(spans, spans[1:]):
+        if partition == next_partition and next_start < end:
+            return partition, name, next_name
+    return None
 
 
 def _committed(broker: EmbeddedBroker, group: str, topic: str, partitions: int) -> dict[int, int]:
@@ -193,10 +228,12 @@ def _committed(broker: EmbeddedBroker, group: str, topic: str, partitions: int) 
 
 
 def churn_scenario(protocol: str, assignor: str):
-    def scenario(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
-                 profile: str = "kafka-4.2") -> ScenarioResult:
-        return run_scenario(f"groups-{protocol}-{assignor}", work_dir, FAST_GROUPS, lambda broker: _churn(broker, protocol, assignor),
-                    launcher, profile, needs_traces=False)
+    def scenario(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER, profile: str = "kafka-4.2",
+                 revoke_s: float = 0.0) -> ScenarioResult:
+        # revoke_s: how long members take to finish a revoked partition's work before letting it go.
+        return run_scenario(f"groups-{protocol}-{assignor}", work_dir, FAST_GROUPS,
+                            lambda broker: _churn(broker, protocol, assignor, revoke_s),
+                            launcher, profile, needs_traces=False)
     scenario.__doc__ = f"Members leave, join and are killed -9 in a {protocol} group ({assignor}): nothing lost."
     return scenario
 
