@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from kipcheck.model.violation import Violation
-from kipcheck.oracle.judges import judges
+from kipcheck.oracle import judges
 from kipcheck.oracle.trace import Malformed, read_header, read_steps
 
 OK, VIOLATION, MALFORMED = "ok", "violation", "malformed"
@@ -69,9 +69,9 @@ def check_lines(lines: Iterable[bytes | str], name: str = "<trace>", reference: 
             raise Malformed(1, "empty trace: the first line must be the header")
         header = read_header(first)
         machine, profile = header.machine, header.profile
-        judge_class = judges().get(machine)
+        judge_class = judges.judge_class(machine)
         if judge_class is None:
-            raise Malformed(1, f"unknown machine {machine!r} (known: {', '.join(sorted(judges()))})")
+            raise Malformed(1, f"unknown machine {machine!r} (known: {', '.join(judges.machines())})")
         if reference and getattr(judge_class, "has_fast_acceptor", False):
             judge = judge_class(header.config, header.profile, reference=True)
         else:

@@ -9,7 +9,6 @@ from typing import BinaryIO, Iterator
 
 from kipcheck.oracle.check import Verdict, check_file, check_lines
 
-SUMMARY = "judge trace files (exit 0 all allowed, 1 a violation, 2 malformed input)"
 DESCRIPTION = """\
 Judge each trace file (JSON Lines, see TRACE-FORMAT.md) against the model of
 its machine, and print one verdict line per file. For a violation the line

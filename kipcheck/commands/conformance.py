@@ -9,7 +9,6 @@ from pathlib import Path
 
 from kipcheck.oracle.examples import examples
 
-SUMMARY = "run the conformance suite and print a readable verdict"
 DESCRIPTION = """\
 Run the conformance suite. It judges every bundled example trace (one folder
 per machine; traces under violations/ must be caught at the clause their name

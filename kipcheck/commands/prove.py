@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-SUMMARY = "prove the theorems behind the models with z3 (exit 0 all hold, 1 otherwise)"
 DESCRIPTION = """\
 Prove each theorem with z3 and print one line per theorem: its name, the spec
 clauses it covers, then "proved", "refuted as expected" (a theorem stated to

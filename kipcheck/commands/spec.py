@@ -6,7 +6,6 @@ import argparse
 
 from kipcheck.spec import PREFIXES, clauses
 
-SUMMARY = "list the spec clauses (ids, seeds, profiles)"
 DESCRIPTION = """\
 List every clause of the normative spec (spec/*.md): its id, the machine it
 belongs to, the profile it holds under and its title. Decisions (where the
