@@ -17,8 +17,8 @@ allowed and what was observed; for malformed input, the line number and the
 reason. Large files show a progress bar on a terminal.
 
 exit status: 0 every step of every file is allowed, 1 some trace breaks a
-clause, 2 some input is malformed (unreadable, bad JSON, unknown machine, op
-or config key, missing required field). Malformed input is never a pass."""
+clause, 2 some input is malformed (unreadable, bad JSON, unknown machine, op,
+field or config key, missing required field). Malformed input is never a pass."""
 
 PROGRESS_MIN_BYTES = 32 * 1024 * 1024
 PROGRESS_EVERY_LINES = 20_000

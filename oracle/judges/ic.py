@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kipcheck.model.ic import ERROR_CLAUSES, NONE, IndividualCommit
-from kipcheck.oracle.judge import Judge
+from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.trace import Malformed, Step
 
 
@@ -35,6 +35,8 @@ class IcJudge(Judge):
             raise Malformed(step.line, f"observed.{name} of {step.op!r} must be a list of [first, last] integer pairs")
         return ranges
 
+    @op(args=["ranges"], observed=["error", "stable_offset", "ranges", "appends"],
+        objects={"observed.appends": ["log", "put", "tombstone", "stable_offset"]})
     def op_commit(self, step: Step) -> None:
         result = self.model.commit(self._ranges_arg(step, "ranges"))
         error = self.observed(step, "error", str)
@@ -46,11 +48,13 @@ class IcJudge(Judge):
         self.expect("IC-2", "ranges", result.ranges, self._ranges_observed(step, "ranges"))
         self.expect("IC-4", "appends", result.appends, self.observed(step, "appends", list))
 
+    @op(observed=["stable_offset", "ranges"])
     def op_fetch(self, step: Step) -> None:
         stable_offset, ranges = self.model.fetch()
         self.expect("IC-9", "stable_offset", stable_offset, self.observed(step, "stable_offset", int))
         self.expect("IC-9", "ranges", ranges, self._ranges_observed(step, "ranges"))
 
+    @op(args=["fetched", "processed"], observed=["commit"])
     def op_amend(self, step: Step) -> None:
         fetched = self.arg(step, "fetched", list)
         if not _is_pair(fetched) or fetched[0] > fetched[1]:

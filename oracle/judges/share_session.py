@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kipcheck.model.share_session import Answer, ShareSessionCache
-from kipcheck.oracle.judge import Judge
+from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.trace import Malformed, Step
 
 ACK_FIELDS = {"tp": str, "first": int, "last": int, "type": str}
@@ -22,6 +22,7 @@ class ShareSessionJudge(Judge):
             raise Malformed(1, f"config 'max_sessions' must be >= 0, found {self.config['max_sessions']}")
         self.model = ShareSessionCache(self.profile, self.config["max_sessions"])
 
+    @op(args=["epoch", "add", "forget", "acks"], observed=["error"], objects={"args.acks": ACK_FIELDS})
     def op_share_fetch(self, step: Step) -> None:
         answer = self.model.share_fetch(
             step.actor, self.arg(step, "epoch", int),
@@ -30,13 +31,16 @@ class ShareSessionJudge(Judge):
         )
         self._expect_error(step, answer)
 
+    @op(args=["epoch", "acks"], observed=["error"], objects={"args.acks": ACK_FIELDS})
     def op_share_acknowledge(self, step: Step) -> None:
         self._acks(step)
         self._expect_error(step, self.model.share_acknowledge(step.actor, self.arg(step, "epoch", int)))
 
+    @op()
     def op_disconnect(self, step: Step) -> None:
         self.model.disconnect(step.actor)
 
+    @op(observed=["sessions"])
     def op_check(self, step: Step) -> None:
         observed = self.observed(step, "sessions", dict)
         if observed is not None and not all(type(epoch) is int for epoch in observed.values()):

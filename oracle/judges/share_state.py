@@ -10,7 +10,7 @@ from kipcheck.model.share_state import (
     COORDINATOR_LOAD_IN_PROGRESS, KIP_DELTAS_MAX, STATE_IDS, UNCHANGED, Answer, Batch, ShareCoordinator, canonical,
 )
 from kipcheck.model.violation import Violation
-from kipcheck.oracle.judge import Judge
+from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.trace import Malformed, Step
 
 BATCH_FIELDS = ("first", "last", "state", "delivery_count")
@@ -30,11 +30,13 @@ class ShareStateJudge(Judge):
             raise Malformed(1, f"config 'deltas_per_checkpoint' must be an integer in 0..{highest}, found {limit!r}")
         self.model = ShareCoordinator(self.profile, limit)
 
+    @op(args=["state_epoch", "start_offset"], observed=["error"])
     def op_initialize(self, step: Step) -> None:
         state_epoch, start_offset = self.arg(step, "state_epoch", int), self._start_offset(step)
         if not self._loading_answered(step):
             self._expect_error(step, self.model.initialize(state_epoch, start_offset))
 
+    @op(args=["state_epoch", "start_offset", "batches"], observed=["error"], objects={"args.batches": BATCH_FIELDS})
     def op_write(self, step: Step) -> None:
         state_epoch, start_offset = self.arg(step, "state_epoch", int), self._start_offset(step)
         batches = _batches(step, self.arg(step, "batches", list), f"args.batches of {step.op!r}")
@@ -44,9 +46,11 @@ class ShareStateJudge(Judge):
         if not self._loading_answered(step):
             self._expect_error(step, self.model.write(state_epoch, start_offset, batches))
 
+    @op()
     def op_failover(self, step: Step) -> None:
         self.model.failover()
 
+    @op(observed=["error", "state_epoch", "start_offset", "batches"], objects={"observed.batches": BATCH_FIELDS})
     def op_read(self, step: Step) -> None:
         if self._loading_answered(step):
             return
