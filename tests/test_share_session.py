@@ -70,6 +70,15 @@ def test_ss5_kafka_full_cache_refuses_and_loses_the_old_session():
     assert cache.sessions() == ({"c2": 4}, "SS-5")
 
 
+def test_ss5_kafka_counts_other_groups_sessions():
+    """SS-5: the limit counts the broker's whole cache: other groups' sessions too."""
+    cache = opened("kafka-4.2", max_sessions=3)
+    assert cache.share_fetch("c2", 0, other_sessions=2).error == "SHARE_SESSION_LIMIT_REACHED"
+    assert cache.share_fetch("c2", 0, other_sessions=1).error == "NONE"
+    answer = cache.share_fetch("c1", 0, other_sessions=1)
+    assert (answer.error, answer.clause) == ("NONE", "SS-4"), "re-opening frees its own place first"
+
+
 def test_ss5_kip_has_no_session_limit():
     """SS-5: A full cache refuses a new session with SHARE_SESSION_LIMIT_REACHED."""
     cache = opened("kip", max_sessions=1)
