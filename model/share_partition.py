@@ -20,6 +20,8 @@ Library API (time comes in as `at_ms`, which never decreases):
     partition.acquire(at_ms, actor, max_records, records)  # check, then apply the observed answer (SP-3..SP-8)
     partition.acknowledge(at_ms, actor, [(first, last, type), ...]) -> Ruled(error, clause)
                                                # applied only when the error is "NONE" (SP-9..SP-19)
+    partition.storage_failure(at_ms, actor, batches)
+                                               # the acknowledgement failed on storage: no change (SP-27)
     partition.leave(at_ms, actor)              # release the actor's records (SP-22)
 
 `acquire`, `acknowledge` and `leave` fire the expired locks themselves; call
@@ -72,6 +74,7 @@ class Record:
     lock_deadline_ms: int | None = None
     timed_out_owner: str | None = None  # SP-16: whose lock expired, until the record is acquired again
     loaded: bool = False  # SP-26: as initial_state gave it, not acquired since
+    write_failed: bool = False  # SP-27: an acknowledgement of it failed on storage since it was acquired
 
 
 def loaded_runs(initial_state: Sequence, start_offset: int) -> list[tuple[int, int, str, int]]:
@@ -206,7 +209,7 @@ class SharePartition:
         """SP-25: the clause of the rule that put the record in its present state and count."""
         record = self._record(offset)
         if record.state == ACQUIRED:
-            return "SP-4"
+            return "SP-27" if record.write_failed else "SP-4"
         if record.loaded:  # SP-26: still as initial_state gave it
             return "SP-26"
         if record.state == AVAILABLE and record.timed_out_owner is not None:
@@ -372,6 +375,15 @@ class SharePartition:
                     self._acknowledge_record(offset, ACK_TARGET[ack_type])
             self._advance_start()
         return ruled
+
+    def storage_failure(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]]) -> None:
+        """SP-27: an acknowledgement answered with a storage error changes no record; as at every step,
+        the locks expired by `at_ms` fire first (SP-20), and that transition is kept."""
+        self.advance(at_ms)
+        for first, last, _ in batches:  # remembered only to name SP-27 if a check finds them changed
+            for offset in range(max(first, self._spso), min(last + 1, self._speo)):
+                if self._records[offset].owner == actor:
+                    self._records[offset].write_failed = True
 
     def _not_owned_error(self, actor: str, first: int, last: int) -> Ruled | None:
         """SP-15: the error for the first record in [first, last] the actor has not acquired; None if none."""

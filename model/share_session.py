@@ -13,6 +13,7 @@ Library API (pure; callers compare an observed error with `Answer.error`):
                                other_sessions=0)   # other groups' sessions in the broker's cache
     answer = cache.share_acknowledge(member, epoch)
     answer = cache.disconnect(member)                  # the member's connection closed
+    answer = cache.storage_failure(error)              # a request refused with a storage error (SS-18)
     answer.error         # "NONE" or a Kafka error name
     answer.clause        # the clause that decides this answer
     answer.acknowledges  # the request's acknowledgements are processed
@@ -31,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
-from kipcheck.model.violation import Ruled
+from kipcheck.model.violation import STORAGE_ERRORS, Ruled
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
@@ -108,6 +109,12 @@ class ShareSessionCache:
         # (kip: read as a final request without acknowledgements, SS-12).
         had_session = self.by_member.pop(member, None) is not None
         return self._decided(Answer(NONE, "SS-17", releases=had_session))
+
+    def storage_failure(self, error: str) -> Answer:
+        """A request refused with `error`, one of STORAGE_ERRORS: allowed, and it changes nothing."""
+        assert error in STORAGE_ERRORS, error
+        # SS-18: the broker could not reach or write what the request needs; as a refusal, SS-15 applies.
+        return self._decided(Answer(error, "SS-18"))
 
     def _decided(self, answer: Answer) -> Answer:
         # SS-15: a refused request changes nothing, so the check after it is ruled by SS-15;

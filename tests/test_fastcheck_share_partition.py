@@ -2,7 +2,7 @@
 
 Hypothesis writes share-partition traces by driving the plain model, new or
 reloaded from a random `initial_state` (SP-26): appends, allowed acquisitions (the lowest one or any allowed set), acknowledgements good
-and bad, time jumps, leaves, ticks and checks, under both profiles. The fast
+and bad and failing on storage (SP-27), time jumps, leaves, ticks and checks, under both profiles. The fast
 judge and the reference judge (`kipcheck check --reference`) must give every
 trace, and every corruption of one field of it, the same verdict: status,
 step, clause (or line, for malformed input). The same holds for every example.
@@ -18,11 +18,12 @@ from hypothesis import HealthCheck, Phase, find, given, settings, strategies as 
 
 from kipcheck.impl.fastcheck import share_partition as fastcheck
 from kipcheck.model import share_partition as model
+from kipcheck.model.violation import STORAGE_ERRORS
 from kipcheck.oracle.check import check_file, check_lines
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "oracle" / "examples" / "share-partition").rglob("*.jsonl"))
 ACTORS = ("c1", "c2", "c3")
-ERRORS = (model.NONE, model.INVALID_REQUEST, model.INVALID_RECORD_STATE, model.REQUEST_TIMED_OUT)
+ERRORS = (model.NONE, model.INVALID_REQUEST, model.INVALID_RECORD_STATE, model.REQUEST_TIMED_OUT, "COORDINATOR_NOT_AVAILABLE")
 DIFFERENTIAL = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -107,9 +108,13 @@ class TraceWriter:
             first = self.data.draw(st.integers(low, high))
             last = first + self.data.draw(st.integers(-1, 3))
             batches.append((first, max(last, 0), self.data.draw(st.sampled_from(model.ACK_TYPES))))
-        ruled = self.partition.acknowledge(self.at_ms, actor, batches)
+        if self.data.draw(st.integers(0, 5)) == 0:  # SP-27: the state write failed, nothing changes
+            self.partition.storage_failure(self.at_ms, actor, batches)
+            error = self.data.draw(st.sampled_from(sorted(STORAGE_ERRORS)))
+        else:
+            error = self.partition.acknowledge(self.at_ms, actor, batches).value
         self.emit(actor, "acknowledge", {"batches": [{"first": f, "last": l, "type": t} for f, l, t in batches]},
-                  {"error": ruled.value})
+                  {"error": error})
 
     def leave(self, actor):
         self.partition.leave(self.at_ms, actor)

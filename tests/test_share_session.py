@@ -208,3 +208,14 @@ def test_ss17_disconnect_without_a_session_releases_nothing(profile):
     cache = opened(profile)
     assert cache.disconnect("c2") == ("NONE", "SS-17", False, False)
     assert epochs(cache) == {"c1": 1}
+
+
+@pytest.mark.parametrize("profile", BOTH)
+@pytest.mark.parametrize("error", ["COORDINATOR_NOT_AVAILABLE", "KAFKA_STORAGE_ERROR"])
+def test_ss18_a_storage_refusal_changes_nothing(profile, error):
+    """SS-18: A request refused with a storage error changes nothing."""
+    cache = opened(profile)
+    answer = cache.storage_failure(error)
+    assert (answer.error, answer.clause, answer.acknowledges, answer.releases) == (error, "SS-18", False, False)
+    assert cache.sessions() == ({"c1": 1}, "SS-15")
+    assert cache.share_fetch("c1", 1).error == "NONE", "the member retries with the same epoch"

@@ -28,6 +28,8 @@ Library API (time comes in as `at_ms`, which never decreases):
                                       # check, then apply the observed answer (SP-3..SP-8)
     partition.acknowledge(at_ms, actor, [(first, last, type), ...]) -> Ruled(error, clause)
                                       # applied only when the error is "NONE" (SP-9..SP-19)
+    partition.storage_failure(at_ms, actor, batches)
+                                      # the acknowledgement failed on storage: no change (SP-27)
     partition.leave(at_ms, actor)     # release the actor's records (SP-22)
 
 `acquire`, `acknowledge` and `leave` fire the expired locks themselves;
@@ -88,6 +90,8 @@ class SharePartition:
         self._open: list[bool] = []
         # SP-16: offset -> the member whose lock on it expired, until the record is acquired again.
         self._expired_owner: dict[int, str] = {}
+        # SP-27: acquired offsets an acknowledgement failed on storage for; read only to name a clause.
+        self._write_failed: set[int] = set()
         # Lock deadlines in acquisition order: at_ms never decreases and every lock
         # lasts the same time, so the earliest deadline is always at the front.
         self._locks: deque[tuple[int, Sequence[Sequence[int]], str]] = deque()  # (deadline, runs, owner)
@@ -163,7 +167,7 @@ class SharePartition:
         index = self._index(offset)
         state, count = self._state[index], self._count[index]
         if state is ACQUIRED:
-            return "SP-4"
+            return "SP-27" if offset in self._write_failed else "SP-4"
         if offset in self._loaded:  # SP-26: still as initial_state gave it
             return "SP-26"
         if state is AVAILABLE:
@@ -416,6 +420,8 @@ class SharePartition:
         if self._expired_owner:
             for offset in range(first, stop + self._base):
                 self._expired_owner.pop(offset, None)
+        if self._write_failed:
+            self._write_failed.difference_update(range(first, stop + self._base))
         if self._loaded:
             self._loaded.difference_update(range(first, stop + self._base))
         if last >= covered:  # the rest of the run enters the window
@@ -446,6 +452,15 @@ class SharePartition:
             if spso < self._speo and not self._open[spso - self._base]:
                 self._advance_start()
         return ruled
+
+    def storage_failure(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]]) -> None:
+        """SP-27: an acknowledgement answered with a storage error changes no record; as at every step,
+        the locks expired by `at_ms` fire first (SP-20), and that transition is kept."""
+        self.advance(at_ms)
+        for first, last, _ in batches:  # remembered only to name SP-27 if a check finds them changed
+            for offset in range(max(first, self._spso), min(last + 1, self._speo)):
+                if self._owner[offset - self._base] == actor:
+                    self._write_failed.add(offset)
 
     def _owner_error(self, actor: str, first: int, last: int) -> Ruled | None:
         start, stop = first - self._base, last - self._base + 1
@@ -528,3 +543,5 @@ class SharePartition:
             self._expired_owner = {offset: owner for offset, owner in self._expired_owner.items() if offset >= self._base}
         if self._loaded:
             self._loaded = {offset for offset in self._loaded if offset >= self._base}
+        if self._write_failed:
+            self._write_failed = {offset for offset in self._write_failed if offset >= self._base}

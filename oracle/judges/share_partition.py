@@ -17,6 +17,7 @@ from typing import NoReturn
 from kipcheck.impl.fastcheck import share_partition as fastcheck
 from kipcheck.model import share_partition as reference_model
 from kipcheck.model.share_partition import ACK_TYPES, STATES
+from kipcheck.model.violation import STORAGE_ERRORS
 from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.trace import Malformed, Step
 
@@ -97,9 +98,12 @@ class SharePartitionJudge(Judge):
             if type(first) is not int or type(last) is not int or first < 0 or last < 0 or ack_type not in ACK_TYPES:
                 self._bad_batch(step, batch)
             requests.append((first, last, ack_type))
-        ruled = self.model.acknowledge(step.at_ms, step.actor, requests)
         observed = step.observed
         error = observed.get("error") if observed is not None else None
+        if error in STORAGE_ERRORS:  # SP-27: the state could not be written; nothing changes
+            self.model.storage_failure(step.at_ms, step.actor, requests)
+            return
+        ruled = self.model.acknowledge(step.at_ms, step.actor, requests)
         if error is not None and error != ruled.value:
             self.expect(ruled.clause, "error", ruled.value, self.observed(step, "error", str))
 

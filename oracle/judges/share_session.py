@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kipcheck.model.share_session import NONE, SHARE_SESSION_LIMIT_REACHED, Answer, ShareSessionCache
+from kipcheck.model.violation import STORAGE_ERRORS
 from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.trace import Malformed, Step
 
@@ -24,17 +25,18 @@ class ShareSessionJudge(Judge):
 
     @op(args=["epoch", "add", "forget", "acks"], observed=["error", "other_sessions"], objects={"args.acks": ACK_FIELDS})
     def op_share_fetch(self, step: Step) -> None:
-        answer = self.model.share_fetch(
-            step.actor, self.arg(step, "epoch", int),
-            add=self._partitions(step, "add"), forget=self._partitions(step, "forget"),
-            has_acks=bool(self._acks(step)), other_sessions=self._other_sessions(step),
-        )
-        self._expect_error(step, answer)
+        epoch, add, forget = self.arg(step, "epoch", int), self._partitions(step, "add"), self._partitions(step, "forget")
+        has_acks, other_sessions = bool(self._acks(step)), self._other_sessions(step)
+        if not self._failed_on_storage(step):
+            answer = self.model.share_fetch(step.actor, epoch, add, forget, has_acks, other_sessions)
+            self._expect_error(step, answer)
 
     @op(args=["epoch", "acks"], observed=["error"], objects={"args.acks": ACK_FIELDS})
     def op_share_acknowledge(self, step: Step) -> None:
         self._acks(step)
-        self._expect_error(step, self.model.share_acknowledge(step.actor, self.arg(step, "epoch", int)))
+        epoch = self.arg(step, "epoch", int)
+        if not self._failed_on_storage(step):
+            self._expect_error(step, self.model.share_acknowledge(step.actor, epoch))
 
     @op()
     def op_disconnect(self, step: Step) -> None:
@@ -47,6 +49,14 @@ class ShareSessionJudge(Judge):
             raise Malformed(step.line, f"observed.sessions must map members to integer epochs, found {observed!r}")
         sessions = self.model.sessions()
         self.expect(sessions.clause, "sessions", sessions.value, observed)
+
+    def _failed_on_storage(self, step: Step) -> bool:
+        """True when the request was refused with a storage error (allowed, changing nothing: SS-18)."""
+        error = self.observed(step, "error", str)
+        if error not in STORAGE_ERRORS:
+            return False
+        self.model.storage_failure(error)
+        return True
 
     def _other_sessions(self, step: Step) -> int:
         """SS-5: other groups' sessions in the broker's cache (a trace format extension; left out: none)."""
