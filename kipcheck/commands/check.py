@@ -12,9 +12,12 @@ from kipcheck.oracle.check import Verdict, check_file, check_lines
 DESCRIPTION = """\
 Judge each trace file (JSON Lines, see TRACE-FORMAT.md) against the model of
 its machine, and print one verdict line per file. For a violation the line
-names the first disallowed step, the spec clause it breaks, what the model
-allowed and what was observed; for malformed input, the line number and the
-reason. Large files show a progress bar on a terminal.
+names the first disallowed step, the spec clause it breaks and its title, what
+the model allowed and what was observed, and the command that prints the
+clause (kipcheck spec --show ID); for malformed input, the line number (when
+there is one) and the reason. Blank lines after the header are ignored, and a
+header with no steps passes with "0 steps" (spec/README.md, "Reading traces").
+Large files show a progress bar on a terminal.
 
 exit status: 0 every step of every file is allowed, 1 some trace breaks a
 clause, 2 some input is malformed (unreadable, bad JSON, unknown machine, op,
