@@ -390,6 +390,7 @@ def trace(*steps, profile="kip", config=None):
     ({"op": "acquire", "args": {"max_records": 5}, "observed": {"records": [[0, 1]]}}, "[first, last, delivery_count]"),
     ({"op": "acknowledge", "args": {"batches": [{"first": 0, "last": 1, "type": "renew"}]}}, "type one of"),
     ({"op": "append", "args": {"count": "3"}}, "must be an integer"),
+    ({"op": "acknowledge", "args": {"batches": []}, "observed": {"error": ["NONE"]}}, "observed.error"),
     ({"op": "check", "observed": {"states": [[0, 0, "locked", 1]]}}, "state one of"),
 ])
 def test_judge_rejects_malformed_steps(step, reason):

@@ -100,7 +100,7 @@ class SharePartitionJudge(Judge):
             requests.append((first, last, ack_type))
         observed = step.observed
         error = observed.get("error") if observed is not None else None
-        if error in STORAGE_ERRORS:  # SP-27: the state could not be written; nothing changes
+        if type(error) is str and error in STORAGE_ERRORS:  # SP-27: the state could not be written: no change
             self.model.storage_failure(step.at_ms, step.actor, requests)
             return
         ruled = self.model.acknowledge(step.at_ms, step.actor, requests)
