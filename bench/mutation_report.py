@@ -1,5 +1,5 @@
-"""Print the mutation table: each seeded rule bug, whether the state machines (fast profile) and
-`kipcheck prove` kill it, and the time to kill. Usage: .venv/bin/python bench/mutation_report.py [NAME...]"""
+"""Print the mutation table: each seeded rule bug, whether the suite caught it (the state machines,
+fast profile, and `kipcheck prove` where a theorem covers the rule), and the time it took. Usage: .venv/bin/python bench/mutation_report.py [NAME...]"""
 
 import importlib.util
 import sys

@@ -20,6 +20,8 @@ Library API (time comes in as `at_ms`, which never decreases):
     partition.acquire(at_ms, actor, max_records, records)  # check, then apply the observed answer (SP-3..SP-8)
     partition.acknowledge(at_ms, actor, [(first, last, type), ...]) -> Ruled(error, clause)
                                                # applied only when the error is "NONE" (SP-9..SP-19)
+    partition.storage_failure(at_ms, actor, batches)
+                                               # the acknowledgement failed on storage: no change (SP-27)
     partition.leave(at_ms, actor)              # release the actor's records (SP-22)
 
 `acquire`, `acknowledge` and `leave` fire the expired locks themselves; call
@@ -27,7 +29,10 @@ Library API (time comes in as `at_ms`, which never decreases):
 it was. Read-only: `spso`, `speo` (exclusive), `log_end_offset`, `state_of`,
 `delivery_count_of`, `owner_of`, `lock_deadline_of` (None unless acquired) of
 an offset in the window, `snapshot()` (runs [first, last, state, delivery_count]),
-`deciding_clause(offset)` and `compare_snapshot(states)` (SP-25).
+`deciding_clause(offset)`, `log_batch_of(offset)` and `compare_snapshot(states)` (SP-25).
+`acquisition_violation(partition, max_records, records)` and
+`snapshot_violation(partition, states)` explain a refusal (Violation or None)
+from that read-only API alone, for this class and the fast acceptor alike.
 `loaded_runs(initial_state, start_offset)` validates an `initial_state`
 (ValueError with the reason) and returns its runs as tuples.
 """
@@ -35,6 +40,7 @@ an offset in the window, `snapshot()` (runs [first, last, state, delivery_count]
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -62,6 +68,27 @@ LOCK_EXPIRED = Ruled(REQUEST_TIMED_OUT, "SP-16")
 KAFKA_LOCK_EXPIRED = Ruled(INVALID_RECORD_STATE, "SP-17")
 
 
+class LimitArchives:
+    """SP-21: the offsets most recently archived at the delivery limit, as at most RUNS_MAX runs.
+
+    Read only to name SP-21 when a record SPSO has passed is acquired again: the window forgets
+    it, and a trace may be endless, so only the latest runs are kept (older ones name SP-3)."""
+
+    RUNS_MAX = 1024
+
+    def __init__(self) -> None:
+        self._runs: deque[list[int]] = deque(maxlen=self.RUNS_MAX)
+
+    def add(self, offset: int) -> None:
+        if self._runs and self._runs[-1][1] == offset - 1:
+            self._runs[-1][1] = offset
+        else:
+            self._runs.append([offset, offset])
+
+    def __contains__(self, offset: int) -> bool:
+        return any(first <= offset <= last for first, last in self._runs)
+
+
 @dataclass
 class Record:
     """SP-1: one in-flight record. Owner and lock deadline are set only while it is acquired."""
@@ -72,6 +99,7 @@ class Record:
     lock_deadline_ms: int | None = None
     timed_out_owner: str | None = None  # SP-16: whose lock expired, until the record is acquired again
     loaded: bool = False  # SP-26: as initial_state gave it, not acquired since
+    write_failed: bool = False  # SP-27: an acknowledgement of it failed on storage since it was acquired
 
 
 def loaded_runs(initial_state: Sequence, start_offset: int) -> list[tuple[int, int, str, int]]:
@@ -155,6 +183,7 @@ class SharePartition:
         self._spso = self._speo = self._log_end = start_offset
         self._records: dict[int, Record] = {}  # offset -> record, for the window [SPSO, SPEO)
         self._batch_firsts: list[int] = []  # SP-2: the first offset of every log batch
+        self._limit_archives = LimitArchives()
         self._load(loaded_runs(initial_state, start_offset))
 
     def _load(self, runs: list[tuple[int, int, str, int]]) -> None:
@@ -203,10 +232,13 @@ class SharePartition:
         return runs
 
     def deciding_clause(self, offset: int) -> str:
-        """SP-25: the clause of the rule that put the record in its present state and count."""
+        """SP-25: the clause of the rule that put the record in its present state and count; below SPSO,
+        SP-21 for a record recently archived at the delivery limit, else SP-23 (SPSO passed it: terminal)."""
+        if offset < self._spso:
+            return "SP-21" if offset in self._limit_archives else "SP-23"
         record = self._record(offset)
         if record.state == ACQUIRED:
-            return "SP-4"
+            return "SP-27" if record.write_failed else "SP-4"
         if record.loaded:  # SP-26: still as initial_state gave it
             return "SP-26"
         if record.state == AVAILABLE and record.timed_out_owner is not None:
@@ -219,18 +251,9 @@ class SharePartition:
 
     def compare_snapshot(self, states: Sequence[Sequence]) -> None:
         """SP-25: raise Violation unless `states` (runs [first, last, state, count]) equals the window."""
-        expected_first = self._spso
-        for first, last, state, count in states:
-            if first != expected_first or last < first or last >= self._speo:
-                raise Violation("SP-25", f"runs covering [{self._spso}, {self._speo})", f"run [{first}, {last}]")
-            for offset in range(first, last + 1):
-                record = self._records[offset]
-                if (record.state, record.delivery_count) != (state, count):
-                    clause = "SP-4" if record.state == state and not record.loaded else self.deciding_clause(offset)
-                    raise Violation(clause, f"record {offset} {record.state}, count {record.delivery_count}", f"{state}, count {count}")
-            expected_first = last + 1
-        if expected_first != self._speo:
-            raise Violation("SP-25", f"runs covering [{self._spso}, {self._speo})", f"runs ending at {expected_first - 1}")
+        violation = snapshot_violation(self, states)
+        if violation is not None:
+            raise violation
 
     def advance(self, at_ms: int) -> None:
         """SP-20: fire every lock whose deadline is <= at_ms, before the step's own op."""
@@ -280,7 +303,7 @@ class SharePartition:
         room = min(max_records, self.max_inflight_records - (self._speo - self._spso)) - len(reacquired)
         if room <= 0 or len(offsets) == len(reacquired):
             return reacquired
-        _, batch_last = self._log_batch_of(min(self._speo + room, self._log_end) - 1)
+        _, batch_last = self.log_batch_of(min(self._speo + room, self._log_end) - 1)
         return reacquired + list(range(self._speo, batch_last + 1))
 
     def _count_after_acquisition(self, offset: int) -> int:
@@ -289,54 +312,11 @@ class SharePartition:
 
     def check_acquisition(self, max_records: int, records: Sequence[Sequence[int]]) -> None:
         """Raise Violation unless `records` (runs [first, last, delivery_count]) is an allowed acquisition."""
-        previous_last = self._spso - 1
-        new_runs: list[tuple[int, int]] = []  # the parts of the runs at or past SPEO
-        for first, last, count in records:
-            # SP-3: ascending runs, each record once, within [SPSO, log end).
-            if first > last or first <= previous_last:
-                raise Violation("SP-3", f"ascending runs after offset {previous_last}", f"run [{first}, {last}]")
-            if last >= self._log_end:
-                raise Violation("SP-3", f"records below the log end {self._log_end}", f"run [{first}, {last}]")
-            self._check_run(first, last, count)
-            if last >= self._speo:
-                if self.kafka and new_runs and first != new_runs[-1][1] + 1:  # SP-6: one contiguous run
-                    raise Violation("SP-6", f"new records contiguous from {new_runs[0][0]}", f"run [{first}, {last}]")
-                new_runs.append((max(first, self._speo), last))
-            previous_last = last
-        total = sum(last + 1 - first for first, last, _ in records)
-        if self.kafka:
-            if new_runs:
-                new = sum(last + 1 - first for first, last in new_runs)
-                self._check_new_batches(max_records, total - new, new_runs[0][0], new_runs[-1][1])
-        elif total > max_records:  # SP-5
-            raise Violation("SP-5", f"at most {max_records} records", f"{total} records")
-        elif previous_last >= self._speo and previous_last + 1 - self._spso > self.max_inflight_records:  # SP-7
-            raise Violation("SP-7", f"SPEO at most {self._spso + self.max_inflight_records}", f"SPEO {previous_last + 1}")
+        violation = acquisition_violation(self, max_records, records)
+        if violation is not None:
+            raise violation
 
-    def _check_run(self, first: int, last: int, count: int) -> None:
-        for offset in range(first, min(last + 1, self._speo)):  # SP-3: records in the window must be available
-            if self._records[offset].state != AVAILABLE:
-                raise Violation("SP-3", f"record {offset} {self._records[offset].state}", f"record {offset} acquired")
-        for offset in range(first, last + 1):  # SP-4: the observed count is the stored count plus one
-            if count != self._count_after_acquisition(offset):
-                raise Violation("SP-4", f"record {offset} delivery count {self._count_after_acquisition(offset)}",
-                                f"delivery count {count}")
-
-    def _check_new_batches(self, max_records: int, reacquired: int, new_first: int, new_last: int) -> None:
-        window = self._speo - self._spso
-        if window >= self.max_inflight_records:  # SP-8
-            raise Violation("SP-8", f"no record past SPEO {self._speo}", f"records {new_first}-{new_last}")
-        # SP-6: new records are whole log batches from SPEO, overshooting only to complete a batch.
-        if new_first != self._speo:
-            raise Violation("SP-6", f"new records starting at SPEO {self._speo}", f"new records from {new_first}")
-        batch_first, batch_last = self._log_batch_of(new_last)
-        if batch_last != new_last:
-            raise Violation("SP-6", "new records ending at the end of a log batch", f"new records ending at {new_last}")
-        room = min(max_records, self.max_inflight_records - window) - reacquired
-        if room <= 0 or batch_first - self._speo >= room:
-            raise Violation("SP-6", f"the last batch starting below {self._speo + max(room, 0)}", f"starting at {batch_first}")
-
-    def _log_batch_of(self, offset: int) -> tuple[int, int]:
+    def log_batch_of(self, offset: int) -> tuple[int, int]:
         """(first, last) offset of the log batch that holds `offset` (below the log end)."""
         index = bisect_right(self._batch_firsts, offset) - 1
         following = self._batch_firsts[index + 1] if index + 1 < len(self._batch_firsts) else self._log_end
@@ -373,6 +353,15 @@ class SharePartition:
             self._advance_start()
         return ruled
 
+    def storage_failure(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]]) -> None:
+        """SP-27: an acknowledgement answered with a storage error changes no record; as at every step,
+        the locks expired by `at_ms` fire first (SP-20), and that transition is kept."""
+        self.advance(at_ms)
+        for first, last, _ in batches:  # remembered only to name SP-27 if a check finds them changed
+            for offset in range(max(first, self._spso), min(last + 1, self._speo)):
+                if self._records[offset].owner == actor:
+                    self._records[offset].write_failed = True
+
     def _not_owned_error(self, actor: str, first: int, last: int) -> Ruled | None:
         """SP-15: the error for the first record in [first, last] the actor has not acquired; None if none."""
         for offset in range(first, last + 1):
@@ -398,6 +387,8 @@ class SharePartition:
         record = self._records[offset]
         record.owner = record.lock_deadline_ms = None
         record.state = ARCHIVED if record.delivery_count >= self.delivery_count_limit else AVAILABLE
+        if record.state == ARCHIVED:
+            self._limit_archives.add(offset)
 
     def leave(self, at_ms: int, actor: str) -> None:
         """SP-22: the actor's session ended; its acquired records are released, counts kept."""
@@ -413,6 +404,120 @@ class SharePartition:
         while self._spso < self._speo and self._records[self._spso].state in TERMINAL:
             del self._records[self._spso]
             self._spso += 1
+
+
+# Explanations. They read a partition only through its read-only API (spso, speo, log_end_offset,
+# state_of, delivery_count_of, owner_of, deciding_clause, log_batch_of and the settings), so the fast
+# acceptor (impl/fastcheck/share_partition.py) explains its refusals with these very words.
+
+def acquisition_violation(partition, max_records: int, records: Sequence[Sequence[int]]) -> Violation | None:
+    """Why `records` (runs [first, last, delivery_count]) is not an allowed acquisition now; None if it is."""
+    spso, speo, log_end = partition.spso, partition.speo, partition.log_end_offset
+    previous_last, total = spso - 1, 0
+    new_runs: list[tuple[int, int]] = []  # the parts of the runs at or past SPEO
+    for first, last, count in records:
+        # SP-3: ascending runs, each record once, within [SPSO, log end).
+        if first < spso and previous_last == spso - 1:  # the first run starts below SPSO
+            return _below_start_violation(partition, first, last, count)
+        if first > last or first <= previous_last:
+            return Violation("SP-3", f"ascending, non-overlapping runs after offset {previous_last}",
+                             f"run [{first}, {last}]")
+        if last >= log_end:
+            return Violation("SP-3", f"records below the log end {log_end}", f"run [{first}, {last}]")
+        violation = _run_violation(partition, first, last, count)
+        if violation is not None:
+            return violation
+        if last >= speo:
+            if partition.kafka and new_runs and first != new_runs[-1][1] + 1:  # SP-6: one contiguous run
+                return Violation("SP-6", f"new records contiguous from {new_runs[0][0]}", f"run [{first}, {last}]")
+            new_runs.append((max(first, speo), last))
+        total += last + 1 - first
+        previous_last = last
+    if partition.kafka:
+        return _new_batches_violation(partition, max_records, total, new_runs) if new_runs else None
+    if total > max_records:  # SP-5
+        return Violation("SP-5", f"at most {max_records} records", f"{total} records")
+    if previous_last >= speo and previous_last + 1 - spso > partition.max_inflight_records:
+        # SP-7: the window after an acquisition of new records (a loaded window may be over the limit, SP-26).
+        return Violation("SP-7", f"a window of at most {partition.max_inflight_records} records from SPSO {spso}",
+                         f"acquiring up to offset {previous_last} (window {previous_last + 1 - spso})")
+    return None
+
+
+def _below_start_violation(partition, first: int, last: int, count: int) -> Violation:
+    """The first run starts below SPSO, which passes only terminal records (SP-23)."""
+    if partition.deciding_clause(first) == "SP-21":  # the delivery limit, not a mere position, forbids it
+        return _limit_violation(partition, first, count)
+    return Violation("SP-3", f"records at or above SPSO {partition.spso} (record {first} is below it: terminal, "
+                             f"or before the start offset)", f"run [{first}, {last}]")
+
+
+def _limit_violation(partition, offset: int, count: int) -> Violation:
+    return Violation("SP-21", f"no further delivery of record {offset}: archived at the delivery limit "
+                              f"{partition.delivery_count_limit}", f"record {offset} acquired again (delivery count {count})")
+
+
+def _run_violation(partition, first: int, last: int, count: int) -> Violation | None:
+    speo = partition.speo
+    for offset in range(first, min(last + 1, speo)):  # SP-3: records in the window must be available
+        state = partition.state_of(offset)
+        if state == AVAILABLE:
+            continue
+        if partition.deciding_clause(offset) == "SP-21":  # the delivery limit, not a mere state, forbids it
+            return _limit_violation(partition, offset, count)
+        holder = f" by {partition.owner_of(offset)}" if state == ACQUIRED else ""
+        return Violation("SP-3", f"available records only (record {offset} is {state}{holder})",
+                         f"record {offset} acquired")
+    for offset in range(first, last + 1):  # SP-4: the observed count is the stored count plus one
+        expected = partition.delivery_count_of(offset) + 1 if offset < speo else 1
+        if count != expected:
+            return Violation("SP-4", f"record {offset} with delivery count {expected}",
+                             f"record {offset} with delivery count {count}")
+    return None
+
+
+def _new_batches_violation(partition, max_records: int, total: int, new_runs: list[tuple[int, int]]) -> Violation | None:
+    spso, speo = partition.spso, partition.speo
+    new_first, new_last = new_runs[0][0], new_runs[-1][1]
+    window = speo - spso
+    if window >= partition.max_inflight_records:  # SP-8
+        return Violation("SP-8", f"no record past SPEO {speo} with {window} records in flight",
+                         f"records {new_first}-{new_last}")
+    # SP-6: new records are whole log batches from SPEO, overshooting only to complete a batch.
+    reacquired = total - sum(last + 1 - first for first, last in new_runs)
+    room = min(max_records, partition.max_inflight_records - window) - reacquired
+    if new_first != speo:
+        return Violation("SP-6", f"new records starting at SPEO {speo}", f"new records from {new_first}")
+    batch_first, batch_last = partition.log_batch_of(new_last)
+    if batch_last != new_last:
+        return Violation("SP-6", "new records ending at the end of a log batch", f"new records ending at {new_last}")
+    if room <= 0 or batch_first - speo >= room:
+        return Violation("SP-6", f"whole log batches from {speo}, the last one starting below {speo + max(room, 0)}",
+                         f"records {new_first}-{new_last} (last batch from {batch_first})")
+    return None
+
+
+def snapshot_violation(partition, states: Sequence[Sequence]) -> Violation | None:
+    """SP-25: why `states` (runs [first, last, state, count]) differs from the window; None if it does not."""
+    spso, speo = partition.spso, partition.speo
+    expected_first = spso
+    for first, last, state, count in states:
+        if first != expected_first or last < first or last >= speo:
+            return Violation("SP-25", f"runs ascending and covering [{spso}, {speo}) exactly",
+                             f"run [{first}, {last}] after offset {expected_first - 1}")
+        for offset in range(first, last + 1):
+            stored_state, stored_count = partition.state_of(offset), partition.delivery_count_of(offset)
+            if (stored_state, stored_count) != (state, count):
+                # The clause of the rule that put the record there; a count alone is SP-4's (SP-26's if loaded).
+                clause = partition.deciding_clause(offset)
+                if stored_state == state and clause != "SP-26":
+                    clause = "SP-4"
+                return Violation(clause, f"record {offset} {stored_state} with delivery count {stored_count}",
+                                 f"record {offset} {state} with delivery count {count}")
+        expected_first = last + 1
+    if expected_first != speo:
+        return Violation("SP-25", f"runs covering [{spso}, {speo})", f"runs ending at {expected_first - 1}")
+    return None
 
 
 def _runs(offsets: list[int], count_of) -> list[tuple[int, int, int]]:

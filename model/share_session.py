@@ -1,16 +1,19 @@
 """KIP-932 share sessions: the share session cache of one broker (seed 002, "The sessions are handled as follows").
 
 One cache serves one share group; a member has at most one session, keyed by
-its member id. Every request has exactly one allowed answer, so the model is
+its member id. The broker's cache may also hold other groups' sessions: their
+number, when a full fetch is decided, is `other_sessions` (SS-5). Every request has exactly one allowed answer, so the model is
 deterministic: each request method decides the answer, applies it and
 returns it. Clause ids refer to spec/share-session.md.
 
 Library API (pure; callers compare an observed error with `Answer.error`):
 
     cache = ShareSessionCache(profile="kip")          # or "kafka-4.2", max_sessions=2000
-    answer = cache.share_fetch(member, epoch, add=("orders:0",), forget=(), has_acks=False)
+    answer = cache.share_fetch(member, epoch, add=("orders:0",), forget=(), has_acks=False,
+                               other_sessions=0)   # other groups' sessions in the broker's cache
     answer = cache.share_acknowledge(member, epoch)
     answer = cache.disconnect(member)                  # the member's connection closed
+    answer = cache.storage_failure(error)              # a request refused with a storage error (SS-18)
     answer.error         # "NONE" or a Kafka error name
     answer.clause        # the clause that decides this answer
     answer.acknowledges  # the request's acknowledgements are processed
@@ -29,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
-from kipcheck.model.violation import Ruled
+from kipcheck.model.violation import STORAGE_ERRORS, Ruled
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
@@ -78,10 +81,12 @@ class ShareSessionCache:
 
     def share_fetch(
         self, member: str, epoch: int, add: Iterable[str] = (), forget: Iterable[str] = (), has_acks: bool = False,
+        other_sessions: int = 0,
     ) -> Answer:
+        assert other_sessions >= 0
         add, forget = frozenset(add), frozenset(forget)
         if epoch == INITIAL_EPOCH:
-            answer = self._open(member, add, has_acks)
+            answer = self._open(member, add, has_acks, other_sessions)
         elif epoch == FINAL_EPOCH:
             answer = self._final_fetch(member, add, forget)
         else:
@@ -105,6 +110,12 @@ class ShareSessionCache:
         had_session = self.by_member.pop(member, None) is not None
         return self._decided(Answer(NONE, "SS-17", releases=had_session))
 
+    def storage_failure(self, error: str) -> Answer:
+        """A request refused with `error`, one of STORAGE_ERRORS: allowed, and it changes nothing."""
+        assert error in STORAGE_ERRORS, error
+        # SS-18: the broker could not reach or write what the request needs; as a refusal, SS-15 applies.
+        return self._decided(Answer(error, "SS-18"))
+
     def _decided(self, answer: Answer) -> Answer:
         # SS-15: a refused request changes nothing, so the check after it is ruled by SS-15;
         # SS-5 is the one refusal that changes the cache (the old session is gone).
@@ -112,7 +123,7 @@ class ShareSessionCache:
         self._last_clause = "SS-15" if unchanged else answer.clause
         return answer
 
-    def _open(self, member: str, add: frozenset[str], has_acks: bool) -> Answer:
+    def _open(self, member: str, add: frozenset[str], has_acks: bool, other_sessions: int) -> Answer:
         if has_acks:
             # SS-2: a full fetch request cannot carry acknowledgements.
             return Answer(INVALID_REQUEST, "SS-2")
@@ -120,8 +131,9 @@ class ShareSessionCache:
         # SS-4 (kafka-4.2): it is dropped without releasing them.
         releases = self.profile == "kip" and member in self.by_member
         self.by_member.pop(member, None)
-        if self.profile == "kafka-4.2" and len(self.by_member) >= self.max_sessions:
-            # SS-5: the cache is full; the member's old session is already gone.
+        if self.profile == "kafka-4.2" and len(self.by_member) + other_sessions >= self.max_sessions:
+            # SS-5: the broker's cache, this group's sessions and other groups', is full;
+            # the member's old session is already gone.
             return Answer(SHARE_SESSION_LIMIT_REACHED, "SS-5")
         # SS-16: a full fetch names the complete set; its forget list is ignored.
         self.by_member[member] = Session(1, add)

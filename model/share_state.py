@@ -7,7 +7,8 @@ ShareSnapshot and ShareUpdate, here the same two classes `Checkpoint` and
 `Delta`. `failover` rebuilds the state by replaying the log, so the invariant
 "replay(log) == in-memory state" can be checked at any point. Every request
 has one allowed answer, except COORDINATOR_LOAD_IN_PROGRESS while loading
-(ST-13). Clause ids refer to spec/share-state.md.
+(ST-13) and a storage error at any time (ST-18), both changing nothing.
+Clause ids refer to spec/share-state.md.
 
 Library API (pure):
 
@@ -18,6 +19,7 @@ Library API (pure):
     coordinator.ruled(field) -> the clause that decides `state_epoch`, `start_offset` or `batches`
     coordinator.failover()         # the coordinator restarts: state = replay(log)
     coordinator.still_loading()    # an observed COORDINATOR_LOAD_IN_PROGRESS: Violation unless loading
+    coordinator.storage_failure(error)  # a request answered with one of STORAGE_ERRORS (ST-18, ST-13)
     coordinator.log() -> tuple of Checkpoint / Delta records
     replay(log, profile, deltas_per_checkpoint) -> PersistedState or None
     merge(batches, incoming, start_offset, profile) -> canonical batches
@@ -33,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Iterable, NamedTuple
 
-from kipcheck.model.violation import Violation
+from kipcheck.model.violation import STORAGE_ERRORS, Violation
 
 PROFILES = ("kip", "kafka-4.2")
 # The persisted DeliveryState ids; Kafka orders equal delivery counts by them (ST-8).
@@ -229,6 +231,17 @@ class ShareCoordinator:
             raise Violation("ST-13", "an answer other than COORDINATOR_LOAD_IN_PROGRESS (loading is over)",
                             COORDINATOR_LOAD_IN_PROGRESS)
         self._ruled = dict.fromkeys(FIELDS, "ST-13")
+
+    def storage_failure(self, error: str) -> None:
+        """A request answered with `error`, one of STORAGE_ERRORS: it changed nothing."""
+        assert error in STORAGE_ERRORS, error
+        if error == COORDINATOR_LOAD_IN_PROGRESS and (self.loading or self.profile == "kip"):
+            # ST-13: under kip this answer means loading, and only loading.
+            self.still_loading()
+            return
+        # ST-18: the coordinator could not append to or read its log; Kafka 4.2 also answers
+        # COORDINATOR_LOAD_IN_PROGRESS for a failed append. Loading goes on if it was going on.
+        self._ruled = dict.fromkeys(FIELDS, "ST-18")
 
     def failover(self) -> None:
         # ST-11 / ST-12: the new coordinator's state is the replay of the log.

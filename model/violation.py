@@ -1,8 +1,17 @@
-"""What every model shares: the exception for a disallowed answer, and a ruled answer."""
+"""What every model shares: the exception for a disallowed answer, a ruled answer, and the storage errors."""
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
+
+# SP-27, SS-18, ST-18: the retriable errors of a request that failed because the state it needs could not be
+# written or reached (the share coordinator, its log, a disk). Such a request changes nothing. They are the
+# retriable answers Apache Kafka 4.2 gives for a failed share-state write (SharePartition.fetchPersisterError,
+# CoordinatorOperationExceptionHelper) and KAFKA_STORAGE_ERROR, a failed local disk.
+STORAGE_ERRORS = frozenset({
+    "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR",
+    "KAFKA_STORAGE_ERROR", "NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION",
+})
 
 
 class Violation(Exception):

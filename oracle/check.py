@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from kipcheck.model.violation import Violation
-from kipcheck.oracle.judges import judges
+from kipcheck.oracle import judges
 from kipcheck.oracle.trace import Malformed, read_header, read_steps
 
 OK, VIOLATION, MALFORMED = "ok", "violation", "malformed"
@@ -18,9 +18,11 @@ EXIT_CODES = {OK: 0, VIOLATION: 1, MALFORMED: 2}
 class Verdict:
     """The oracle's judgement of one trace.
 
-    `status` is ok, violation or malformed. A violation names the first
-    disallowed `step`, the `clause` it breaks, what the model `allowed` and
-    what was `observed`; a malformed trace names its `line` and `reason`.
+    `status` is ok, violation or malformed; `reason` says why in one sentence
+    (None when ok), and `summary()` is the one line `kipcheck check` prints. A
+    violation names the first disallowed `step`, the `clause` it breaks and its
+    `title`, what the model `allowed` and what was `observed`; a malformed
+    trace names its `line` (None when the file as a whole is at fault).
     """
 
     name: str
@@ -30,6 +32,7 @@ class Verdict:
     steps: int = 0
     step: int | None = None
     clause: str | None = None
+    title: str | None = None
     allowed: str | None = None
     observed: str | None = None
     line: int | None = None
@@ -48,11 +51,21 @@ class Verdict:
         if self.status == OK:
             return f"ok         {self.name}  ({what}, {self.steps} steps)"
         if self.status == VIOLATION:
-            return (
-                f"VIOLATION  {self.name}  ({what}) step {self.step} breaks {self.clause}: "
-                f"allowed {self.allowed}; observed {self.observed}"
-            )
-        return f"MALFORMED  {self.name}  line {self.line}: {self.reason}"
+            return f"VIOLATION  {self.name}  ({what}) {self.reason}"
+        where = f"line {self.line}: " if self.line is not None else ""
+        return f"MALFORMED  {self.name}  {where}{self.reason}"
+
+
+def _violation(name: str, machine: str, profile: str, steps: int, violation: Violation) -> Verdict:
+    from kipcheck.spec import clauses  # read only when a trace breaks a clause
+
+    clause = clauses().get(violation.clause)
+    title = clause.title if clause else None
+    named = f'{violation.clause} "{title}"' if title else violation.clause
+    reason = (f"step {steps + 1} breaks {named}: allowed {violation.allowed}; observed {violation.observed} "
+              f"(see: kipcheck spec --show {violation.clause})")
+    return Verdict(name, VIOLATION, machine, profile, steps, step=steps + 1, clause=violation.clause, title=title,
+                   allowed=violation.allowed, observed=violation.observed, reason=reason)
 
 
 def check_lines(lines: Iterable[bytes | str], name: str = "<trace>", reference: bool = False) -> Verdict:
@@ -65,13 +78,15 @@ def check_lines(lines: Iterable[bytes | str], name: str = "<trace>", reference: 
     steps = 0
     try:
         first = next(iterator, None)
-        if first is None or not first.strip():
-            raise Malformed(1, "empty trace: the first line must be the header")
+        if first is None:
+            raise Malformed(None, "empty file: a trace's first line is its header")
+        if not first.strip():
+            raise Malformed(1, "blank line: a trace's first line is its header")
         header = read_header(first)
         machine, profile = header.machine, header.profile
-        judge_class = judges().get(machine)
+        judge_class = judges.judge_class(machine)
         if judge_class is None:
-            raise Malformed(1, f"unknown machine {machine!r} (known: {', '.join(sorted(judges()))})")
+            raise Malformed(1, f"unknown machine {machine!r} (known: {', '.join(judges.machines())})")
         if reference and getattr(judge_class, "has_fast_acceptor", False):
             judge = judge_class(header.config, header.profile, reference=True)
         else:
@@ -82,10 +97,7 @@ def check_lines(lines: Iterable[bytes | str], name: str = "<trace>", reference: 
     except Malformed as error:
         return Verdict(name, MALFORMED, machine, profile, steps, line=error.line, reason=error.reason)
     except Violation as violation:
-        return Verdict(
-            name, VIOLATION, machine, profile, steps, step=steps + 1,
-            clause=violation.clause, allowed=violation.allowed, observed=violation.observed,
-        )
+        return _violation(name, machine, profile, steps, violation)
     return Verdict(name, OK, machine, profile, steps)
 
 
@@ -95,10 +107,8 @@ def check_file(path: str | Path, reference: bool = False) -> Verdict:
     try:
         with path.open("rb") as lines:
             return check_lines(lines, str(path), reference)
-    except OSError as error:
-        return Verdict(str(path), MALFORMED, line=0, reason=f"cannot read: {error.strerror or error}")
-    except UnicodeDecodeError as error:
-        return Verdict(str(path), MALFORMED, line=0, reason=f"not UTF-8: {error}")
+    except OSError as error:  # the file as a whole: no line to name
+        return Verdict(str(path), MALFORMED, reason=f"cannot read: {error.strerror or error}")
 
 
 def check_files(paths: Iterable[str | Path]) -> Iterator[Verdict]:

@@ -1,14 +1,18 @@
-"""What every machine's judge shares: config, argument reading, comparison.
+"""What every machine's judge shares: ops and their fields, config, argument reading, comparison.
 
 A judge turns a trace step into calls on its model and compares what was
 observed with what the model allows. One judge per machine lives in
 oracle/judges/; each declares its config defaults and one `op_<name>` method
-per op of shared/TRACE-FORMAT.md.
+per op of TRACE-FORMAT.md, decorated with `@op(...)`, which declares once the
+fields the op's `args` and `observed` may hold. A field an op does not
+declare, at the top or inside an object of a declared field, is malformed
+input: a misspelt field can never pass unjudged (TRACE-FORMAT.md).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Iterable
 
 import msgspec
 
@@ -16,6 +20,29 @@ from kipcheck.model.violation import Violation
 from kipcheck.oracle.trace import Malformed, Step
 
 _MISSING = object()
+
+
+@dataclass(frozen=True)
+class Fields:
+    """The fields one op defines. `objects` maps a field of args or observed ("args.batches") that holds
+    objects, in a list or keyed by name, to the fields each object may hold."""
+
+    args: frozenset[str]
+    observed: frozenset[str]
+    objects: tuple[tuple[str, str, frozenset[str]], ...]  # (part, field, object fields)
+
+
+def op(args: Iterable[str] = (), observed: Iterable[str] = (), objects: dict[str, Iterable[str]] | None = None):
+    """Declare an op method's fields, e.g. @op(args=["batches"], observed=["error"],
+    objects={"args.batches": ["first", "last", "type"]})."""
+    nested = tuple((where.split(".")[0], where.split(".", 1)[1], frozenset(names)) for where, names in (objects or {}).items())
+    fields = Fields(frozenset(args), frozenset(observed), nested)
+    assert all(part in ("args", "observed") and name in getattr(fields, part) for part, name, _ in nested), objects
+
+    def declare(method: Callable) -> Callable:
+        method.fields = fields
+        return method
+    return declare
 
 
 class Judge:
@@ -36,7 +63,13 @@ class Judge:
             if default is not None and type(value) is not type(default):
                 raise Malformed(1, f"config {key!r} must be {type(default).__name__}, found {value!r}")
         self.profile = profile if profile in self.profiles else "kip"
-        self._ops: dict[str, Callable[[Step], None]] = {}
+        # op name -> (bound handler, its args fields, its observed fields, its object fields)
+        self._ops: dict[str, tuple] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        undeclared = [name for name in cls.ops() if not hasattr(getattr(cls, "op_" + name), "fields")]
+        assert not undeclared, f"{cls.__name__}: ops without @op(...) field declarations: {undeclared}"
 
     @classmethod
     def ops(cls) -> list[str]:
@@ -44,13 +77,25 @@ class Judge:
 
     def judge(self, step: Step) -> None:
         """Judge one step: raise Violation if it is not allowed, Malformed if it makes no sense."""
-        handler = self._ops.get(step.op)
-        if handler is None:
-            handler = getattr(self, "op_" + step.op, None)
-            if handler is None:
-                raise Malformed(step.line, f"unknown op {step.op!r} for {self.machine} (known: {', '.join(self.ops())})")
-            self._ops[step.op] = handler
+        entry = self._ops.get(step.op)
+        if entry is None:
+            entry = self._op(step)
+        handler, args, observed_fields, objects = entry
+        observed = step.observed
+        # The common case costs two subset tests in C; _check_fields words the error.
+        if not args.issuperset(step.args) or (observed is not None and not observed_fields.issuperset(observed)):
+            _check_fields(step, handler.fields)
+        if objects:
+            _check_objects(step, objects)
         handler(step)
+
+    def _op(self, step: Step) -> tuple:
+        handler = getattr(self, "op_" + step.op, None)
+        if handler is None:
+            raise Malformed(step.line, f"unknown op {step.op!r} for {self.machine} (known: {', '.join(self.ops())})")
+        fields = handler.fields
+        self._ops[step.op] = entry = (handler, fields.args, fields.observed, fields.objects)
+        return entry
 
     # Reading args and observed fields. Missing or ill-typed fields are malformed input.
 
@@ -80,6 +125,38 @@ class Judge:
         """Compare one observed field (None: not observed, not judged) with the single allowed value."""
         if observed is not None and observed != expected:
             raise Violation(clause, f"{name}={_show(expected)}", f"{name}={_show(observed)}")
+
+
+def _check_fields(step: Step, fields: Fields) -> None:
+    for part, known in (("args", fields.args), ("observed", fields.observed)):
+        _known_fields(step, part, getattr(step, part) or {}, known)
+
+
+def _check_objects(step: Step, objects: tuple[tuple[str, str, frozenset[str]], ...]) -> None:
+    """The objects inside declared fields (a list of them, or a map of them by name) hold only their fields."""
+    for part, name, known in objects:
+        value = (getattr(step, part) or _EMPTY).get(name)
+        for entry in value if type(value) is list else value.values() if type(value) is dict else ():
+            if type(entry) is dict and not known.issuperset(entry):
+                _report_object(step, part, name, value, known)
+
+
+def _report_object(step: Step, part: str, name: str, value: list | dict, known: frozenset[str]) -> None:
+    keyed = enumerate(value) if type(value) is list else value.items()
+    for key, entry in keyed:
+        if type(entry) is dict:
+            _known_fields(step, f"{part}.{name}[{key}]" if type(value) is list else f"{part}.{name}.{key}", entry, known)
+
+
+def _known_fields(step: Step, where: str, value: dict, known: frozenset[str]) -> None:
+    unknown = sorted(set(value) - known)
+    if unknown:
+        names = ", ".join(sorted(known)) or "none"
+        raise Malformed(step.line, f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+                                   f"in {where} of {step.op!r} (known: {names})")
+
+
+_EMPTY: dict[str, Any] = {}
 
 
 def _has_type(value: Any, kind: type | tuple[type, ...]) -> bool:

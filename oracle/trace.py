@@ -20,10 +20,10 @@ STEP_FIELDS = {"step", "at_ms", "actor", "op", "args", "observed"}
 
 
 class Malformed(Exception):
-    """The input is not a well-formed trace; `line` is 1-based (0: no line)."""
+    """The input is not a well-formed trace; `line` is 1-based (None: the file as a whole)."""
 
-    def __init__(self, line: int, reason: str) -> None:
-        super().__init__(f"line {line}: {reason}")
+    def __init__(self, line: int | None, reason: str) -> None:
+        super().__init__(f"line {line}: {reason}" if line is not None else reason)
         self.line = line
         self.reason = reason
 
@@ -55,11 +55,29 @@ _decode_step = msgspec.json.Decoder(Step).decode
 _decode_any = msgspec.json.Decoder().decode
 
 
+_BOM = ("\ufeff", b"\xef\xbb\xbf")
+
+
 def _parse(text: bytes | str, line: int) -> Any:
     try:
         return _decode_any(text)
+    except UnicodeError:
+        raise Malformed(line, _not_utf8(text)) from None
     except msgspec.DecodeError as error:
+        if text.startswith(_BOM[isinstance(text, bytes)]):
+            raise Malformed(line, "starts with a byte order mark (BOM, bytes EF BB BF): a trace is UTF-8 "
+                                  "without one; save the file without the BOM") from None
         raise Malformed(line, f"not JSON: {error}") from None
+
+
+def _not_utf8(text: bytes | str) -> str:
+    """Where a line stops being UTF-8 (a str line can only hold a lone surrogate)."""
+    try:
+        text.decode("utf-8") if isinstance(text, bytes) else text.encode("utf-8")
+    except UnicodeError as error:
+        return f"not UTF-8: byte {error.start + 1} of the line is 0x{text[error.start]:02x}" \
+            if isinstance(text, bytes) else f"not UTF-8: character {error.start + 1} of the line is a lone surrogate"
+    return "not UTF-8"
 
 
 def _is_int(value: Any) -> bool:
@@ -95,7 +113,7 @@ def read_steps(lines: Iterator[bytes | str], first_line: int = 2) -> Iterator[St
     The common case, a well-formed step, costs one typed decode and two
     comparisons; anything else goes to _diagnose, which finds the precise reason.
     """
-    decode, invalid = _decode_step, (msgspec.DecodeError, msgspec.ValidationError)
+    decode, invalid = _decode_step, (msgspec.DecodeError, msgspec.ValidationError, UnicodeError)
     expected_step, clock_ms, line_number = 1, 0, first_line - 1
     for text in lines:
         line_number += 1

@@ -17,6 +17,15 @@ from pathlib import Path
 CLAUSE_ID = re.compile(r"\b(SP|SS|ST|IC|RD|KR|EX)-\d+\b")
 _HEADING = re.compile(r"^## ((?:SP|SS|ST|IC|RD|KR|EX)-\d+): (.+)$")
 _FIELD = re.compile(r"^- (seed|profile|decision): (.+)$")
+# The source documents (shared/seeds/NNN_*.txt), cited in a clause's seed line by number.
+SEEDS = {
+    "000": "KIP-X: Introduce a cooperative consumer processing semantic (the draft)",
+    "001": "KIP-983: Full speed async processing during rebalance",
+    "002": "KIP-932: Queues for Kafka (the revision \"More detail on share coordinator\")",
+    "003": "KIP-X: Introduce a cooperative consumer processing semantic (its revision)",
+    "004": "KIP-287: Support partition and processor expansion for stateful processing jobs",
+}
+_SEED_NUMBER = re.compile(r"(^|;\s*)(00[0-4])\b")
 PREFIXES = {
     "SP": "share-partition", "SS": "share-session", "ST": "share-state", "IC": "ic",
     "RD": "revoke-delay", "KR": "key-range-assign", "EX": "expansion",
@@ -81,3 +90,13 @@ def clauses() -> dict[str, Clause]:
                 raise ValueError(f"clause {clause.id} defined twice ({found[clause.id].source}, {clause.source})")
             found[clause.id] = clause
     return found
+
+
+def cited(seed: str) -> str:
+    """A clause's seed line with each seed number replaced by its document's title."""
+    return _SEED_NUMBER.sub(lambda match: f"{match.group(1)}{SEEDS[match.group(2)]}", seed)
+
+
+def find(clause_id: str) -> Clause | None:
+    """The clause with this id, whatever its case ("sp-21" finds SP-21)."""
+    return clauses().get(clause_id.strip().upper())

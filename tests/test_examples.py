@@ -25,3 +25,12 @@ def test_conformance_command_without_broker_gives_a_verdict(capsys):
     out = capsys.readouterr().out
     assert f"verdict: PASS: {len(ALL)} of {len(ALL)} conformance checks" in out
     assert "share-partition" in out and "violations caught" in out
+
+
+def test_conformance_refuses_an_unknown_scenario_before_running_anything(capsys):
+    from kipcheck.cli import main
+
+    assert main(["conformance", "--scenario", "no-such-scenario", "--scenario", "also-not"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "", "nothing ran"
+    assert "unknown scenarios 'no-such-scenario', 'also-not' (known: " in captured.err

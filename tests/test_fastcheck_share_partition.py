@@ -2,10 +2,11 @@
 
 Hypothesis writes share-partition traces by driving the plain model, new or
 reloaded from a random `initial_state` (SP-26): appends, allowed acquisitions (the lowest one or any allowed set), acknowledgements good
-and bad, time jumps, leaves, ticks and checks, under both profiles. The fast
+and bad and failing on storage (SP-27), time jumps, leaves, ticks and checks, under both profiles. The fast
 judge and the reference judge (`kipcheck check --reference`) must give every
-trace, and every corruption of one field of it, the same verdict: status,
-step, clause (or line, for malformed input). The same holds for every example.
+trace, and every corruption of one field of it, the same verdict in the same
+words: status, step, clause, what was allowed and observed (or line and
+reason, for malformed input). The same holds for every example.
 A deliberately broken fast acceptor fails this very check.
 """
 
@@ -18,18 +19,20 @@ from hypothesis import HealthCheck, Phase, find, given, settings, strategies as 
 
 from kipcheck.impl.fastcheck import share_partition as fastcheck
 from kipcheck.model import share_partition as model
+from kipcheck.model.violation import STORAGE_ERRORS
 from kipcheck.oracle.check import check_file, check_lines
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "oracle" / "examples" / "share-partition").rglob("*.jsonl"))
 ACTORS = ("c1", "c2", "c3")
-ERRORS = (model.NONE, model.INVALID_REQUEST, model.INVALID_RECORD_STATE, model.REQUEST_TIMED_OUT)
+ERRORS = (model.NONE, model.INVALID_REQUEST, model.INVALID_RECORD_STATE, model.REQUEST_TIMED_OUT, "COORDINATOR_NOT_AVAILABLE")
 DIFFERENTIAL = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def verdicts(lines):
-    """(fast, reference) verdicts, each as (status, step, clause, line)."""
+    """(fast, reference) verdicts, each as (status, step, clause, line, the words: allowed, observed, reason)."""
     fast, reference = check_lines(lines), check_lines(lines, reference=True)
-    return tuple((verdict.status, verdict.step, verdict.clause, verdict.line) for verdict in (fast, reference))
+    return tuple((verdict.status, verdict.step, verdict.clause, verdict.line, verdict.allowed, verdict.observed,
+                  verdict.reason) for verdict in (fast, reference))
 
 
 def assert_same_verdicts(lines):
@@ -107,9 +110,13 @@ class TraceWriter:
             first = self.data.draw(st.integers(low, high))
             last = first + self.data.draw(st.integers(-1, 3))
             batches.append((first, max(last, 0), self.data.draw(st.sampled_from(model.ACK_TYPES))))
-        ruled = self.partition.acknowledge(self.at_ms, actor, batches)
+        if self.data.draw(st.integers(0, 5)) == 0:  # SP-27: the state write failed, nothing changes
+            self.partition.storage_failure(self.at_ms, actor, batches)
+            error = self.data.draw(st.sampled_from(sorted(STORAGE_ERRORS)))
+        else:
+            error = self.partition.acknowledge(self.at_ms, actor, batches).value
         self.emit(actor, "acknowledge", {"batches": [{"first": f, "last": l, "type": t} for f, l, t in batches]},
-                  {"error": ruled.value})
+                  {"error": error})
 
     def leave(self, actor):
         self.partition.leave(self.at_ms, actor)
@@ -210,7 +217,7 @@ def test_fast_and_reference_agree_on_corrupted_traces(trace, data):
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: path.name)
 def test_fast_and_reference_agree_on_every_example(path):
     fast, reference = check_file(path), check_file(path, reference=True)
-    assert (fast.status, fast.step, fast.clause) == (reference.status, reference.step, reference.clause)
+    assert fast.summary() == reference.summary()
 
 
 def test_examples_were_found():
@@ -252,9 +259,9 @@ def test_reference_flag_judges_with_the_model(monkeypatch):
              json.dumps({"step": 1, "at_ms": 0, "actor": "p", "op": "append", "args": {"count": 2}}),
              json.dumps({"step": 2, "at_ms": 0, "actor": "c1", "op": "acquire", "args": {"max_records": 1},
                          "observed": {"records": [[0, 1, 1]]}})]
-    assert verdicts(lines) == (("violation", 2, "SP-5", None),) * 2
+    assert [verdict[:4] for verdict in verdicts(lines)] == [("violation", 2, "SP-5", None)] * 2
     monkeypatch.setattr(model.SharePartition, "check_acquisition", lambda self, max_records, records: None)
-    assert verdicts(lines) == (("violation", 2, "SP-5", None), ("ok", None, None, None))
+    assert [verdict[:4] for verdict in verdicts(lines)] == [("violation", 2, "SP-5", None), ("ok", None, None, None)]
 
 
 def test_the_fast_per_record_lists_follow_the_window_not_the_trace():

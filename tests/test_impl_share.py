@@ -262,6 +262,22 @@ def test_session_limit_and_release_rules():
     assert kip.share_fetch("g", "a", -1, forget=["orders:0"]).error == "INVALID_REQUEST"
 
 
+def test_a_full_cache_of_another_groups_sessions_is_traced_and_judged_allowed(tmp_path):
+    """SS-5: the limit is broker-wide; group h's trace reports g's sessions, so its refusal is judged correct."""
+    writer = TraceWriter(tmp_path / "traces", ShareConfig(max_share_sessions=2))
+    cache = ShareSessionCache(ShareConfig(max_share_sessions=2), trace_writer=writer)
+    assert [cache.share_fetch("g", member, 0, now_ms=1).error for member in ("a", "b")] == ["NONE", "NONE"]
+    assert cache.share_fetch("h", "c", 0, now_ms=2).error == "SHARE_SESSION_LIMIT_REACHED"
+    assert cache.share_fetch("g", "a", -1, now_ms=3).error == "NONE"
+    assert cache.share_fetch("h", "c", 0, now_ms=4).error == "NONE"
+    cache.trace_check("h", 5)
+    writer.close()
+    trace = tmp_path / "traces" / "share-session.h.jsonl"
+    assert '"other_sessions":2' in trace.read_text()
+    verdict = check_file(trace)
+    assert verdict and verdict.steps == 3, verdict.summary()
+
+
 @pytest.mark.parametrize("profile", ["kafka-4.2", "kip"])
 def test_each_process_writes_a_new_share_session_trace_and_closes_are_traced(tmp_path, profile):
     config = ShareConfig(profile=profile)

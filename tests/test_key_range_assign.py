@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kipcheck.model.key_range_assign import HASH_MAX, Group, Member, assign, split, validate
+from kipcheck.model.key_range_assign import HASH_MAX, Group, Member, assign, near_equal, split, validate
 from kipcheck.model.violation import Violation
 from kipcheck.oracle.check import check_lines
 
@@ -68,8 +68,49 @@ def test_kr_5_sharing_only_when_opting_in_subscribers_outnumber_partitions():
                                   "c3": [("events", 1, None)]})
 
 
-def test_kr_6_split_arithmetic():
-    """KR-6: split arithmetic."""
+def seed_long_division_split(k):
+    """The seed's splitRangesByAvgSize read as Java long arithmetic: average Long.MAX / k, the rest on the last."""
+    average = HASH_MAX // k
+    return [(index * average, HASH_MAX if index == k - 1 else (index + 1) * average - 1) for index in range(k)]
+
+
+def test_kr_6_the_seeds_halves_are_its_long_division():
+    """KR-6: [0, Long.MAX/2 - 1], [Long.MAX/2, Long.MAX] in Java long arithmetic."""
+    assert seed_long_division_split(2) == [(0, HASH_MAX // 2 - 1), (HASH_MAX // 2, HASH_MAX)] == [(0, HALF - 2), (HALF - 1, HASH_MAX)]
+
+
+@given(st.integers(min_value=1, max_value=2**16))
+def test_kr_6_the_seeds_long_division_and_the_equal_split_are_both_near_equal(k):
+    """KR-6: both arithmetics pass; an owner moved by k + 1 values does not."""
+    assert near_equal(seed_long_division_split(k)) and near_equal(split(k))
+    if k > 1:
+        shares = split(k)
+        shares[0], shares[1] = (0, shares[0][1] - k - 1), (shares[0][1] - k, shares[1][1])
+        assert not near_equal(shares)
+
+
+@pytest.mark.parametrize("arithmetic", [split, seed_long_division_split])
+def test_kr_6_the_judge_accepts_both_arithmetics_in_any_owner_order(arithmetic):
+    """KR-6: any near-equal split, its ranges held by the owners in any order."""
+    five = {member: [(topic, partition, tuple(share) if share else None) for topic, partition, share in entries]
+            for member, entries in assign(FIVE_ON_THREE).items()}
+    low, high = arithmetic(2)
+    five["M1"], five["M4"] = [("events", 0, high)], [("events", 0, low)]
+    five["M2"], five["M5"] = [("events", 1, low)], [("events", 1, high)]
+    validate(FIVE_ON_THREE, five)
+
+
+def test_kr_6_a_grossly_unequal_split_is_caught():
+    """KR-6: a quarter and three quarters."""
+    seed = assign(FIVE_ON_THREE)
+    seed["M1"], seed["M4"] = [("events", 0, (0, HALF // 2 - 1))], [("events", 0, (HALF // 2, HASH_MAX))]
+    violated("KR-6", FIVE_ON_THREE, seed)
+    seed["M1"], seed["M4"] = [("events", 0, (0, HALF - 4))], [("events", 0, (HALF - 3, HASH_MAX))]
+    violated("KR-6", FIVE_ON_THREE, seed)  # sizes differ by 6 > k = 2
+
+
+def test_kr_8_split_arithmetic():
+    """KR-8: the model's equal split."""
     assert split(1) == [(0, HASH_MAX)]
     assert split(2) == [(0, HALF - 1), (HALF, HASH_MAX)]
     assert split(3) == [(0, 3074457345618258602), (3074457345618258603, 6148914691236517205),
@@ -77,20 +118,13 @@ def test_kr_6_split_arithmetic():
 
 
 @given(st.integers(min_value=1, max_value=1000))
-def test_kr_6_split_is_contiguous_even_and_covers_the_space(k):
-    """KR-6: split is contiguous even and covers the space."""
+def test_kr_8_split_is_contiguous_even_and_covers_the_space(k):
+    """KR-8, KR-6: the model's split is contiguous, even and covers the space."""
     shares = split(k)
     assert shares[0][0] == 0 and shares[-1][1] == HASH_MAX and len(shares) == k
     assert all(previous[1] + 1 == share[0] for previous, share in zip(shares, shares[1:]))
     sizes = [high - low + 1 for low, high in shares]
     assert max(sizes) - min(sizes) <= 1 and sizes == sorted(sizes, reverse=True)
-
-
-def test_kr_6_shares_follow_member_order():
-    """KR-6: shares follow member order."""
-    swapped = assign(FIVE_ON_THREE)
-    swapped["M1"], swapped["M4"] = swapped["M4"], swapped["M1"]
-    violated("KR-6", FIVE_ON_THREE, swapped)
 
 
 def test_kr_7_triggered_topic_leaves_no_opting_in_member_idle_and_is_even():

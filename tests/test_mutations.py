@@ -1,5 +1,6 @@
 """The assurance can fail: seeded rule bugs in copies of the models are caught by the state machines (fast
-profile) and, where a theorem covers the rule, by `kipcheck prove`. Run with -s to see the kill table."""
+profile) and, where a theorem covers the rule, by `kipcheck prove`. The table of the bugs caught is printed
+at the end of the run (one line per bug, CAUGHT or MISSED)."""
 
 import importlib.util
 import sys

@@ -57,6 +57,13 @@ def test_split_proof_fails_when_the_remainder_is_dropped(monkeypatch):
     assert key_range_split.check_split_exactly_once() is not None
 
 
+def test_seed_split_proof_fails_when_the_last_share_does_not_take_the_rest(monkeypatch):
+    """KR-1, KR-6: the seed's long division covers the top of the hash space only through its last share."""
+    monkeypatch.setattr(key_range_split, "seed_high",
+                        lambda k, i: (i + 1) * ((key_range_split.HASH_SPACE - 1) / k) - 1)
+    assert "every hash value has an owner" in key_range_split.check_seed_split_exactly_once()
+
+
 def test_linear_hash_proof_fails_with_plain_modulo(monkeypatch):
     """EX-2: plain `h mod n` instead of linear hashing moves keys when partitions grow."""
     monkeypatch.setattr(linear_hashing, "linear_hash", lambda value, buckets, modulus: value % buckets)

@@ -8,7 +8,7 @@ import pytest
 from kipcheck.model.share_partition import (
     ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, SharePartition,
 )
-from kipcheck.model.violation import Violation
+from kipcheck.model.violation import STORAGE_ERRORS, Violation
 from kipcheck.oracle.check import check_lines
 
 BOTH = ("kip", "kafka-4.2")
@@ -390,6 +390,7 @@ def trace(*steps, profile="kip", config=None):
     ({"op": "acquire", "args": {"max_records": 5}, "observed": {"records": [[0, 1]]}}, "[first, last, delivery_count]"),
     ({"op": "acknowledge", "args": {"batches": [{"first": 0, "last": 1, "type": "renew"}]}}, "type one of"),
     ({"op": "append", "args": {"count": "3"}}, "must be an integer"),
+    ({"op": "acknowledge", "args": {"batches": []}, "observed": {"error": ["NONE"]}}, "observed.error"),
     ({"op": "check", "observed": {"states": [[0, 0, "locked", 1]]}}, "state one of"),
 ])
 def test_judge_rejects_malformed_steps(step, reason):
@@ -475,3 +476,32 @@ def test_sp26_judge_rejects_a_malformed_initial_state(initial_state, reason):
     """SP-26: a malformed initial_state makes the trace malformed (exit 2), with the reason."""
     verdict = check_lines(trace(config={"start_offset": 5, "initial_state": initial_state}))
     assert verdict.status == "malformed" and reason in verdict.reason, verdict.summary()
+
+
+# SP-27: storage errors.
+
+@pytest.mark.parametrize("profile", BOTH)
+def test_sp27_a_failed_acknowledgement_changes_nothing_but_locks_still_expire(profile):
+    """SP-27: an acknowledgement failing on storage changes no record; expired locks fire as at every step."""
+    model = partition(profile, batches=(4,), record_lock_duration_ms=100)
+    model.acquire(0, "c1", 4, [[0, 3, 1]])
+    model.storage_failure(10, "c1", [(0, 3, "accept")])
+    assert states(model) == [(ACQUIRED, 1)] and model.deciding_clause(0) == "SP-27"
+    assert ack(model, "c1", (0, 1, "accept"), at_ms=20).value == "NONE", "the client retries"
+    model.storage_failure(150, "c1", [(2, 3, "accept")])
+    assert (model.spso, states(model)) == (2, [(AVAILABLE, 1)])
+    assert violation(model.compare_snapshot, [(2, 3, ACKNOWLEDGED, 1)]) == "SP-20"
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["reference", "fast"])
+@pytest.mark.parametrize("error", sorted(STORAGE_ERRORS))
+def test_sp27_every_storage_error_is_allowed_and_judged_unchanged(error, fast):
+    """SP-27: the judge allows each storage error and keeps judging from the unchanged state."""
+    steps = [{"op": "append", "args": {"count": 2}},
+             {"op": "acquire", "args": {"max_records": 2}, "observed": {"records": [[0, 1, 1]]}},
+             {"op": "acknowledge", "args": {"batches": [{"first": 0, "last": 1, "type": "accept"}]},
+              "observed": {"error": error}},
+             {"op": "check", "observed": {"spso": 0, "speo": 2, "states": [[0, 1, "acquired", 1]]}}]
+    assert check_lines(trace(*steps), reference=not fast).status == "ok"
+    steps[-1]["observed"] = {"states": [[0, 1, "acknowledged", 1]]}
+    assert check_lines(trace(*steps), reference=not fast).clause == "SP-27"

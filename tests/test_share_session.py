@@ -70,6 +70,15 @@ def test_ss5_kafka_full_cache_refuses_and_loses_the_old_session():
     assert cache.sessions() == ({"c2": 4}, "SS-5")
 
 
+def test_ss5_kafka_counts_other_groups_sessions():
+    """SS-5: the limit counts the broker's whole cache: other groups' sessions too."""
+    cache = opened("kafka-4.2", max_sessions=3)
+    assert cache.share_fetch("c2", 0, other_sessions=2).error == "SHARE_SESSION_LIMIT_REACHED"
+    assert cache.share_fetch("c2", 0, other_sessions=1).error == "NONE"
+    answer = cache.share_fetch("c1", 0, other_sessions=1)
+    assert (answer.error, answer.clause) == ("NONE", "SS-4"), "re-opening frees its own place first"
+
+
 def test_ss5_kip_has_no_session_limit():
     """SS-5: A full cache refuses a new session with SHARE_SESSION_LIMIT_REACHED."""
     cache = opened("kip", max_sessions=1)
@@ -199,3 +208,14 @@ def test_ss17_disconnect_without_a_session_releases_nothing(profile):
     cache = opened(profile)
     assert cache.disconnect("c2") == ("NONE", "SS-17", False, False)
     assert epochs(cache) == {"c1": 1}
+
+
+@pytest.mark.parametrize("profile", BOTH)
+@pytest.mark.parametrize("error", ["COORDINATOR_NOT_AVAILABLE", "KAFKA_STORAGE_ERROR"])
+def test_ss18_a_storage_refusal_changes_nothing(profile, error):
+    """SS-18: A request refused with a storage error changes nothing."""
+    cache = opened(profile)
+    answer = cache.storage_failure(error)
+    assert (answer.error, answer.clause, answer.acknowledges, answer.releases) == (error, "SS-18", False, False)
+    assert cache.sessions() == ({"c1": 1}, "SS-15")
+    assert cache.share_fetch("c1", 1).error == "NONE", "the member retries with the same epoch"

@@ -30,6 +30,8 @@ def fetch(epoch=0, observed=None, **args):
     (trace(fetch(), config={"max_sessions": -1}), "max_sessions"),
     (trace(fetch(), config={"max_sessions": True}), "max_sessions"),
     (trace({"op": "leave"}), "unknown op"),
+    (trace(fetch(observed={"error": "NONE", "other_sessions": -1})), "other_sessions"),
+    (trace(fetch(observed={"error": "NONE", "other_sessions": "2"})), "other_sessions"),
 ])
 def test_malformed_input_is_reported_not_judged(lines, reason):
     verdict = check_lines(lines)
@@ -58,3 +60,16 @@ def test_check_after_a_disconnect_names_ss17(profile):
     verdict = check_lines(trace(fetch(observed={"error": "NONE"}), disconnect, fetch(1, observed={"error": "NONE"}),
                                 profile=profile))
     assert (verdict.status, verdict.step, verdict.clause) == ("violation", 3, "SS-6")
+
+
+@pytest.mark.parametrize("other_sessions, error, clause", [
+    (None, "SHARE_SESSION_LIMIT_REACHED", "SS-5"),   # without the field, the group alone does not fill the cache
+    (1, "SHARE_SESSION_LIMIT_REACHED", None),        # another group's session fills it: a correct refusal
+    (0, "SHARE_SESSION_LIMIT_REACHED", "SS-5"),
+    (1, "NONE", "SS-5"),
+])
+def test_ss5_other_groups_sessions_count_toward_the_limit(other_sessions, error, clause):
+    observed = {"error": error, **({} if other_sessions is None else {"other_sessions": other_sessions})}
+    verdict = check_lines(trace(fetch(observed={"error": "NONE"}), {**fetch(observed=observed), "actor": "c2"},
+                                profile="kafka-4.2", config={"max_sessions": 2}))
+    assert (verdict.status, verdict.clause) == ("ok" if clause is None else "violation", clause), verdict.summary()

@@ -220,3 +220,24 @@ def test_st17_kip_negative_state_epoch_is_invalid():
     """ST-17: A state epoch is never negative."""
     assert ShareCoordinator("kip").initialize(-1, 0) == ("INVALID_REQUEST", "ST-17")
     assert ShareCoordinator("kafka-4.2").initialize(-1, 0).error == "NONE"
+
+
+@pytest.mark.parametrize("profile", BOTH)
+@pytest.mark.parametrize("error", ["COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR", "KAFKA_STORAGE_ERROR"])
+def test_st18_a_request_failing_on_storage_changes_nothing(profile, error):
+    """ST-18: A request that fails on storage changes nothing."""
+    coordinator = initialized(profile, start_offset=10)
+    state, log = coordinator.state, coordinator.log()
+    coordinator.storage_failure(error)
+    assert (coordinator.state, coordinator.log(), coordinator.ruled("batches")) == (state, log, "ST-18")
+    coordinator.failover()
+    coordinator.storage_failure(error)
+    assert coordinator.loading, "a storage error is no answer from the loaded state: loading goes on"
+
+
+def test_st18_load_in_progress_after_loading_is_a_storage_error_only_under_kafka():
+    """ST-18, ST-13: under kafka-4.2 COORDINATOR_LOAD_IN_PROGRESS also answers a failed append."""
+    initialized("kafka-4.2").storage_failure("COORDINATOR_LOAD_IN_PROGRESS")
+    with pytest.raises(Violation) as caught:
+        initialized("kip").storage_failure("COORDINATOR_LOAD_IN_PROGRESS")
+    assert caught.value.clause == "ST-13"

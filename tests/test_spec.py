@@ -1,5 +1,6 @@
 """The spec is one source: every clause a model names exists, and every clause is covered."""
 
+import re
 from pathlib import Path
 
 from kipcheck.spec import CLAUSE_ID, clauses
@@ -50,3 +51,26 @@ def test_spec_command_shows_and_lists(capsys):
     assert main(["spec", "--show", "EX-999"]) == 2
     assert main(["spec", "--decisions", "--machine", "expansion"]) == 0
     assert "EX-1" in capsys.readouterr().out
+
+
+def test_spec_show_is_case_insensitive_and_cites_documents_by_title(capsys):
+    """A stranger reads the source by its title, never a seed number or an internal note."""
+    from kipcheck.cli import main
+    from kipcheck.spec import SEEDS
+
+    for clause_id in clauses():
+        assert main(["spec", "--show", clause_id.lower()]) == 0
+        shown = capsys.readouterr().out
+        assert shown.startswith(clause_id + ":")
+        source = next(line for line in shown.splitlines() if line.startswith("source: "))
+        assert not re.search(r"(?<![\d,])\b00[0-4]\b", source), source  # a seed number, not "10,000"
+        assert "notes" not in shown and "shared/" not in shown, shown
+    assert main(["spec", "--show", "sp-21"]) == 0 and SEEDS["002"] in capsys.readouterr().out
+
+
+def test_a_violation_line_names_the_clause_title_and_how_to_read_it():
+    from kipcheck.oracle.check import check_file
+
+    verdict = check_file(ROOT / "oracle/examples/share-partition/violations/archived-at-the-limit-delivered-again.SP-21.jsonl")
+    assert verdict.title == clauses()["SP-21"].title
+    assert f'breaks SP-21 "{verdict.title}"' in verdict.summary() and "kipcheck spec --show SP-21" in verdict.summary()

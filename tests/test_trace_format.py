@@ -21,7 +21,10 @@ def route(n, key_hash=1, at_ms=0, **extra):
 
 
 @pytest.mark.parametrize("lines, line, reason", [
-    ([], 1, "empty trace"),
+    ([], None, "empty file"),
+    (["", json.dumps(HEADER)], 1, "blank line"),
+    (["\ufeff" + json.dumps(HEADER)], 1, "byte order mark (BOM"),
+    (trace("\ufeff" + json.dumps(route(1))), 2, "byte order mark (BOM"),
     (["not json"], 1, "not JSON"),
     (trace(header={**HEADER, "format": "x"}), 1, '"format"'),
     (trace(header={**HEADER, "version": 2}), 1, "unsupported version"),
@@ -54,6 +57,30 @@ def test_violation_names_step_clause_allowed_and_observed():
     assert verdict.status == "violation" and verdict.exit_code == 1
     assert (verdict.step, verdict.clause) == (2, "EX-2")
     assert verdict.allowed == "partition=1" and verdict.observed == "partition=0"
+
+
+def test_bad_utf8_names_its_line_and_byte():
+    lines = [json.dumps(HEADER).encode(), b"", json.dumps(route(1, actor="x")).encode().replace(b'"x"', b'"\xff"')]
+    verdict = check_lines(lines)
+    assert (verdict.status, verdict.line) == ("malformed", 3), verdict.summary()
+    assert verdict.reason == "not UTF-8: byte 35 of the line is 0xff", verdict.reason
+
+
+def test_blank_lines_are_ignored_and_a_header_alone_passes_with_zero_steps():
+    assert check_lines(trace()).summary() == "ok         <trace>  (expansion/kip, 0 steps)"
+    verdict = check_lines(trace(route(1), "", "   ", route(2), ""))
+    assert verdict and verdict.steps == 2
+    assert check_lines(trace(route(1), "", "{broken")).line == 4, "line numbers count blank lines"
+
+
+def test_an_unreadable_file_names_no_line(tmp_path):
+    from kipcheck.oracle.check import check_file
+
+    for path in (tmp_path / "missing.jsonl", tmp_path):
+        verdict = check_file(path)
+        assert verdict.status == "malformed" and verdict.line is None, verdict.summary()
+        assert verdict.summary() == f"MALFORMED  {path}  cannot read: {verdict.reason.split(': ', 1)[1]}"
+        assert "line" not in verdict.summary()
 
 
 def test_left_out_fields_are_not_judged():

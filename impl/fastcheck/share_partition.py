@@ -28,6 +28,8 @@ Library API (time comes in as `at_ms`, which never decreases):
                                       # check, then apply the observed answer (SP-3..SP-8)
     partition.acknowledge(at_ms, actor, [(first, last, type), ...]) -> Ruled(error, clause)
                                       # applied only when the error is "NONE" (SP-9..SP-19)
+    partition.storage_failure(at_ms, actor, batches)
+                                      # the acknowledgement failed on storage: no change (SP-27)
     partition.leave(at_ms, actor)     # release the actor's records (SP-22)
 
 `acquire`, `acknowledge` and `leave` fire the expired locks themselves;
@@ -54,8 +56,8 @@ from collections import deque
 from typing import Iterable, Sequence
 
 from kipcheck.model.share_partition import (
-    ACCEPTED, ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_LOCK_EXPIRED,
-    LOCK_EXPIRED, NOT_ACQUIRED, acknowledgement_error, check_config, loaded_runs,
+    ACCEPTED, ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_LOCK_EXPIRED, LOCK_EXPIRED, NOT_ACQUIRED,
+    LimitArchives, acknowledgement_error, acquisition_violation, check_config, loaded_runs, snapshot_violation,
 )
 from kipcheck.model.violation import Ruled, Violation
 
@@ -88,6 +90,9 @@ class SharePartition:
         self._open: list[bool] = []
         # SP-16: offset -> the member whose lock on it expired, until the record is acquired again.
         self._expired_owner: dict[int, str] = {}
+        # SP-27: acquired offsets an acknowledgement failed on storage for; read only to name a clause.
+        self._write_failed: set[int] = set()
+        self._limit_archives = LimitArchives()  # SP-21: read only to name a clause
         # Lock deadlines in acquisition order: at_ms never decreases and every lock
         # lasts the same time, so the earliest deadline is always at the front.
         self._locks: deque[tuple[int, Sequence[Sequence[int]], str]] = deque()  # (deadline, runs, owner)
@@ -159,11 +164,14 @@ class SharePartition:
         return runs
 
     def deciding_clause(self, offset: int) -> str:
-        """SP-25: the clause of the rule that put the record in its present state and count."""
+        """SP-25: the clause of the rule that put the record in its present state and count; below SPSO,
+        SP-21 for a record recently archived at the delivery limit, else SP-23 (SPSO passed it: terminal)."""
+        if offset < self._spso:
+            return "SP-21" if offset in self._limit_archives else "SP-23"
         index = self._index(offset)
         state, count = self._state[index], self._count[index]
         if state is ACQUIRED:
-            return "SP-4"
+            return "SP-27" if offset in self._write_failed else "SP-4"
         if offset in self._loaded:  # SP-26: still as initial_state gave it
             return "SP-26"
         if state is AVAILABLE:
@@ -179,24 +187,16 @@ class SharePartition:
         expected_first = self._spso
         for first, last, state, count in states:
             if first != expected_first or last < first or last >= self._speo:
-                raise Violation("SP-25", f"runs ascending and covering [{self._spso}, {self._speo}) exactly",
-                                f"run [{first}, {last}] after offset {expected_first - 1}")
+                break
             start, stop = first - self._base, last - self._base + 1
             length = stop - start
             if self._state[start:stop].count(state) != length or self._count[start:stop].count(count) != length:
-                self._report_record_difference(first, last, state, count)
+                break
             expected_first = last + 1
-        if expected_first != self._speo:
-            raise Violation("SP-25", f"runs covering [{self._spso}, {self._speo})",
-                            f"runs ending at {expected_first - 1}")
-
-    def _report_record_difference(self, first: int, last: int, state: str, count: int) -> None:
-        for offset in range(first, last + 1):
-            index = offset - self._base
-            if self._state[index] != state or self._count[index] != count:
-                clause = "SP-4" if self._state[index] == state and offset not in self._loaded else self.deciding_clause(offset)
-                raise Violation(clause, f"record {offset} {self._state[index]} with delivery count {self._count[index]}",
-                                f"record {offset} {state} with delivery count {count}")
+        else:
+            if expected_first == self._speo:
+                return
+        raise _explained(snapshot_violation(self, states))
 
     # Time.
 
@@ -298,64 +298,58 @@ class SharePartition:
         return runs
 
     def check_acquisition(self, max_records: int, records: Sequence[Sequence[int]]) -> None:
-        """Raise Violation unless `records` (runs [first, last, delivery_count]) is an allowed acquisition."""
+        """Raise Violation unless `records` (runs [first, last, delivery_count]) is an allowed acquisition.
+
+        Only detects: a refusal is explained by the model's own words (acquisition_violation)."""
+        if not self._allowed_acquisition(max_records, records):
+            raise _explained(acquisition_violation(self, max_records, records))
+
+    def _allowed_acquisition(self, max_records: int, records: Sequence[Sequence[int]]) -> bool:
         speo, base = self._speo, self._base
         previous_last = self._spso - 1
         total = reacquired = 0
         new_first = new_last = -1
         for first, last, count in records:
             # SP-3: ascending runs, each record once, within [SPSO, log end).
-            if first > last or first <= previous_last:
-                raise Violation("SP-3", f"ascending, non-overlapping runs after offset {previous_last}",
-                                f"run [{first}, {last}]")
-            if last >= self._log_end:
-                raise Violation("SP-3", f"records below the log end {self._log_end}", f"run [{first}, {last}]")
+            if first > last or first <= previous_last or last >= self._log_end:
+                return False
             if first < speo:
                 stop = min(last, speo - 1) - base + 1
                 length = stop - (first - base)
-                if self._state[first - base:stop].count(AVAILABLE) != length:
-                    self._report_unavailable(first, stop + base - 1)
-                # SP-4: the observed count is the stored count plus one.
-                if self._count[first - base:stop].count(count - 1) != length:
-                    self._report_count(first, stop + base - 1, count)
+                # SP-3: available records; SP-4: the observed count is the stored count plus one.
+                if (self._state[first - base:stop].count(AVAILABLE) != length
+                        or self._count[first - base:stop].count(count - 1) != length):
+                    return False
                 reacquired += length
             if last >= speo:
                 if count != 1:  # SP-4: a record never acquired is delivered for the first time
-                    raise Violation("SP-4", f"delivery count 1 for never-acquired records from {max(first, speo)}",
-                                    f"delivery count {count}")
+                    return False
                 if new_first < 0:
                     new_first = max(first, speo)
-                elif self.kafka and first != new_last + 1:
-                    raise Violation("SP-6", f"new records contiguous from {new_first}", f"run [{first}, {last}]")
+                elif self.kafka and first != new_last + 1:  # SP-6: one contiguous run
+                    return False
                 new_last = last
             total += last - first + 1
             previous_last = last
         if self.kafka:
-            self._check_kafka_limits(max_records, reacquired, new_first, new_last)
-        elif total > max_records:  # SP-5
-            raise Violation("SP-5", f"at most {max_records} records", f"{total} records")
-        elif previous_last >= speo and previous_last - self._spso >= self.max_inflight_records:
-            # SP-7: the window after an acquisition of new records (a loaded window may be over the limit, SP-26).
-            raise Violation("SP-7", f"a window of at most {self.max_inflight_records} records from SPSO {self._spso}",
-                            f"acquiring up to offset {previous_last} (window {previous_last + 1 - self._spso})")
+            return new_first < 0 or self._allowed_new_batches(max_records, reacquired, new_first, new_last)
+        # SP-5, and SP-7 for the window after an acquisition of new records (a loaded one may be over, SP-26).
+        return total <= max_records and not (previous_last >= speo
+                                             and previous_last - self._spso >= self.max_inflight_records)
 
-    def _check_kafka_limits(self, max_records: int, reacquired: int, new_first: int, new_last: int) -> None:
-        if new_first < 0:
-            return
+    def _allowed_new_batches(self, max_records: int, reacquired: int, new_first: int, new_last: int) -> bool:
         window = self._speo - self._spso
         if window >= self.max_inflight_records:  # SP-8
-            raise Violation("SP-8", f"no record past SPEO {self._speo} with {window} records in flight",
-                            f"records {new_first}-{new_last}")
+            return False
         # SP-6: new records are whole log batches from SPEO, overshooting only to complete a batch.
         room = min(max_records, self.max_inflight_records - window) - reacquired
-        if new_first != self._speo:
-            raise Violation("SP-6", f"new records starting at SPEO {self._speo}", f"new records from {new_first}")
         previous_end, end = self._log_batch_around(new_last)
-        if end != new_last:
-            raise Violation("SP-6", "new records ending at the end of a log batch", f"new records ending at {new_last}")
-        if room <= 0 or previous_end + 1 - self._speo >= room:
-            raise Violation("SP-6", f"whole log batches from {self._speo}, the last one starting below {self._speo + max(room, 0)}",
-                            f"records {new_first}-{new_last} (last batch from {previous_end + 1})")
+        return new_first == self._speo and end == new_last and 0 < room and previous_end + 1 - self._speo < room
+
+    def log_batch_of(self, offset: int) -> tuple[int, int]:
+        """(first, last) offset of the log batch that holds `offset` (at or past SPEO, below the log end)."""
+        previous_end, end = self._log_batch_around(offset)
+        return previous_end + 1, end
 
     def _log_batch_around(self, offset: int) -> tuple[int, int]:
         """(last offset before the log batch holding `offset`, last offset of that batch), for offsets >= SPEO."""
@@ -365,19 +359,6 @@ class SharePartition:
                 return previous_end, end
             previous_end = end
         return previous_end, self._log_end - 1
-
-    def _report_unavailable(self, first: int, last: int) -> None:
-        for offset in range(first, last + 1):
-            state = self._state[offset - self._base]
-            if state is not AVAILABLE:
-                raise Violation("SP-3", f"available records (record {offset} is {state})", f"record {offset} acquired")
-
-    def _report_count(self, first: int, last: int, count: int) -> None:
-        for offset in range(first, last + 1):
-            stored = self._count[offset - self._base]
-            if stored != count - 1:
-                raise Violation("SP-4", f"record {offset} with delivery count {stored + 1}",
-                                f"record {offset} with delivery count {count}")
 
     def acquire(self, at_ms: int, actor: str, max_records: int, records: Sequence[Sequence[int]]) -> None:
         """Check the observed acquisition, then apply it: the model continues from the observed answer."""
@@ -416,6 +397,8 @@ class SharePartition:
         if self._expired_owner:
             for offset in range(first, stop + self._base):
                 self._expired_owner.pop(offset, None)
+        if self._write_failed:
+            self._write_failed.difference_update(range(first, stop + self._base))
         if self._loaded:
             self._loaded.difference_update(range(first, stop + self._base))
         if last >= covered:  # the rest of the run enters the window
@@ -446,6 +429,15 @@ class SharePartition:
             if spso < self._speo and not self._open[spso - self._base]:
                 self._advance_start()
         return ruled
+
+    def storage_failure(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]]) -> None:
+        """SP-27: an acknowledgement answered with a storage error changes no record; as at every step,
+        the locks expired by `at_ms` fire first (SP-20), and that transition is kept."""
+        self.advance(at_ms)
+        for first, last, _ in batches:  # remembered only to name SP-27 if a check finds them changed
+            for offset in range(max(first, self._spso), min(last + 1, self._speo)):
+                if self._owner[offset - self._base] == actor:
+                    self._write_failed.add(offset)
 
     def _owner_error(self, actor: str, first: int, last: int) -> Ruled | None:
         start, stop = first - self._base, last - self._base + 1
@@ -486,6 +478,7 @@ class SharePartition:
         if self._count[index] >= self.delivery_count_limit:
             self._state[index] = ARCHIVED
             self._open[index] = False
+            self._limit_archives.add(index + self._base)
         else:
             self._state[index] = AVAILABLE
             self._no_available_below = min(self._no_available_below, index + self._base)
@@ -528,3 +521,13 @@ class SharePartition:
             self._expired_owner = {offset: owner for offset, owner in self._expired_owner.items() if offset >= self._base}
         if self._loaded:
             self._loaded = {offset for offset in self._loaded if offset >= self._base}
+        if self._write_failed:
+            self._write_failed = {offset for offset in self._write_failed if offset >= self._base}
+
+
+def _explained(violation: Violation | None) -> Violation:
+    """The model's explanation of a refusal this acceptor detected; both must agree that there is one."""
+    if violation is None:
+        raise AssertionError("the fast acceptor refused what the model allows: a bug in impl/fastcheck "
+                             "(kipcheck check --reference judges with the model)")
+    return violation

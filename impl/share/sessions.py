@@ -104,14 +104,18 @@ class ShareSessionCache:
     def share_fetch(self, group: str, member: str, epoch: int, add: Iterable[str] = (),
                     forget: Iterable[str] = (), acks: Sequence[Ack] = (), now_ms: int = 0) -> SessionAnswer:
         add, forget = list(add), list(forget)
+        other_sessions = None
         if epoch == 0:
+            # The limit is broker-wide; the group's trace records how many sessions it does not show (SS-5).
+            other_sessions = self._other_sessions(group, member)
             answer = self._open(group, member, add, bool(acks))
         elif epoch == FINAL_EPOCH:
             answer = self._close_final(group, member, bool(add or forget))
         else:
             answer = self._advance(group, member, epoch, add, forget)
         if self._trace_writer is not None:
-            self._trace_writer.sessions(group).share_fetch(now_ms, member, epoch, add, forget, list(acks), answer.error)
+            self._trace_writer.sessions(group).share_fetch(now_ms, member, epoch, add, forget, list(acks), answer.error,
+                                                           other_sessions)
         return answer
 
     def share_acknowledge(self, group: str, member: str, epoch: int, acks: Sequence[Ack] = (),
@@ -134,6 +138,10 @@ class ShareSessionCache:
         if self._trace_writer is not None:
             self._trace_writer.sessions(group).disconnect(now_ms, member)  # SS-17
         return SessionAnswer("NONE", release=True, closed=True)
+
+    def _other_sessions(self, group: str, member: str) -> int:
+        """Sessions of other groups in the cache, when `member` of `group` asks for a new one."""
+        return len(self._sessions) - sum(1 for owner, _ in self._sessions if owner == group)
 
     # -- the three kinds of epoch ------------------------------------------------------------
 

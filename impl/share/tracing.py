@@ -22,8 +22,10 @@ Files in `directory`, one per machine instance:
   Steps: share_fetch, share_acknowledge, disconnect (the member's connection
   closed and took its session, SS-17), check. Sessions die with the process,
   so each process incarnation starts a new file: `...<group>.2.jsonl`, `.3`...
-  Kafka's session limit counts every group's sessions, so with several groups
-  a SHARE_SESSION_LIMIT_REACHED may not be explained by one group's trace.
+  Kafka's session limit counts every group's sessions, so each full ShareFetch
+  (epoch 0) carries `observed.other_sessions`, the other groups' sessions in
+  the cache then (spec/share-session.md SS-5), which explains a
+  SHARE_SESSION_LIMIT_REACHED caused by another group.
 - `share-state.<key>.jsonl`: one per share-partition key at the coordinator
   (initialize, write, read by actor "leader"; failover by "coordinator").
   These survive process restarts: reopening an existing file resumes it
@@ -128,10 +130,12 @@ class SessionTrace(Trace):
     """The share-session trace: ShareSessionCache reports its requests here."""
 
     def share_fetch(self, at_ms: int, member: str, epoch: int, add: list[str], forget: list[str],
-                    acks: list, error: str) -> None:
+                    acks: list, error: str, other_sessions: int | None = None) -> None:
+        observed: dict = {"error": error}
+        if other_sessions is not None:  # spec/share-session.md, "Trace format extensions"
+            observed["other_sessions"] = other_sessions
         self.step(at_ms, member, "share_fetch",
-                  {"epoch": epoch, "add": list(add), "forget": list(forget), "acks": _acks_json(acks)},
-                  {"error": error})
+                  {"epoch": epoch, "add": list(add), "forget": list(forget), "acks": _acks_json(acks)}, observed)
 
     def share_acknowledge(self, at_ms: int, member: str, epoch: int, acks: list, error: str) -> None:
         self.step(at_ms, member, "share_acknowledge", {"epoch": epoch, "acks": _acks_json(acks)},

@@ -10,7 +10,6 @@ import signal
 import sys
 from pathlib import Path
 
-SUMMARY = "run the reference broker: share and consumer groups for real Kafka clients, with durable logs"
 DESCRIPTION = """\
 Run a one-node Kafka broker that serves KIP-932 share groups and consumer
 groups (classic and KIP-848) to real clients (confluent-kafka's
@@ -84,6 +83,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    _without_hypothesis()
     from kipcheck.impl.broker.config import known_names, split_properties
     from kipcheck.impl.share.config import ShareConfig
 
@@ -106,6 +106,19 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     return asyncio.run(_serve(args, config, share_config))
+
+
+def _without_hypothesis() -> None:
+    """Keep hypothesis out of the broker process.
+
+    kio registers hypothesis strategies for its types whenever hypothesis can be
+    imported, and hypothesis then builds a unicode table in `.hypothesis/` under the
+    working directory: 1.5 s and 200 MiB at start-up and a stray directory, for a
+    test library a broker never uses. A None entry in sys.modules makes its import
+    fail as if it were not installed. A process that already imported it (a test
+    starting the broker in-process) keeps it.
+    """
+    sys.modules.setdefault("hypothesis", None)
 
 
 async def _serve(args: argparse.Namespace, config, share_config) -> int:

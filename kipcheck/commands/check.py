@@ -9,17 +9,19 @@ from typing import BinaryIO, Iterator
 
 from kipcheck.oracle.check import Verdict, check_file, check_lines
 
-SUMMARY = "judge trace files (exit 0 all allowed, 1 a violation, 2 malformed input)"
 DESCRIPTION = """\
 Judge each trace file (JSON Lines, see TRACE-FORMAT.md) against the model of
 its machine, and print one verdict line per file. For a violation the line
-names the first disallowed step, the spec clause it breaks, what the model
-allowed and what was observed; for malformed input, the line number and the
-reason. Large files show a progress bar on a terminal.
+names the first disallowed step, the spec clause it breaks and its title, what
+the model allowed and what was observed, and the command that prints the
+clause (kipcheck spec --show ID); for malformed input, the line number (when
+there is one) and the reason. Blank lines after the header are ignored, and a
+header with no steps passes with "0 steps" (spec/README.md, "Reading traces").
+Large files show a progress bar on a terminal.
 
 exit status: 0 every step of every file is allowed, 1 some trace breaks a
-clause, 2 some input is malformed (unreadable, bad JSON, unknown machine, op
-or config key, missing required field). Malformed input is never a pass."""
+clause, 2 some input is malformed (unreadable, bad JSON, unknown machine, op,
+field or config key, missing required field). Malformed input is never a pass."""
 
 PROGRESS_MIN_BYTES = 32 * 1024 * 1024
 PROGRESS_EVERY_LINES = 20_000

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from kipcheck.oracle.examples import examples
 
-SUMMARY = "run the conformance suite and print a readable verdict"
 DESCRIPTION = """\
 Run the conformance suite. It judges every bundled example trace (one folder
 per machine; traces under violations/ must be caught at the clause their name
@@ -39,6 +38,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    bad_scenarios = _bad_scenarios(args.scenario or [])
+    if bad_scenarios:  # before anything runs: a typo must not cost a whole suite
+        print(f"kipcheck conformance: {bad_scenarios}", file=sys.stderr)
+        return 2
     suite = [example for example in examples() if args.machine in (None, example.machine)]
     if not suite:
         print(f"no example traces for machine {args.machine!r}", file=sys.stderr)
@@ -78,6 +81,20 @@ def _judge_examples(suite: list, verbose: bool) -> int:
     return failures
 
 
+def _bad_scenarios(names: list[str]) -> str | None:
+    """Why the --scenario names cannot run (unknown, or the clients are missing); None when they can."""
+    if not names:
+        return None
+    try:
+        from kipcheck.oracle.conformance.scenarios import SCENARIOS
+    except ImportError as error:
+        return f"--scenario needs the broker scenarios, which cannot run: {error} (install confluent-kafka==2.16.1)"
+    unknown = [name for name in names if name not in SCENARIOS]
+    if unknown:
+        return f"unknown scenario{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} (known: {', '.join(SCENARIOS)})"
+    return None
+
+
 def _run_broker_scenarios(args: argparse.Namespace) -> tuple[int, int]:
     """Run the broker scenarios; (checks run, failures)."""
     try:
@@ -86,10 +103,6 @@ def _run_broker_scenarios(args: argparse.Namespace) -> tuple[int, int]:
         print(f"\nbroker scenarios skipped: {error} (install confluent-kafka==2.16.1)")
         return 0, 0
     names = args.scenario or list(SCENARIOS)
-    unknown = [name for name in names if name not in SCENARIOS]
-    if unknown:
-        print(f"unknown scenario {unknown[0]!r} (known: {', '.join(SCENARIOS)})", file=sys.stderr)
-        return 1, 1
     print("\nbroker scenarios (real clients against the reference broker; about 10 s each):", flush=True)
     with tempfile.TemporaryDirectory(prefix="kipcheck-conformance-") as temporary:
         work_root = args.work_dir or Path(temporary)

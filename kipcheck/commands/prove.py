@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-SUMMARY = "prove the theorems behind the models with z3 (exit 0 all hold, 1 otherwise)"
 DESCRIPTION = """\
 Prove each theorem with z3 and print one line per theorem: its name, the spec
 clauses it covers, then "proved", "refuted as expected" (a theorem stated to
@@ -12,8 +11,8 @@ fail, with z3's counterexample) or FAILED / UNKNOWN with a concrete
 counterexample or z3's reason, and the time taken.
 
 The theorems: the IC merge keeps the committed set and the normal form
-(unbounded); the key-range split covers [0, 2^63-1] exactly once for 1 to 2^16
-owners; KIP-287's linear hashing keeps keys on their processor while
+(unbounded); the key-range split covers [0, 2^63-1] exactly once, near-equally,
+for 1 to 2^16 owners, in the model's equal arithmetic and the seed's long division; KIP-287's linear hashing keeps keys on their processor while
 partitions >= processors, and the counterexample when partitions < processors;
 a bounded model check of the share-partition invariants. Each family also
 checks that the model's own Python function agrees with the proved encoding

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from kipcheck.spec import PREFIXES, clauses
+from kipcheck.spec import PREFIXES, cited, clauses, find
 
-SUMMARY = "list the spec clauses (ids, seeds, profiles)"
 DESCRIPTION = """\
 List every clause of the normative spec (spec/*.md): its id, the machine it
 belongs to, the profile it holds under and its title. Decisions (where the
@@ -15,18 +15,19 @@ seeds are silent or contradict each other) are marked with a D."""
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--machine", choices=sorted(PREFIXES.values()), help="only this machine's clauses")
-    parser.add_argument("--show", metavar="ID", help="print one clause in full")
+    parser.add_argument("--show", metavar="ID", help="print one clause in full (any case: sp-21 or SP-21)")
     parser.add_argument("--decisions", action="store_true", help="only the decisions, with their reasons")
 
 
 def run(args: argparse.Namespace) -> int:
     every = clauses()
     if args.show:
-        clause = every.get(args.show)
+        clause = find(args.show)
         if clause is None:
-            print(f"no clause {args.show!r}")
+            print(f"no clause {args.show!r} (ids look like SP-21; `kipcheck spec` lists them)", file=sys.stderr)
             return 2
-        print(f"{clause.id}: {clause.title}\nmachine: {clause.machine}\nseed: {clause.seed}\nprofile: {clause.profile}")
+        print(f"{clause.id}: {clause.title}\nmachine: {clause.machine}\nsource: {cited(clause.seed)}\n"
+              f"profile: {clause.profile}")
         if clause.decision:
             print(f"decision: {clause.decision}")
         print(f"\n{clause.text}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kipcheck.model.expansion import Expansion
 from kipcheck.model.violation import Violation
-from kipcheck.oracle.judge import Judge
+from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.trace import Malformed, Step
 
 
@@ -25,12 +25,15 @@ class ExpansionJudge(Judge):
             raise Malformed(step.line, f"args.count must be >= 1, found {count}")
         return count
 
+    @op(args=["count"])
     def op_expand_partitions(self, step: Step) -> None:
         self.model.expand_partitions(self._count(step))
 
+    @op(args=["count"])
     def op_expand_processors(self, step: Step) -> None:
         self.model.expand_processors(self._count(step))
 
+    @op(args=["key_hash"], observed=["partition", "processor"])
     def op_route(self, step: Step) -> None:
         key_hash = self.arg(step, "key_hash", int)
         if key_hash < 0:

@@ -8,7 +8,7 @@ from kipcheck.model.key_hash import HASH_MAX
 from kipcheck.model.ic import ERROR_CLAUSES, NONE, NOT_COORDINATOR, IndividualCommit
 from kipcheck.model.key_handoff import KeyHandoff
 from kipcheck.model.violation import Violation
-from kipcheck.oracle.judge import Judge
+from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.trace import Malformed, Step
 
 
@@ -39,6 +39,8 @@ class IcJudge(Judge):
             raise Malformed(step.line, f"observed.{name} of {step.op!r} must be a list of [first, last] integer pairs")
         return ranges
 
+    @op(args=["ranges"], observed=["error", "stable_offset", "ranges", "appends"],
+        objects={"observed.appends": ["log", "put", "tombstone", "stable_offset"]})
     def op_commit(self, step: Step) -> None:
         ranges = self._ranges_arg(step, "ranges")
         self.handoff.commit(step.actor, ranges)
@@ -56,11 +58,13 @@ class IcJudge(Judge):
         self.expect("IC-13" if unwritten else "IC-2", "ranges", result.ranges, self._ranges_observed(step, "ranges"))
         self.expect("IC-13" if unwritten else "IC-4", "appends", result.appends, self.observed(step, "appends", list))
 
+    @op(observed=["stable_offset", "ranges"])
     def op_fetch(self, step: Step) -> None:
         stable_offset, ranges = self.model.fetch()
         self.expect("IC-9", "stable_offset", stable_offset, self.observed(step, "stable_offset", int))
         self.expect("IC-9", "ranges", ranges, self._ranges_observed(step, "ranges"))
 
+    @op(args=["fetched", "processed"], observed=["commit"])
     def op_amend(self, step: Step) -> None:
         fetched = self.arg(step, "fetched", list)
         if not _is_pair(fetched) or fetched[0] > fetched[1]:
@@ -71,6 +75,7 @@ class IcJudge(Judge):
         commit = self.model.amend(fetched, processed)
         self.expect("IC-11", "commit", commit, self._ranges_observed(step, "commit"))
 
+    @op(observed=["stable_offset", "ranges"])
     def op_replay(self, step: Step) -> None:
         """The coordinator restarted and rebuilt its state from its logs (IC-12)."""
         stable_offset = self.observed(step, "stable_offset", int)
@@ -82,6 +87,7 @@ class IcJudge(Judge):
             allowed = f"every committed offset kept: stable_offset={self.model.stable_offset}, ranges={self.model.fetch()[1]}"
             raise Violation("IC-12", allowed, f"{reason}: stable_offset={stable_offset}, ranges={ranges}")
 
+    @op(args=["ranges"])
     def op_own(self, step: Step) -> None:
         """The actor's key-hash ranges of the partition from now on (IC-15)."""
         ranges = self._ranges_arg(step, "ranges")
@@ -89,6 +95,7 @@ class IcJudge(Judge):
             raise Malformed(step.line, f"args.ranges of 'own' must lie within [0, {HASH_MAX}], found {ranges!r}")
         self.handoff.own(step.actor, ranges)
 
+    @op(args=["records"])
     def op_deliver(self, step: Step) -> None:
         """Records [offset, key_hash] the actor's poll returned (IC-10, IC-14)."""
         records = self.arg(step, "records", list)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kipcheck.model.key_range_assign import Entry, Group, Member, validate
-from kipcheck.oracle.judge import Judge
+from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.trace import Malformed, Step
 
 
@@ -50,6 +50,8 @@ class KeyRangeAssignJudge(Judge):
             raise Malformed(step.line, f"observed.assignment.{member} must be {expected}, found {entries!r}")
         return [(topic, partition, None if share is None else tuple(share)) for topic, partition, share in entries]
 
+    @op(args=["topics", "members", "topic_allows_key_share", "coordinator_allows_ic"], observed=["assignment"],
+        objects={"args.members": ["topics", "allow_key_share"]})
     def op_assign(self, step: Step) -> None:
         group = self._group(step)
         assignment = self.observed(step, "assignment", dict)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from kipcheck.model.revoke_delay import RevokeDelayConsumer
-from kipcheck.oracle.judge import Judge
+from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.trace import Malformed, Step
 
 _TOPIC_PARTITION = re.compile(r"^.+:\d+$")
@@ -38,15 +38,19 @@ class RevokeDelayJudge(Judge):
         observed = self._partitions_observed(step, name)
         self.expect(clause, name, sorted(expected), None if observed is None else sorted(set(observed)))
 
+    @op(args=["partitions"])
     def op_assign(self, step: Step) -> None:
         self.model.assign(self._partitions_arg(step))
 
+    @op(args=["partitions"])
     def op_revoke(self, step: Step) -> None:
         self.model.revoke(self._partitions_arg(step))
 
+    @op(args=["partitions"])
     def op_lose(self, step: Step) -> None:
         self.model.lose(self._partitions_arg(step))
 
+    @op(observed=["records_from", "to_be_revoked", "lost", "revoked"])
     def op_poll(self, step: Step) -> None:
         result = self.model.poll()
         self._expect_set("RD-3", step, "revoked", result.revoked)
@@ -56,9 +60,11 @@ class RevokeDelayJudge(Judge):
         if records_from is not None:
             self.model.check_records_from(records_from)
 
+    @op(args=["partitions"], observed=["result"])
     def op_delay_revoke(self, step: Step) -> None:
         self.expect("RD-9", "result", self.model.delay_revoke(self._partitions_arg(step)), self.observed(step, "result", bool))
 
+    @op(args=["partition", "offset"], observed=["error"])
     def op_commit(self, step: Step) -> None:
         partition = self.arg(step, "partition", str)
         self._check_partitions(step, "args.partition", [partition])

@@ -17,7 +17,8 @@ from typing import NoReturn
 from kipcheck.impl.fastcheck import share_partition as fastcheck
 from kipcheck.model import share_partition as reference_model
 from kipcheck.model.share_partition import ACK_TYPES, STATES
-from kipcheck.oracle.judge import Judge
+from kipcheck.model.violation import STORAGE_ERRORS
+from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.trace import Malformed, Step
 
 _STATE_NAMES = {state: state for state in STATES}
@@ -56,6 +57,7 @@ class SharePartitionJudge(Judge):
 
     # The hot ops read their fields inline and call the helpers above only to word an error.
 
+    @op(args=["count"])
     def op_append(self, step: Step) -> None:
         count = step.args.get("count")
         if type(count) is not int or count < 1:
@@ -63,6 +65,7 @@ class SharePartitionJudge(Judge):
         self.model.advance(step.at_ms)
         self.model.append(count)
 
+    @op(args=["max_records"], observed=["records"])
     def op_acquire(self, step: Step) -> None:
         max_records = step.args.get("max_records")
         if type(max_records) is not int or max_records < 1:
@@ -82,6 +85,7 @@ class SharePartitionJudge(Judge):
     def _bad_run(step: Step, run: object) -> NoReturn:
         raise Malformed(step.line, f"observed.records entries must be [first, last, delivery_count] integers, found {run!r}")
 
+    @op(args=["batches"], observed=["error"], objects={"args.batches": ["first", "last", "type"]})
     def op_acknowledge(self, step: Step) -> None:
         batches = step.args.get("batches")
         if type(batches) is not list:
@@ -94,9 +98,12 @@ class SharePartitionJudge(Judge):
             if type(first) is not int or type(last) is not int or first < 0 or last < 0 or ack_type not in ACK_TYPES:
                 self._bad_batch(step, batch)
             requests.append((first, last, ack_type))
-        ruled = self.model.acknowledge(step.at_ms, step.actor, requests)
         observed = step.observed
         error = observed.get("error") if observed is not None else None
+        if type(error) is str and error in STORAGE_ERRORS:  # SP-27: the state could not be written: no change
+            self.model.storage_failure(step.at_ms, step.actor, requests)
+            return
+        ruled = self.model.acknowledge(step.at_ms, step.actor, requests)
         if error is not None and error != ruled.value:
             self.expect(ruled.clause, "error", ruled.value, self.observed(step, "error", str))
 
@@ -105,12 +112,15 @@ class SharePartitionJudge(Judge):
         raise Malformed(step.line, f"args.batches entries must be objects {{first, last, type}} with first, last >= 0 "
                                    f"and type one of {', '.join(ACK_TYPES)}; found {batch!r}")
 
+    @op()
     def op_leave(self, step: Step) -> None:
         self.model.leave(step.at_ms, step.actor)
 
+    @op()
     def op_tick(self, step: Step) -> None:
         self.model.advance(step.at_ms)
 
+    @op(observed=["spso", "speo", "states"])
     def op_check(self, step: Step) -> None:
         self.model.advance(step.at_ms)
         self.expect("SP-23", "spso", self.model.spso, self.observed(step, "spso", int))

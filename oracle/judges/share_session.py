@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kipcheck.model.share_session import Answer, ShareSessionCache
-from kipcheck.oracle.judge import Judge
+from kipcheck.model.share_session import NONE, SHARE_SESSION_LIMIT_REACHED, Answer, ShareSessionCache
+from kipcheck.model.violation import STORAGE_ERRORS
+from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.trace import Malformed, Step
 
 ACK_FIELDS = {"tp": str, "first": int, "last": int, "type": str}
@@ -22,21 +23,26 @@ class ShareSessionJudge(Judge):
             raise Malformed(1, f"config 'max_sessions' must be >= 0, found {self.config['max_sessions']}")
         self.model = ShareSessionCache(self.profile, self.config["max_sessions"])
 
+    @op(args=["epoch", "add", "forget", "acks"], observed=["error", "other_sessions"], objects={"args.acks": ACK_FIELDS})
     def op_share_fetch(self, step: Step) -> None:
-        answer = self.model.share_fetch(
-            step.actor, self.arg(step, "epoch", int),
-            add=self._partitions(step, "add"), forget=self._partitions(step, "forget"),
-            has_acks=bool(self._acks(step)),
-        )
-        self._expect_error(step, answer)
+        epoch, add, forget = self.arg(step, "epoch", int), self._partitions(step, "add"), self._partitions(step, "forget")
+        has_acks, other_sessions = bool(self._acks(step)), self._other_sessions(step)
+        if not self._failed_on_storage(step):
+            answer = self.model.share_fetch(step.actor, epoch, add, forget, has_acks, other_sessions)
+            self._expect_error(step, answer)
 
+    @op(args=["epoch", "acks"], observed=["error"], objects={"args.acks": ACK_FIELDS})
     def op_share_acknowledge(self, step: Step) -> None:
         self._acks(step)
-        self._expect_error(step, self.model.share_acknowledge(step.actor, self.arg(step, "epoch", int)))
+        epoch = self.arg(step, "epoch", int)
+        if not self._failed_on_storage(step):
+            self._expect_error(step, self.model.share_acknowledge(step.actor, epoch))
 
+    @op()
     def op_disconnect(self, step: Step) -> None:
         self.model.disconnect(step.actor)
 
+    @op(observed=["sessions"])
     def op_check(self, step: Step) -> None:
         observed = self.observed(step, "sessions", dict)
         if observed is not None and not all(type(epoch) is int for epoch in observed.values()):
@@ -44,8 +50,27 @@ class ShareSessionJudge(Judge):
         sessions = self.model.sessions()
         self.expect(sessions.clause, "sessions", sessions.value, observed)
 
+    def _failed_on_storage(self, step: Step) -> bool:
+        """True when the request was refused with a storage error (allowed, changing nothing: SS-18)."""
+        error = self.observed(step, "error", str)
+        if error not in STORAGE_ERRORS:
+            return False
+        self.model.storage_failure(error)
+        return True
+
+    def _other_sessions(self, step: Step) -> int:
+        """SS-5: other groups' sessions in the broker's cache (a trace format extension; left out: none)."""
+        other_sessions = self.observed(step, "other_sessions", int)
+        if other_sessions is not None and other_sessions < 0:
+            raise Malformed(step.line, f"observed.other_sessions of 'share_fetch' must be >= 0, found {other_sessions}")
+        return other_sessions or 0
+
     def _expect_error(self, step: Step, answer: Answer) -> None:
-        self.expect(answer.clause, "error", answer.error, self.observed(step, "error", str))
+        observed = self.observed(step, "error", str)
+        clause = answer.clause
+        if observed == SHARE_SESSION_LIMIT_REACHED and answer.error == NONE and self.profile == "kafka-4.2":
+            clause = "SS-5"  # the rule that says when the limit refuses: the cache had room
+        self.expect(clause, "error", answer.error, observed)
 
     def _partitions(self, step: Step, name: str) -> list[str]:
         partitions = self.arg(step, name, list, [])

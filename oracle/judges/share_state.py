@@ -7,10 +7,10 @@ from typing import Any
 import msgspec
 
 from kipcheck.model.share_state import (
-    COORDINATOR_LOAD_IN_PROGRESS, KIP_DELTAS_MAX, STATE_IDS, UNCHANGED, Answer, Batch, ShareCoordinator, canonical,
+    KIP_DELTAS_MAX, STATE_IDS, UNCHANGED, Answer, Batch, ShareCoordinator, canonical,
 )
-from kipcheck.model.violation import Violation
-from kipcheck.oracle.judge import Judge
+from kipcheck.model.violation import STORAGE_ERRORS, Violation
+from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.trace import Malformed, Step
 
 BATCH_FIELDS = ("first", "last", "state", "delivery_count")
@@ -30,25 +30,29 @@ class ShareStateJudge(Judge):
             raise Malformed(1, f"config 'deltas_per_checkpoint' must be an integer in 0..{highest}, found {limit!r}")
         self.model = ShareCoordinator(self.profile, limit)
 
+    @op(args=["state_epoch", "start_offset"], observed=["error"])
     def op_initialize(self, step: Step) -> None:
         state_epoch, start_offset = self.arg(step, "state_epoch", int), self._start_offset(step)
-        if not self._loading_answered(step):
+        if not self._failed(step):
             self._expect_error(step, self.model.initialize(state_epoch, start_offset))
 
+    @op(args=["state_epoch", "start_offset", "batches"], observed=["error"], objects={"args.batches": BATCH_FIELDS})
     def op_write(self, step: Step) -> None:
         state_epoch, start_offset = self.arg(step, "state_epoch", int), self._start_offset(step)
         batches = _batches(step, self.arg(step, "batches", list), f"args.batches of {step.op!r}")
         for batch in batches:
             if batch.first < 0 or batch.first > batch.last or batch.delivery_count < 0:
                 raise Malformed(step.line, f"args.batches needs 0 <= first <= last and delivery_count >= 0, found {batch}")
-        if not self._loading_answered(step):
+        if not self._failed(step):
             self._expect_error(step, self.model.write(state_epoch, start_offset, batches))
 
+    @op()
     def op_failover(self, step: Step) -> None:
         self.model.failover()
 
+    @op(observed=["error", "state_epoch", "start_offset", "batches"], objects={"observed.batches": BATCH_FIELDS})
     def op_read(self, step: Step) -> None:
-        if self._loading_answered(step):
+        if self._failed(step):
             return
         answer = self.model.read()
         self._expect_error(step, answer)
@@ -61,11 +65,13 @@ class ShareStateJudge(Judge):
         if observed is not None:
             self.expect(self.model.ruled("batches"), "batches", _rows(state.batches), _rows(_disjoint(step, observed)))
 
-    def _loading_answered(self, step: Step) -> bool:
-        """True when the step answered COORDINATOR_LOAD_IN_PROGRESS (allowed only while loading: ST-13)."""
-        if self.observed(step, "error", str) != COORDINATOR_LOAD_IN_PROGRESS:
+    def _failed(self, step: Step) -> bool:
+        """True when the step answered a storage error, which changes nothing (ST-18; ST-13 for
+        COORDINATOR_LOAD_IN_PROGRESS, allowed under kip only while loading)."""
+        error = self.observed(step, "error", str)
+        if error not in STORAGE_ERRORS:
             return False
-        self.model.still_loading()
+        self.model.storage_failure(error)
         return True
 
     def _expect_error(self, step: Step, answer: Answer) -> None:

@@ -364,14 +364,20 @@ def run_mutant(mutant: Mutant) -> Verdict:
 
 
 def table(verdicts: list[Verdict]) -> str:
-    lines = [f"{'mutant':<30} {'machine':<17} {'killed':<7} {'time s':>7}  {'prove':<9} {'time s':>7}  reason"]
+    """The kill table: one line per seeded bug, saying plainly whether the suite caught it."""
+    width = max(len(verdict.mutant.bug) for verdict in verdicts)
+    lines = ["Seeded bugs: each line is a bug put on purpose into a copy of one model rule. CAUGHT means the",
+             "suite detected it: the hypothesis state machine failed (and `kipcheck prove` too, where a theorem",
+             "covers the rule); MISSED would mean the suite cannot tell the broken rule from the right one.",
+             f"{'':<7} {'seeded bug':<30} {'the bug':<{width}} {'machine':<17} {'s':>6}  {'prove':<9} {'s':>6}  "
+             f"first failing check"]
     for verdict in verdicts:
-        proof = {None: "n/a", True: "killed", False: "SURVIVED"}[verdict.proof_killed]
-        lines.append(f"{verdict.mutant.name:<30} {verdict.mutant.machine:<17} "
-                     f"{'yes' if verdict.machine_killed else 'NO':<7} {verdict.machine_seconds:7.2f}  "
-                     f"{proof:<9} {verdict.proof_seconds:7.2f}  {verdict.machine_reason}")
-    killed = sum(verdict.machine_killed for verdict in verdicts)
+        proof = {None: "n/a", True: "caught", False: "MISSED"}[verdict.proof_killed]
+        lines.append(f"{'CAUGHT' if verdict.machine_killed else 'MISSED':<7} {verdict.mutant.name:<30} "
+                     f"{verdict.mutant.bug:<{width}} {verdict.mutant.machine:<17} {verdict.machine_seconds:6.2f}  "
+                     f"{proof:<9} {verdict.proof_seconds:6.2f}  {verdict.machine_reason}")
+    caught = sum(verdict.machine_killed for verdict in verdicts)
     covered = [verdict for verdict in verdicts if verdict.proof_killed is not None]
-    lines.append(f"state machines killed {killed} of {len(verdicts)} ({100 * killed / len(verdicts):.0f}%); "
-                 f"prove killed {sum(v.proof_killed for v in covered)} of the {len(covered)} it covers")
+    lines.append(f"the suite caught {caught} of {len(verdicts)} seeded bugs ({100 * caught / len(verdicts):.0f}%); "
+                 f"kipcheck prove caught {sum(v.proof_killed for v in covered)} of the {len(covered)} its theorems cover")
     return "\n".join(lines)
