@@ -1,0 +1,26 @@
+"""The README's producer + ShareConsumer example runs as written against the broker started as the README says."""
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+from kipcheck.oracle.conformance.embedded import EmbeddedBroker
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def readme_blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+
+
+def test_the_share_consumer_example_reads_what_it_produced(tmp_path):
+    start = next(block for block in readme_blocks("sh") if "kipcheck broker --data-dir /tmp/kc --set" in block)
+    settings = dict(setting.split("=", 1) for setting in re.findall(r"--set (\S+)", start))
+    example = next(block for block in readme_blocks("python") if "ShareConsumer" in block)
+    with EmbeddedBroker(tmp_path, settings=settings) as broker:  # a free port: 9092 may be taken here
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(compile(example.replace("127.0.0.1:9092", broker.bootstrap), "README.md", "exec"), {})
+    lines = printed.getvalue().splitlines()
+    assert sorted(lines) == [f"{number} b'order-{number}' 1" for number in range(3)], lines
