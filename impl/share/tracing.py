@@ -1,6 +1,6 @@
 """TraceWriter: the engine's own traces, in shared/TRACE-FORMAT.md (version 1), judged by `kipcheck check`.
 
-    writer = TraceWriter(directory, config)           # config: ShareConfig (profile, limits)
+    writer = TraceWriter(directory, config, storage=None)   # config: ShareConfig; storage: impl/storage
     partition = SharePartition(config, 0, trace=writer.partition("g:orders:0", config, 0))
     partition = SharePartition.load(config, coordinator, key, ..., trace_writer=writer)
     sessions = ShareSessionCache(config, trace_writer=writer)
@@ -34,14 +34,20 @@ Headers carry the engine's profile and config (start_offset,
 delivery_count_limit, record_lock_duration_ms, max_inflight_records).
 `at_ms` is the clock the engine was given; a value below the previous step's
 is written as the previous value (the format demands a clock that never goes
-back). Lines are written whole and flushed one by one (line_buffered=True, the
-default), so a killed process leaves at most a partial last line, which the
-checker reports as malformed and a resuming writer cuts off. JSON is written
-with msgspec here: impl/ never imports oracle/.
+back). Each line is one write to the operating system (through impl/storage),
+so a killed process leaves at most a partial last line, which the checker
+reports as malformed and a resuming writer cuts off.
+
+A trace is a faithful record or none: a line the disk refuses is cut back
+(never half-written), and that trace is given up: renamed to
+`<name>.jsonl.incomplete` (never judged, never resumed), with an error in the
+broker's log; the broker's answers do not depend on its traces. JSON is
+written with msgspec here: impl/ never imports oracle/.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import urllib.parse
@@ -50,19 +56,23 @@ from pathlib import Path
 import msgspec
 
 from kipcheck.impl.share.config import ShareConfig
+from kipcheck.impl.storage import Storage, StorageError
 
 FORMAT, VERSION = "kipcheck-trace", 1
+INCOMPLETE_SUFFIX = ".incomplete"
+
+log = logging.getLogger("kipcheck.share")
 
 
 class Trace:
     """One trace file: a header, then numbered steps."""
 
-    def __init__(self, path: Path, header: dict, line_buffered: bool = True) -> None:
+    def __init__(self, path: Path, header: dict, storage: Storage) -> None:
         self.path = path
-        self._line_buffered = line_buffered
-        self._step, self._clock_ms = _resume(path)
-        self._file = open(path, "ab")
-        if self._step == 0 and path.stat().st_size == 0:
+        self._storage = storage
+        self._step, self._clock_ms, self._file = _resume(path, storage)
+        self.complete = True
+        if self._file.size == 0:
             self._write({"format": FORMAT, "version": VERSION, **header})
 
     def step(self, at_ms: int, actor: str, op: str, args: dict, observed: dict | None = None) -> None:
@@ -74,14 +84,28 @@ class Trace:
         self._write(record)
 
     def _write(self, record: dict) -> None:
-        self._file.write(msgspec.json.encode(record) + b"\n")
-        if self._line_buffered:
-            self._file.flush()
+        if not self.complete:
+            return
+        try:
+            self._file.append(msgspec.json.encode(record) + b"\n")
+        except StorageError as error:
+            self._give_up(error)
+
+    def _give_up(self, error: StorageError) -> None:
+        """A trace missing a step would be judged wrongly: set it aside, whole lines only."""
+        self.complete = False
+        target = self.path.with_name(self.path.name + INCOMPLETE_SUFFIX)
+        try:
+            if self._file.exists:
+                self._storage.rename(self.path, target)
+        except StorageError as rename_error:
+            log.error("trace %s incomplete (%s) and not renamed: %s", self.path, error, rename_error)
+            return
+        log.error("trace %s incomplete from step %d (%s): set aside as %s", self.path.name, self._step, error,
+                  target.name)
 
     def close(self) -> None:
-        if not self._file.closed:
-            self._file.flush()
-            self._file.close()
+        self._file.close()
 
 
 class SessionTrace(Trace):
@@ -106,11 +130,11 @@ class SessionTrace(Trace):
 
 class TraceWriter:
     def __init__(self, directory: str | os.PathLike, config: ShareConfig | None = None,
-                 line_buffered: bool = True) -> None:
+                 storage: Storage | None = None) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.config = config or ShareConfig()
-        self._line_buffered = line_buffered
+        self._storage = storage or Storage()
         self._traces: dict[str, Trace] = {}
 
     def partition(self, key: str, config: ShareConfig | None = None, start_offset: int = 0,
@@ -170,24 +194,22 @@ class TraceWriter:
     def _open(self, name: str, path: Path, header: dict, kind: type[Trace]) -> Trace:
         trace = self._traces.get(name)
         if trace is None:
-            trace = self._traces[name] = kind(path, header, self._line_buffered)
+            trace = self._traces[name] = kind(path, header, self._storage)
         return trace
 
 
-def _resume(path: Path) -> tuple[int, int]:
-    """(last step number, last at_ms) of an existing trace, cutting a partial last line; (0, 0) if new."""
+def _resume(path: Path, storage: Storage):
+    """(last step number, last at_ms, the file) of a trace; an existing one loses a partial last line."""
     if not path.exists():
-        return 0, 0
+        return 0, 0, storage.append_file(path)
     data = path.read_bytes()
     complete = data.rfind(b"\n") + 1
-    if complete < len(data):
-        with open(path, "r+b") as file:
-            file.truncate(complete)
+    file = storage.append_file(path, complete, len(data))
     lines = data[:complete].splitlines()
     if len(lines) <= 1:
-        return 0, 0
+        return 0, 0, file
     last = msgspec.json.decode(lines[-1])
-    return last["step"], last["at_ms"]
+    return last["step"], last["at_ms"], file
 
 
 def _acks_json(acks: list) -> list[dict]:
