@@ -7,9 +7,8 @@ import io
 import struct
 from types import SimpleNamespace
 
+import kipcheck_test_harness  # tests/harness.py, loaded by conftest.py
 import pytest
-from kio.records.schema import NewRecordBatch, Record
-from kio.records.writers import write_batch
 
 from kipcheck.impl.broker.codec import FrameError, UnsupportedApi, build, decode_request, encode_response, response_class
 from kipcheck.impl.broker.config import BrokerConfig, split_properties
@@ -18,16 +17,7 @@ from kipcheck.impl.broker.handlers.share import acknowledgement_batches
 from kipcheck.impl.broker.log import InvalidBatch, PartitionLog, SequenceError
 from kipcheck.impl.broker.metadata import Topics, TopicError, topic_id_of
 
-NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
-
-
-def batch(count: int, producer_id: int = -1, sequence: int = -1, epoch: int = -1) -> bytes:
-    records = tuple(Record(attributes=0, timestamp=NOW, offset=index, key=None, value=f"v{index}".encode(), headers=())
-                    for index in range(count))
-    buffer = io.BytesIO()
-    write_batch(buffer, NewRecordBatch(producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence,
-                                       records=records, attributes=0))
-    return buffer.getvalue()
+batch = kipcheck_test_harness.record_batch
 
 
 # -- partition log -----------------------------------------------------------------------------
