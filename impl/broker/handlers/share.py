@@ -14,7 +14,9 @@ partition. Acknowledgement errors go back per partition (ShareFetch:
 `acknowledge_error_code`; ShareAcknowledge: `error_code`); session errors are
 the top-level error. A share-partition whose state the coordinator cannot
 initialize answers its error (COORDINATOR_NOT_AVAILABLE when the disk refuses
-the write) in the partition's `error_code`, as Kafka's erroneous partitions.
+the write) in the partition's `error_code`, as Kafka's erroneous partitions,
+once the fetch's wait is over (librdkafka retries such a fetch at once: an
+immediate answer would make it spin).
 """
 
 from __future__ import annotations
@@ -156,11 +158,12 @@ async def _acquire(broker, group: str, member: str, partitions: list[str], body,
             except PersisterError as error:
                 results.setdefault(tp, {})["error_code"] = error.error
                 continue
+            results.get(tp, {}).pop("error_code", None)   # loaded since an earlier try in this wait
             if acquired:
                 budget -= sum(last - first + 1 for first, last, _ in acquired)
                 results.setdefault(tp, {})["acquired"] = acquired
         remaining_ms = deadline_ms - now_ms()
-        if any("acquired" in result or "error_code" in result for result in results.values()) or remaining_ms <= 0:
+        if any("acquired" in result for result in results.values()) or remaining_ms <= 0:
             return
         await broker.wait_changed(remaining_ms)
 
