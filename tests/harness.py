@@ -1,6 +1,10 @@
 """Test-only helpers (loaded by conftest.py as `kipcheck_test_harness`): a Disk that fails where a test
 tells it to, the broker in-process on top of one, and v2 record batches built by kio.
 
+Run as a script, this module is a `kipcheck broker` launcher whose disk kills
+the process with SIGKILL in the middle of its N-th write (after a random part
+of it): KIPCHECK_CRASH_AT_WRITE=N,SEED python tests/harness.py broker ...
+
     disk = FaultyDisk()
     disk.fail("short_write")                  # the next write stores half its bytes and says so
     disk.fail("write", errno.ENOSPC, path="topics.json", times=None)   # every write to topics.json, until healed
@@ -22,6 +26,9 @@ import datetime
 import errno
 import io
 import os
+import random
+import signal
+import sys
 import threading
 from dataclasses import dataclass
 from functools import partial
@@ -132,6 +139,22 @@ class FaultyDisk(Disk):
         super().sync_dir(path)
 
 
+class CrashingDisk(Disk):
+    """Kills its own process with SIGKILL in the middle of its `crash_at`-th write, after a random part of it."""
+
+    def __init__(self, crash_at: int, seed: int):
+        self.crash_at, self.writes, self.random = crash_at, 0, random.Random(seed)
+
+    def write(self, descriptor: int, data, position: int) -> int:
+        self.writes += 1
+        if self.writes == self.crash_at:
+            part = self.random.randrange(len(data) + 1)   # from nothing to all of it, never answered
+            if part:
+                super().write(descriptor, data[:part], position)
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().write(descriptor, data, position)
+
+
 class InProcessBroker:
     """The reference broker on a thread of this process, writing through `disk`.
 
@@ -172,3 +195,11 @@ class InProcessBroker:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(30)
         self.loop.close()
+
+
+if __name__ == "__main__":
+    crash_at, _, seed = os.environ["KIPCHECK_CRASH_AT_WRITE"].partition(",")
+    Broker.storage_factory = staticmethod(partial(Storage, CrashingDisk(int(crash_at), int(seed or 0))))
+    from kipcheck.cli import main
+
+    raise SystemExit(main(sys.argv[1:]))

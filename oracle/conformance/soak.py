@@ -45,7 +45,7 @@ from kipcheck.oracle.conformance.scenarios import judge_traces
 
 TOPIC, GROUP = "soak", "soak-group"
 BALLAST_CHUNK_BYTES = 64 * 1024
-IDLE_S = 5.0           # the final reads stop after this long with nothing new
+IDLE_S = 5.0           # the final reads stop after this long with nothing new (by default)
 FINAL_READ_S = 120.0   # and in any case after this long
 
 
@@ -154,7 +154,7 @@ def run_soak(work_dir: Path, plan: SoakPlan) -> SoakResult:
                    threading.Thread(target=_kill_loop, args=(broker, plan, random.Random(rng.random()), stop, result)),
                    threading.Thread(target=_fill_loop, args=(broker.data_dir, plan, random.Random(rng.random()), stop,
                                                              result))]
-        workers += [threading.Thread(target=_consume_loop, args=(broker.bootstrap, deliveries, stop))
+        workers += [threading.Thread(target=consume_loop, args=(broker.bootstrap, deliveries, stop))
                     for _ in range(plan.consumers)]
         for worker in workers:
             worker.start()
@@ -165,7 +165,7 @@ def run_soak(work_dir: Path, plan: SoakPlan) -> SoakResult:
         producer.finish()
         broker.kill()
         broker.start()
-        _tally(result, broker, producer, deliveries)
+        tally(result, broker.bootstrap, producer, deliveries)
     finally:
         broker.stop()
     log = broker.log_path.read_text(errors="replace")
@@ -175,10 +175,12 @@ def run_soak(work_dir: Path, plan: SoakPlan) -> SoakResult:
     return result
 
 
-def _tally(result: SoakResult, broker: EmbeddedBroker, producer: "SoakProducer", deliveries: Deliveries) -> None:
+def tally(result: SoakResult, bootstrap: str, producer: "SoakProducer", deliveries: Deliveries,
+          idle_s: float = IDLE_S) -> None:
+    """Read everything back (plain Fetch, then a fresh share group member) and count into `result`."""
     acknowledged = set(producer.acknowledged)
-    stored = read_back(broker.bootstrap, result.plan.partitions, acknowledged)
-    drained = drain_share_group(broker.bootstrap)
+    stored = read_back(bootstrap, result.plan.partitions, acknowledged, idle_s)
+    drained = drain_share_group(bootstrap, idle_s)
     deliveries.saw(drained)
     result.produced, result.acknowledged = producer.produced, len(acknowledged)
     result.read_back, result.lost = len(stored), len(acknowledged - stored)
@@ -190,11 +192,12 @@ def _tally(result: SoakResult, broker: EmbeddedBroker, producer: "SoakProducer",
 
 
 class SoakProducer:
-    """One idempotent Producer writing "record-N" round-robin over the partitions at a steady rate."""
+    """One idempotent Producer writing "record-N" (padded to `value_bytes`) over the partitions at a steady rate."""
 
-    def __init__(self, bootstrap: str):
+    def __init__(self, bootstrap: str, value_bytes: int = 0):
         self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5,
                                   "message.timeout.ms": 300_000, **QUIET})
+        self.value_bytes = value_bytes
         self.produced = 0
         self.acknowledged: list[bytes] = []
         self.failed = 0
@@ -205,13 +208,15 @@ class SoakProducer:
         else:
             self.failed += 1
 
-    def run(self, stop: threading.Event, records_per_s: int) -> None:
+    def run(self, stop: threading.Event, records_per_s: int, limit: int | None = None) -> None:
+        """Produce until `stop` (at most `limit` records), serving delivery reports; `finish` waits for the rest."""
         started = time.monotonic()
         while not stop.is_set():
             due = int((time.monotonic() - started) * records_per_s)
-            while self.produced < due:
+            while self.produced < min(due, limit if limit is not None else due):
+                value = f"record-{self.produced}".encode().ljust(self.value_bytes, b".")
                 try:
-                    self.producer.produce(TOPIC, value=f"record-{self.produced}".encode(), on_delivery=self._delivered)
+                    self.producer.produce(TOPIC, value=value, on_delivery=self._delivered)
                 except BufferError:
                     break
                 self.produced += 1
@@ -222,7 +227,8 @@ class SoakProducer:
         self.producer.flush(FINAL_READ_S)
 
 
-def _consume_loop(bootstrap: str, deliveries: Deliveries, stop: threading.Event) -> None:
+def consume_loop(bootstrap: str, deliveries: Deliveries, stop: threading.Event) -> None:
+    """A ShareConsumer of the group until `stop`: each poll's records seen, then accepted where commit_sync says."""
     consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": GROUP, **QUIET})
     consumer.subscribe([TOPIC])
     while not stop.is_set():
@@ -277,7 +283,7 @@ def fill(path: Path) -> int:
             written += count
 
 
-def read_back(bootstrap: str, partitions: int, expected: set[bytes]) -> set[bytes]:
+def read_back(bootstrap: str, partitions: int, expected: set[bytes], idle_s: float = IDLE_S) -> set[bytes]:
     """Every value in the topic (plain Fetch from offset 0), until `expected` are all seen or nothing new comes."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "soak-reader", "enable.auto.commit": False,
                          **QUIET})
@@ -285,13 +291,13 @@ def read_back(bootstrap: str, partitions: int, expected: set[bytes]) -> set[byte
     seen: set[bytes] = set()
     try:
         _read_until(lambda: [message.value() for message in consumer.consume(1000, 0.5) if message.error() is None],
-                    seen, expected)
+                    seen, expected, idle_s)
     finally:
         consumer.close()
     return seen
 
 
-def drain_share_group(bootstrap: str) -> list[bytes]:
+def drain_share_group(bootstrap: str, idle_s: float = IDLE_S) -> list[bytes]:
     """What a fresh ShareConsumer of the group gets (and accepts) until nothing new comes."""
     consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": GROUP, **QUIET})
     consumer.subscribe([TOPIC])
@@ -305,18 +311,18 @@ def drain_share_group(bootstrap: str) -> list[bytes]:
         return []
 
     try:
-        _read_until(poll, set(), None)
+        _read_until(poll, set(), None, idle_s)
     finally:
         with contextlib.suppress(KafkaException):
             consumer.close()
     return delivered
 
 
-def _read_until(read, seen: set[bytes], expected: set[bytes] | None) -> None:
-    """Call `read` until every `expected` value is in `seen` (None: never), IDLE_S pass with nothing new,
+def _read_until(read, seen: set[bytes], expected: set[bytes] | None, idle_s: float) -> None:
+    """Call `read` until every `expected` value is in `seen` (None: never), `idle_s` pass with nothing new,
     or FINAL_READ_S pass."""
     deadline, idle_since = time.monotonic() + FINAL_READ_S, time.monotonic()
-    while time.monotonic() < deadline and time.monotonic() - idle_since < IDLE_S:
+    while time.monotonic() < deadline and time.monotonic() - idle_since < idle_s:
         values = set(read()) - seen
         if values:
             seen |= values
