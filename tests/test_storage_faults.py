@@ -14,6 +14,7 @@ import errno
 import json
 import os
 import shutil
+from functools import partial
 from pathlib import Path
 
 import kipcheck_test_harness  # tests/harness.py, loaded by conftest.py
@@ -51,29 +52,24 @@ def reopened_ranges(directory: Path) -> list[tuple[int, int]]:
 # -- partition segments ------------------------------------------------------------------------
 
 
-def check_short_write_is_never_acknowledged(storage: Storage, disk, directory: Path) -> None:
-    log = PartitionLog.open(directory, storage=storage)
+def check_a_refused_write_leaves_the_segment_as_it_was(storage: Storage, disk, directory: Path, faults,
+                                                       flush_interval_messages: int = 1 << 62) -> None:
+    log = PartitionLog.open(directory, storage=storage, flush_interval_messages=flush_interval_messages)
     log.append(record_batch(3))
     before = segment_bytes(directory)
-    disk.fail("short_write")
-    disk.fail("write", errno.ENOSPC)
+    for operation, error in faults:
+        disk.fail(operation, error)
     with pytest.raises(StorageError):
         log.append(record_batch(5))
-    assert segment_bytes(directory) == before and log.end_offset == 3
+    assert segment_bytes(directory) == before and log.end_offset == 3 and log.batch_ranges() == [(0, 2)]
     assert log.append(record_batch(2)) == 3
     assert reopened_ranges(directory) == [(0, 2), (3, 4)]
 
 
-def check_a_failed_fsync_is_cut_back(storage: Storage, disk, directory: Path) -> None:
-    log = PartitionLog.open(directory, storage=storage, flush_interval_messages=1)
-    log.append(record_batch(3))
-    before = segment_bytes(directory)
-    disk.fail("sync", errno.EIO)
-    with pytest.raises(StorageError):
-        log.append(record_batch(4))
-    assert segment_bytes(directory) == before and log.end_offset == 3 and log.batch_ranges() == [(0, 2)]
-    assert log.append(record_batch(1)) == 3
-    assert reopened_ranges(directory) == [(0, 2), (3, 3)]
+check_a_short_write_is_never_acknowledged = partial(
+    check_a_refused_write_leaves_the_segment_as_it_was, faults=[("short_write", errno.ENOSPC), ("write", errno.ENOSPC)])
+check_a_failed_fsync_is_cut_back = partial(
+    check_a_refused_write_leaves_the_segment_as_it_was, faults=[("sync", errno.EIO)], flush_interval_messages=1)
 
 
 def check_a_refused_undo_blocks_appends_until_it_succeeds(storage: Storage, disk, directory: Path) -> None:
@@ -93,11 +89,12 @@ def check_a_refused_undo_blocks_appends_until_it_succeeds(storage: Storage, disk
     assert reopened_ranges(directory) == [(0, 2), (3, 6)]
 
 
-SEGMENT_CHECKS = [check_short_write_is_never_acknowledged, check_a_failed_fsync_is_cut_back,
-                  check_a_refused_undo_blocks_appends_until_it_succeeds]
+SEGMENT_CHECKS = {"short write": check_a_short_write_is_never_acknowledged,
+                  "EIO on fsync": check_a_failed_fsync_is_cut_back,
+                  "refused undo": check_a_refused_undo_blocks_appends_until_it_succeeds}
 
 
-@pytest.mark.parametrize("check", SEGMENT_CHECKS, ids=lambda check: check.__name__[len("check_"):])
+@pytest.mark.parametrize("check", SEGMENT_CHECKS.values(), ids=SEGMENT_CHECKS.keys())
 def test_segment_writes(check, tmp_path, faulty_disk):
     check(Storage(faulty_disk), faulty_disk, tmp_path / "t-0")
     assert faulty_disk.fired > 0
@@ -314,10 +311,10 @@ class BrokenForever(AppendFile):
 
 
 @pytest.mark.parametrize("broken, check", [
-    (IgnoresShortCounts, check_short_write_is_never_acknowledged),
+    (IgnoresShortCounts, check_a_short_write_is_never_acknowledged),
     (NeverUndoes, check_a_failed_fsync_is_cut_back),
     (BrokenForever, check_a_refused_undo_blocks_appends_until_it_succeeds),
-], ids=lambda value: getattr(value, "__name__", ""))
+], ids=["short count ignored", "no undo", "undo never retried"])
 def test_broken_storage_is_caught(broken, check, tmp_path, faulty_disk):
     class BrokenStorage(Storage):
         def append_file(self, path, size=None, found_size=None):

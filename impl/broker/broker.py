@@ -58,10 +58,10 @@ class Broker:
     def __init__(self, data_dir: Path, config: BrokerConfig, share_config: ShareConfig,
                  trace_dir: Path | None = None):
         self.data_dir = Path(data_dir)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
         self.config = config
         self.share_config = share_config
         self.storage = self.storage_factory(open_files_max=open_files_max())
+        self.storage.make_dirs(self.data_dir)
         self.topics = Topics(self.data_dir, self.storage)
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.groups = ShareGroups(self._partition_count, config.session_timeout_ms, config.max_group_size)

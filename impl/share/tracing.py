@@ -132,9 +132,9 @@ class TraceWriter:
     def __init__(self, directory: str | os.PathLike, config: ShareConfig | None = None,
                  storage: Storage | None = None) -> None:
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
         self.config = config or ShareConfig()
         self._storage = storage or Storage()
+        self._storage.make_dirs(self.directory)
         self._traces: dict[str, Trace] = {}
 
     def partition(self, key: str, config: ShareConfig | None = None, start_offset: int = 0,

@@ -6,7 +6,8 @@
     position = file.append(data, sync=False)          # StorageError: the file is as it was
     file.sync(); file.read(position, length); file.size
     storage.replace(path, data)                       # atomic: temporary file, fsync, rename, fsync dir
-    storage.rename(source, target); storage.remove(path); storage.forget(path); storage.close()
+    storage.make_dirs(path); storage.rename(source, target); storage.remove(path); storage.forget(path)
+    storage.close()
 
 The rule every writer keeps through this module: a file's `size` is the end
 its owner has accepted, and nothing past it is ever acknowledged. An append
@@ -97,6 +98,12 @@ class Storage:
         except OSError as error:
             log.warning("%s replaced, but fsync of its directory failed (%s): it may not survive a power loss",
                         path, error)
+
+    def make_dirs(self, path: Path) -> None:
+        try:
+            self.disk.make_dirs(path)
+        except OSError as error:
+            raise StorageError(path, "mkdir", error) from error
 
     def rename(self, source: Path, target: Path) -> None:
         self.forget(source)
