@@ -2,8 +2,9 @@
 tells it to, the broker in-process on top of one, and v2 record batches built by kio.
 
 Run as a script, this module is a `kipcheck broker` launcher whose disk kills
-the process with SIGKILL in the middle of its N-th write (after a random part
-of it): KIPCHECK_CRASH_AT_WRITE=N,SEED python tests/harness.py broker ...
+the process with SIGKILL in the middle of its N-th write to a path containing
+PART (after a random part of it):
+KIPCHECK_CRASH_AT_WRITE=N,SEED,PART python tests/harness.py broker ...
 
     disk = FaultyDisk()
     disk.fail("short_write")                  # the next write stores half its bytes and says so
@@ -140,17 +141,26 @@ class FaultyDisk(Disk):
 
 
 class CrashingDisk(Disk):
-    """Kills its own process with SIGKILL in the middle of its `crash_at`-th write, after a random part of it."""
+    """Kills its own process with SIGKILL in the middle of its `crash_at`-th write to a path containing
+    `path_part`, after a random part of it."""
 
-    def __init__(self, crash_at: int, seed: int):
-        self.crash_at, self.writes, self.random = crash_at, 0, random.Random(seed)
+    def __init__(self, crash_at: int, seed: int, path_part: str = ""):
+        self.crash_at, self.path_part, self.writes, self.random = crash_at, path_part, 0, random.Random(seed)
+        self._paths: dict[int, str] = {}
+
+    def open(self, path: Path, create: bool) -> int:
+        descriptor = super().open(path, create)
+        self._paths[descriptor] = str(path)
+        return descriptor
 
     def write(self, descriptor: int, data, position: int) -> int:
-        self.writes += 1
+        self.writes += self.path_part in self._paths.get(descriptor, "")
         if self.writes == self.crash_at:
             part = self.random.randrange(len(data) + 1)   # from nothing to all of it, never answered
             if part:
                 super().write(descriptor, data[:part], position)
+            print(f"crash in write {self.writes}: {part} of {len(data)} bytes to {self._paths.get(descriptor)}",
+                  file=sys.stderr, flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
         return super().write(descriptor, data, position)
 
@@ -198,8 +208,8 @@ class InProcessBroker:
 
 
 if __name__ == "__main__":
-    crash_at, _, seed = os.environ["KIPCHECK_CRASH_AT_WRITE"].partition(",")
-    Broker.storage_factory = staticmethod(partial(Storage, CrashingDisk(int(crash_at), int(seed or 0))))
+    crash_at, seed, path_part = (os.environ["KIPCHECK_CRASH_AT_WRITE"].split(",", 2) + ["0", ""])[:3]
+    Broker.storage_factory = staticmethod(partial(Storage, CrashingDisk(int(crash_at), int(seed), path_part)))
     from kipcheck.cli import main
 
     raise SystemExit(main(sys.argv[1:]))

@@ -8,8 +8,9 @@ Real confluent-kafka clients against the broker subprocess:
   reason, where a tmpfs cannot be mounted);
 - the soak (kipcheck.oracle.conformance.soak) for a few seconds: kill -9 in a
   loop while the disk fills and empties;
-- the broker killed by its own disk in the middle of its N-th write (segment,
-  share-state log, topics.json or trace), for several seeded N, then restarted;
+- the broker killed by its own disk in the middle of its N-th write to
+  topics.json, a segment, the share-state log or a trace (seeded N, a random
+  part of the write done), then restarted;
 - a data dir of 2,000 partitions, started under a 256-descriptor limit.
 The broker's traces are not judged here: a retriable failure that changes
 nothing is not a clause of the oracle yet, and a process killed mid-line
@@ -119,8 +120,8 @@ def test_a_small_disk_fills_and_empties_and_nothing_acknowledged_is_lost(tmp_pat
 
 
 def test_soak_kill_9_in_a_loop_while_the_disk_fills_and_empties(tmp_path):
-    plan = SoakPlan(duration_s=15, records_per_s=400, kill_every_s=(2.0, 5.0), disk_full_for_s=(0.5, 1.5),
-                    disk_free_for_s=(1.0, 3.0), seed=11)
+    plan = SoakPlan(duration_s=10, records_per_s=400, kill_every_s=(1.5, 3.5), disk_full_for_s=(0.5, 1.5),
+                    disk_free_for_s=(1.0, 2.5), seed=11)
     with small_disk_or_skip(tmp_path / "data", 8 << 20):
         result = run_soak(tmp_path, plan)
     print(result.summary())
@@ -131,9 +132,14 @@ def test_soak_kill_9_in_a_loop_while_the_disk_fills_and_empties(tmp_path):
 HARNESS_LAUNCHER = (sys.executable, str(Path(__file__).parent / "harness.py"), "broker")
 
 
-@pytest.mark.parametrize("crash_at", sorted(random.Random(932).sample(range(2, 400), 4)))
-def test_kill_9_in_the_middle_of_the_nth_write_loses_nothing_acknowledged(crash_at, tmp_path, monkeypatch):
-    monkeypatch.setenv("KIPCHECK_CRASH_AT_WRITE", f"{crash_at},{crash_at}")
+@pytest.mark.parametrize("path_part, crash_at", [
+    ("topics.json", 1),                       # while the topic is created
+    ("/logs/", random.Random(932).randrange(2, 40)),             # a produced batch
+    ("share-coordinator.log", random.Random(983).randrange(3, 20)),   # an acknowledgement's share state
+    ("/traces/", random.Random(287).randrange(20, 200)),         # a trace line
+])
+def test_kill_9_in_the_middle_of_the_nth_write_loses_nothing_acknowledged(path_part, crash_at, tmp_path, monkeypatch):
+    monkeypatch.setenv("KIPCHECK_CRASH_AT_WRITE", f"{crash_at},{crash_at},{path_part}")
     broker = EmbeddedBroker(tmp_path, SETTINGS, launcher=HARNESS_LAUNCHER)
     broker.start()
     try:
