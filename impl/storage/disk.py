@@ -65,9 +65,9 @@ SYSTEM_DISK = Disk()
 
 def write_all(disk: Disk, descriptor: int, data: bytes, position: int) -> None:
     """Write every byte of `data` at `position`; a short count continues, no progress is ENOSPC."""
-    view, written = memoryview(data), 0
-    while written < len(view):
-        count = disk.write(descriptor, view[written:], position + written)
+    count = written = disk.write(descriptor, data, position)   # almost always all of it
+    while written < len(data):
         if count <= 0:
             raise OSError(errno.ENOSPC, "the disk accepted no more bytes")
+        count = disk.write(descriptor, memoryview(data)[written:], position + written)
         written += count

@@ -20,7 +20,9 @@ the file takes no more appends until a later append manages the cut first
 Descriptors: at most `open_files_max` files are open at once; the least
 recently used is closed when another must open, and reopened on demand. A
 closed descriptor loses nothing: written bytes are in the operating system,
-and `sync` reopens the file to fsync it.
+and `sync` reopens the file to fsync it. (An AppendFile reuses its descriptor
+without a lookup while the storage has closed none; recency is only kept
+exact once files churn, which is when it matters.)
 
 A new file's directory is fsynced once the file is created, so the file
 survives a power loss once its content is fsynced. `replace` is durable when
@@ -49,6 +51,7 @@ class Storage:
         self.disk = disk
         self.open_files_max = open_files_max
         self._open: OrderedDict[Path, int] = OrderedDict()
+        self.closes = 0   # descriptors closed so far: a descriptor taken when this was n is open while it is n
 
     def append_file(self, path: Path, size: int | None = None, found_size: int | None = None) -> "AppendFile":
         """The file at `path` whose first `size` bytes are good (None: it does not exist yet)."""
@@ -125,6 +128,7 @@ class Storage:
             self._close(self._open.popitem()[1])
 
     def _close(self, descriptor: int) -> None:
+        self.closes += 1
         try:
             self.disk.close(descriptor)
         except OSError:
@@ -142,6 +146,7 @@ class AppendFile:
 
     def __init__(self, storage: Storage, path: Path, size: int | None, found_size: int | None):
         self.storage, self.path = storage, path
+        self._descriptor_while = (-1, -1)   # (descriptor, storage.closes when it was taken)
         self.exists = size is not None
         self.size = size or 0
         # A file found on disk may hold bytes an earlier process wrote and never fsynced.
@@ -191,12 +196,19 @@ class AppendFile:
         self.storage.forget(self.path)
 
     def _descriptor(self) -> int:
+        """The file's descriptor: the one taken last while the storage has closed none since (no lookup,
+        the common case), else from the storage, which opens it (creating a new file) if need be."""
+        descriptor, closes = self._descriptor_while
+        if closes == self.storage.closes:
+            return descriptor
         if self.exists:
-            return self.storage.descriptor(self.path)
-        self.storage.disk.make_dirs(self.path.parent)
-        descriptor = self.storage.descriptor(self.path, create=True)
-        self.exists = True
-        self.storage.disk.sync_dir(self.path.parent)
+            descriptor = self.storage.descriptor(self.path)
+        else:
+            self.storage.disk.make_dirs(self.path.parent)
+            descriptor = self.storage.descriptor(self.path, create=True)
+            self.exists = True
+            self.storage.disk.sync_dir(self.path.parent)
+        self._descriptor_while = (descriptor, self.storage.closes)
         return descriptor
 
     def _cut(self) -> None:
