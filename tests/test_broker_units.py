@@ -92,6 +92,21 @@ def test_idempotent_producer_duplicates_and_gaps(tmp_path):
     assert PartitionLog.open(tmp_path / "t-0").append(batch(2, producer_id=7, sequence=3, epoch=0)) == 3
 
 
+def test_a_retry_of_any_of_five_requests_in_flight_is_a_duplicate_even_after_kill_9(tmp_path):
+    log = PartitionLog.open(tmp_path / "t-0")
+    for number in range(6):      # a producer's requests in flight when the broker died: all were written
+        assert log.append(batch(2, producer_id=7, sequence=2 * number, epoch=0)) == 2 * number
+    reopened = PartitionLog.open(tmp_path / "t-0")    # no close: the state comes back from the log alone
+    for number in range(1, 6):   # the producer retries them in order: each answered with its first offset
+        assert reopened.append(batch(2, producer_id=7, sequence=2 * number, epoch=0)) == 2 * number
+    with pytest.raises(SequenceError):   # older than the five Kafka keeps
+        reopened.append(batch(2, producer_id=7, sequence=0, epoch=0))
+    assert reopened.end_offset == 12 and reopened.append(batch(1, producer_id=7, sequence=12, epoch=0)) == 12
+    wrapped = PartitionLog.open(tmp_path / "w-0")
+    wrapped.append(batch(2, producer_id=8, sequence=(1 << 31) - 2, epoch=0))
+    assert wrapped.append(batch(1, producer_id=8, sequence=0, epoch=0)) == 2   # sequences wrap after 2^31 - 1
+
+
 # -- topics and membership ---------------------------------------------------------------------
 
 

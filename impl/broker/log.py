@@ -33,6 +33,7 @@ from __future__ import annotations
 import bisect
 import logging
 import struct
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +45,7 @@ BATCH_HEADER_BYTES = 61  # through recordsCount, the fixed part of a v2 batch
 LENGTH_PREFIX_BYTES = 12  # baseOffset + batchLength
 MAGIC_OFFSET, CRC_OFFSET, ATTRIBUTES_OFFSET = 16, 17, 21
 CRC_COVERS_FROM = 21
+RETAINED_BATCHES = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 
 
 class InvalidBatch(Exception):
@@ -107,12 +109,11 @@ class Segment:
 
 @dataclass
 class ProducerState:
-    """Idempotent producer bookkeeping: the last batch of each producer id."""
+    """Idempotent producer bookkeeping: its epoch and its last RETAINED_BATCHES batches
+    as (first sequence, last sequence, base offset), as Kafka's ProducerStateEntry keeps them."""
 
     epoch: int
-    first_sequence: int
-    last_sequence: int
-    base_offset: int
+    batches: deque = field(default_factory=lambda: deque(maxlen=RETAINED_BATCHES))
 
 
 @dataclass
@@ -224,18 +225,21 @@ class PartitionLog:
             self.segments.clear()
 
     def _check_sequences(self, batches: list[tuple[bytes, BatchHeader]]) -> int | None:
-        """Idempotence: the base offset of a retried duplicate, None for new batches; SequenceError otherwise."""
+        """Idempotence: the base offset of a retried duplicate (any of the producer's last RETAINED_BATCHES
+        batches: a producer has up to five requests in flight), None for new batches; SequenceError otherwise."""
         header = batches[0][1]
         if header.producer_id < 0:
             return None
         state = self.producers.get(header.producer_id)
         if state is None or header.producer_epoch != state.epoch:
             return None  # a new producer or epoch may start at any sequence after our restart
-        if header.base_sequence == state.first_sequence:
-            return state.base_offset
-        if header.base_sequence != state.last_sequence + 1:
-            raise SequenceError(
-                f"producer {header.producer_id} sequence {header.base_sequence}, expected {state.last_sequence + 1}")
+        last_sequence = _sequence_after(header.base_sequence, header.last_offset_delta)
+        for first, last, base_offset in state.batches:
+            if (first, last) == (header.base_sequence, last_sequence):
+                return base_offset
+        expected = _sequence_after(state.batches[-1][1], 1)
+        if header.base_sequence != expected:
+            raise SequenceError(f"producer {header.producer_id} sequence {header.base_sequence}, expected {expected}")
         return None
 
     def _segment_for(self, length: int) -> Segment:
@@ -254,8 +258,11 @@ class PartitionLog:
         self.places.append((segment_index, position, header.length))
         self.timestamps.append(header.max_timestamp_ms)
         if header.producer_id >= 0:
-            self.producers[header.producer_id] = ProducerState(
-                header.producer_epoch, header.base_sequence, header.base_sequence + header.last_offset_delta, offset)
+            state = self.producers.get(header.producer_id)
+            if state is None or state.epoch != header.producer_epoch:
+                state = self.producers[header.producer_id] = ProducerState(header.producer_epoch)
+            state.batches.append(
+                (header.base_sequence, _sequence_after(header.base_sequence, header.last_offset_delta), offset))
 
     def _replay(self) -> None:
         paths = sorted(self.directory.glob("*.log"))
@@ -295,3 +302,8 @@ class PartitionLog:
             self.storage.remove(path)
         logging.getLogger("kipcheck.broker").warning(
             "log %s: %s; truncated there and removed %d later segment(s)", self.directory.name, reason, len(paths))
+
+
+def _sequence_after(sequence: int, steps: int) -> int:
+    """A producer sequence `steps` later: sequences wrap from 2^31 - 1 to 0, as in Kafka."""
+    return (sequence + steps) % (1 << 31)

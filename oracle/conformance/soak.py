@@ -163,6 +163,8 @@ def run_soak(work_dir: Path, plan: SoakPlan) -> SoakResult:
         for worker in workers:
             worker.join(FINAL_READ_S)
         producer.finish()
+        if producer.fatal is not None:
+            result.errors.append(f"the producer failed: {producer.fatal}")
         broker.kill()
         broker.start()
         tally(result, broker.bootstrap, producer, deliveries)
@@ -201,6 +203,7 @@ class SoakProducer:
         self.produced = 0
         self.acknowledged: list[bytes] = []
         self.failed = 0
+        self.fatal: str | None = None   # librdkafka's fatal error, if the producer had one
 
     def _delivered(self, error, message) -> None:
         if error is None:
@@ -211,20 +214,26 @@ class SoakProducer:
     def run(self, stop: threading.Event, records_per_s: int, limit: int | None = None) -> None:
         """Produce until `stop` (at most `limit` records), serving delivery reports; `finish` waits for the rest."""
         started = time.monotonic()
-        while not stop.is_set():
-            due = int((time.monotonic() - started) * records_per_s)
-            while self.produced < min(due, limit if limit is not None else due):
-                value = f"record-{self.produced}".encode().ljust(self.value_bytes, b".")
-                try:
-                    self.producer.produce(TOPIC, value=value, on_delivery=self._delivered)
-                except BufferError:
-                    break
-                self.produced += 1
-            self.producer.poll(0.01)
+        try:
+            while not stop.is_set():
+                self._produce_due(min(int((time.monotonic() - started) * records_per_s), limit or 1 << 62))
+                self.producer.poll(0.01)
+        except KafkaException as error:   # fatal (an idempotent producer's sequence lost): reported
+            self.fatal = str(error)
+
+    def _produce_due(self, due: int) -> None:
+        while self.produced < due:
+            value = f"record-{self.produced}".encode().ljust(self.value_bytes, b".")
+            try:
+                self.producer.produce(TOPIC, value=value, on_delivery=self._delivered)
+            except BufferError:
+                return
+            self.produced += 1
 
     def finish(self) -> None:
         """Wait for every record's outcome (the broker is up: the killer restarts it before it stops)."""
-        self.producer.flush(FINAL_READ_S)
+        if self.fatal is None:
+            self.producer.flush(FINAL_READ_S)
 
 
 def consume_loop(bootstrap: str, deliveries: Deliveries, stop: threading.Event) -> None:
