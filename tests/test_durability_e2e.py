@@ -87,7 +87,7 @@ class Workload:
 
 
 def assert_nothing_lost(result: SoakResult) -> None:
-    assert result.acknowledged > 0
+    assert result.acknowledged > 0 and not result.errors, result.summary()
     assert result.lost == 0, result.summary()
     assert result.acknowledgements_lost == 0, result.summary()
     assert result.never_delivered == 0, result.summary()

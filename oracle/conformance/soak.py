@@ -163,8 +163,6 @@ def run_soak(work_dir: Path, plan: SoakPlan) -> SoakResult:
         for worker in workers:
             worker.join(FINAL_READ_S)
         producer.finish()
-        if producer.fatal is not None:
-            result.errors.append(f"the producer failed: {producer.fatal}")
         broker.kill()
         broker.start()
         tally(result, broker.bootstrap, producer, deliveries)
@@ -180,6 +178,8 @@ def run_soak(work_dir: Path, plan: SoakPlan) -> SoakResult:
 def tally(result: SoakResult, bootstrap: str, producer: "SoakProducer", deliveries: Deliveries,
           idle_s: float = IDLE_S) -> None:
     """Read everything back (plain Fetch, then a fresh share group member) and count into `result`."""
+    if producer.fatal is not None:
+        result.errors.append(f"the producer failed: {producer.fatal}")
     acknowledged = set(producer.acknowledged)
     stored = read_back(bootstrap, result.plan.partitions, acknowledged, idle_s)
     drained = drain_share_group(bootstrap, idle_s)
