@@ -26,6 +26,12 @@ Durability policy (documented for users in `kipcheck broker --help`):
 On start every segment is replayed: each batch's length, magic, CRC-32C and
 offset are checked, and the log is truncated at the first batch that fails (a
 torn tail from a crash mid-write). Later segments are then removed.
+
+Idempotent producers: the last RETAINED_BATCHES batches of each producer id
+and epoch are remembered (rebuilt by the replay too), so a retried batch, one
+of up to five requests a producer had in flight when the broker died, is
+answered with its first offset and not written again; a batch that does not
+follow the last one is OUT_OF_ORDER_SEQUENCE_NUMBER.
 """
 
 from __future__ import annotations
