@@ -2,16 +2,22 @@
 
     .venv/bin/python bench/bench_broker.py [--records 100000] [--consumers 3] [--partitions 3] [--traced]
 
-Prints:
-- records/s produced (one confluent-kafka Producer, acks=all, linger 5 ms);
-- records/s delivered and acknowledged to N ShareConsumers (implicit
-  acknowledgement, one process each), beside N plain Consumers reading the
-  same records with Fetch from the same broker, and the ratio;
-- memory per in-flight record in impl/share's SharePartition with 2000
-  records in flight per partition (tracemalloc), for records acquired in
-  whole produce batches and, the worst case, one record at a time.
-The broker runs without traces unless --traced (tracing writes a line per
-acquisition and acknowledgement).
+Two runs on their own topics, each timed the same way: the readers are started
+and connected first, then one confluent-kafka Producer (acks=all, linger 5 ms)
+writes --records records, and the time is taken from the first produce to the
+arrival of the last record at a reader (CLOCK_MONOTONIC, shared by the
+processes). What the readers do after that (an idle reader's last poll, the
+share readers' final acknowledgement, closing) is not timed.
+- plain: N Consumers (Fetch), each assigned its share of the partitions from
+  offset 0; librdkafka's pause of `fetch.queue.backoff.ms` when its queue
+  passes `queued.min.messages` is kept out of the way (queued.min.messages
+  above the record count);
+- share: N ShareConsumers (ShareFetch, implicit acknowledgement) of one group.
+Prints records/s end to end for each (and the producer's own rate in each
+run), the ratio share/plain, and the memory per in-flight record in
+impl/share's SharePartition with 2000 records in flight per partition
+(tracemalloc), acquired in whole produce batches and, the worst case, one
+record at a time. The broker runs without traces unless --traced.
 """
 
 from __future__ import annotations
@@ -28,81 +34,93 @@ from kipcheck.impl.share.partition import SharePartition
 from kipcheck.oracle.conformance.clients import QUIET, create_topic
 from kipcheck.oracle.conformance.embedded import EmbeddedBroker
 
-TOPIC = "bench"
+SETTLE_S = 3.0  # after every reader polled once: time to join the share group and get an assignment
+POLL_S = 0.1
 
 
-def produce_all(bootstrap: str, records: int, partitions: int, value_bytes: int) -> float:
+def produce_all(bootstrap: str, topic: str, records: int, partitions: int, value_bytes: int) -> tuple[float, float]:
+    """(monotonic time of the first produce, records/s until the last delivery report)."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 10000, **QUIET})
     value = b"x" * value_bytes
-    started = time.perf_counter()
+    started = time.monotonic()
     for index in range(records):
         while True:
             try:
-                producer.produce(TOPIC, value=value, partition=index % partitions)
+                producer.produce(topic, value=value, partition=index % partitions)
                 break
             except BufferError:
                 producer.poll(0.01)
     left = producer.flush(120)
-    elapsed = time.perf_counter() - started
     assert left == 0, f"{left} records not delivered"
-    return records / elapsed
+    return started, records / (time.monotonic() - started)
 
 
-def plain_reader(bootstrap: str, partitions: list[int], expected: int, start, done) -> None:
+def read_until_done(poll, total: int, counter, ready, done) -> None:
+    """Poll until every reader together has `total` records; report when this reader's last one arrived."""
+    poll()              # connect (and, for a share consumer, join) before the producer starts
+    with ready.get_lock():
+        ready.value += 1
+    last_arrival = 0.0
+    while counter.value < total:
+        received = poll()
+        if received:
+            last_arrival = time.monotonic()
+            with counter.get_lock():
+                counter.value += received
+    done.put(last_arrival)
+
+
+def plain_reader(bootstrap: str, topic: str, partitions: list[int], total: int, counter, ready, done) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-plain", "enable.auto.commit": False,
-                         "fetch.wait.max.ms": 100, **QUIET})
-    consumer.assign([TopicPartition(TOPIC, partition, 0) for partition in partitions])
-    start.wait()
-    received = 0
-    while received < expected:
-        received += sum(1 for message in consumer.consume(10000, 1.0) if message.error() is None)
-    done.put(time.perf_counter())
+                         "fetch.wait.max.ms": 100, "queued.min.messages": 10_000_000, **QUIET})
+    consumer.assign([TopicPartition(topic, partition, 0) for partition in partitions])
+    read_until_done(lambda: sum(1 for message in consumer.consume(10000, POLL_S) if message.error() is None),
+                    total, counter, ready, done)
     consumer.close()
 
 
-def share_reader(bootstrap: str, total: int, counter, start, done) -> None:
+def share_reader(bootstrap: str, topic: str, total: int, counter, ready, done) -> None:
     from confluent_kafka import ShareConsumer
 
     consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "bench-share", **QUIET})
-    consumer.subscribe([TOPIC])
-    start.wait()  # joining the group is part of what is timed (about one heartbeat round trip)
-    while counter.value < total:
-        received = sum(1 for message in consumer.poll(0.5) if message.error() is None)
-        with counter.get_lock():
-            counter.value += received
-    consumer.commit_sync(60)  # the last poll's records are acknowledged too
-    done.put(time.perf_counter())
+    consumer.subscribe([topic])
+    read_until_done(lambda: sum(1 for message in consumer.poll(POLL_S) if message.error() is None),
+                    total, counter, ready, done)
+    consumer.commit_sync(60)  # the last poll's records are acknowledged too (not timed)
     consumer.close()
 
 
-def timed(processes: list, start, done) -> float:
-    """Start the readers together; seconds until the last one finished."""
-    for process in processes:
-        process.start()
-    time.sleep(3)  # let every reader connect and join before the clock starts
-    started = time.perf_counter()
-    start.set()
-    finished = max(done.get(timeout=600) for _ in processes)
-    for process in processes:
-        process.join(60)
-    return finished - started
-
-
-def consume_rates(bootstrap: str, records: int, partitions: int, consumers: int) -> tuple[float, float]:
+def end_to_end(bootstrap: str, topic: str, args, reader, reader_args: list[tuple]) -> tuple[float, float]:
+    """(records/s from the first produce to the last arrival, the producer's records/s)."""
     context = multiprocessing.get_context("spawn")
-    start, done = context.Event(), context.Queue()
-    owned = [[partition for partition in range(partitions) if partition % consumers == index] for index in range(consumers)]
-    plain = [context.Process(target=plain_reader, args=(bootstrap, mine, records * len(mine) // partitions, start, done))
-             for mine in owned if mine]
-    plain_rate = records / timed(plain, start, done)
-    start, done, counter = context.Event(), context.Queue(), context.Value("q", 0)
-    share = [context.Process(target=share_reader, args=(bootstrap, records, counter, start, done)) for _ in range(consumers)]
-    share_rate = records / timed(share, start, done)
-    return share_rate, plain_rate
+    counter, ready, done = context.Value("q", 0), context.Value("i", 0), context.Queue()
+    readers = [context.Process(target=reader, args=(bootstrap, topic, *extra, args.records, counter, ready, done))
+               for extra in reader_args]
+    for process in readers:
+        process.start()
+    deadline = time.monotonic() + 120
+    while ready.value < len(readers):
+        assert time.monotonic() < deadline, "the readers did not start"
+        time.sleep(0.05)
+    time.sleep(SETTLE_S)
+    started, produce_rate = produce_all(bootstrap, topic, args.records, args.partitions, args.value_bytes)
+    last_arrival = max(done.get(timeout=600) for _ in readers)
+    for process in readers:
+        process.join(60)
+    return args.records / (last_arrival - started), produce_rate
+
+
+def consume_rates(bootstrap: str, args) -> dict[str, tuple[float, float]]:
+    owned = [[partition for partition in range(args.partitions) if partition % args.consumers == index]
+             for index in range(args.consumers)]
+    create_topic(bootstrap, "bench-plain", args.partitions)
+    create_topic(bootstrap, "bench-share", args.partitions)
+    return {"plain": end_to_end(bootstrap, "bench-plain", args, plain_reader, [(mine,) for mine in owned if mine]),
+            "share": end_to_end(bootstrap, "bench-share", args, share_reader, [()] * args.consumers)}
 
 
 def memory_per_inflight_record(partitions: int = 20, inflight: int = 2000, batch_records: int = 100) -> dict[str, float]:
@@ -139,14 +157,14 @@ def main() -> None:
         settings = {"share.auto.offset.reset": "earliest", "group.share.heartbeat.interval.ms": "1000",
                     "group.share.partition.max.record.locks": "10000"}
         with EmbeddedBroker(Path(work_dir), settings, traced=args.traced) as broker:
-            create_topic(broker.bootstrap, TOPIC, args.partitions)
-            produced = produce_all(broker.bootstrap, args.records, args.partitions, args.value_bytes)
-            share_rate, plain_rate = consume_rates(broker.bootstrap, args.records, args.partitions, args.consumers)
+            rates = consume_rates(broker.bootstrap, args)
+    (share, share_produce), (plain, plain_produce) = rates["share"], rates["plain"]
     print(f"records: {args.records} x {args.value_bytes} B on {args.partitions} partitions, "
           f"{args.consumers} consumers, broker traces {'on' if args.traced else 'off'}")
-    print(f"produce:                        {produced:>10,.0f} records/s")
+    print("end to end: from the first produce to the last record's arrival at a reader")
     print(f"{'':<32}{'share (ShareFetch+ack)':>24}{'plain (Fetch)':>16}{'share/plain':>14}")
-    print(f"{'consume, records/s':<32}{share_rate:>24,.0f}{plain_rate:>16,.0f}{share_rate / plain_rate:>14.2f}")
+    print(f"{'records/s end to end':<32}{share:>24,.0f}{plain:>16,.0f}{share / plain:>14.2f}")
+    print(f"{'producer records/s in that run':<32}{share_produce:>24,.0f}{plain_produce:>16,.0f}")
     for shape, size in memory_per_inflight_record().items():
         print(f"memory per in-flight record, {shape}: {size:,.1f} bytes (2000 in flight per partition)")
 

@@ -4,11 +4,16 @@
 free loopback port with a temporary data dir and trace dir, and stops it
 cleanly (SIGTERM) at the end of the test. `raw_client(broker)` opens a socket
 that speaks the Kafka wire protocol through kio, for requests no real client
-would send (kipcheck.oracle.conformance.wire.RawClient).
+would send (kipcheck.oracle.conformance.wire.RawClient). tests/harness.py is
+loaded as the module `kipcheck_test_harness` (tests import it by that name);
+`faulty_disk()` is its FaultyDisk; `in_process_broker(disk, **settings)` runs the
+broker on a thread of the test process writing through that disk, stopped at
+the end of the test.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +22,11 @@ import pytest
 
 from kipcheck.oracle.conformance.embedded import EmbeddedBroker
 from kipcheck.oracle.conformance.wire import RawClient
+
+_SPEC = importlib.util.spec_from_file_location("kipcheck_test_harness", Path(__file__).parent / "harness.py")
+harness = sys.modules.setdefault(_SPEC.name, importlib.util.module_from_spec(_SPEC))
+if not hasattr(harness, "FaultyDisk"):
+    _SPEC.loader.exec_module(harness)
 
 
 @pytest.fixture
@@ -57,3 +67,23 @@ def run_check(paths: list[Path]) -> subprocess.CompletedProcess:
 @pytest.fixture
 def kipcheck_check():
     return run_check
+
+
+@pytest.fixture
+def faulty_disk():
+    return harness.FaultyDisk()
+
+
+@pytest.fixture
+def in_process_broker(tmp_path):
+    started = []
+
+    def start(disk, name: str = "broker", **settings):
+        broker = harness.InProcessBroker(
+            tmp_path / name, disk, {key.replace("_", "."): str(value) for key, value in settings.items()})
+        started.append(broker.__enter__())
+        return broker
+
+    yield start
+    for broker in started:
+        broker.__exit__(None, None, None)

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import datetime
-import io
 import struct
 from types import SimpleNamespace
 
+import kipcheck_test_harness  # tests/harness.py, loaded by conftest.py
 import pytest
-from kio.records.schema import NewRecordBatch, Record
-from kio.records.writers import write_batch
 
 from kipcheck.impl.broker.codec import FrameError, UnsupportedApi, build, decode_request, encode_response, response_class
 from kipcheck.impl.broker.config import BrokerConfig, split_properties
@@ -18,16 +16,7 @@ from kipcheck.impl.broker.handlers.share import acknowledgement_batches
 from kipcheck.impl.broker.log import InvalidBatch, PartitionLog, SequenceError
 from kipcheck.impl.broker.metadata import Topics, TopicError, topic_id_of
 
-NOW = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
-
-
-def batch(count: int, producer_id: int = -1, sequence: int = -1, epoch: int = -1) -> bytes:
-    records = tuple(Record(attributes=0, timestamp=NOW, offset=index, key=None, value=f"v{index}".encode(), headers=())
-                    for index in range(count))
-    buffer = io.BytesIO()
-    write_batch(buffer, NewRecordBatch(producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence,
-                                       records=records, attributes=0))
-    return buffer.getvalue()
+batch = kipcheck_test_harness.record_batch
 
 
 # -- partition log -----------------------------------------------------------------------------
@@ -101,6 +90,21 @@ def test_idempotent_producer_duplicates_and_gaps(tmp_path):
     assert log.append(batch(2, producer_id=7, sequence=3, epoch=0)) == 3
     log.close()
     assert PartitionLog.open(tmp_path / "t-0").append(batch(2, producer_id=7, sequence=3, epoch=0)) == 3
+
+
+def test_a_retry_of_any_of_five_requests_in_flight_is_a_duplicate_even_after_kill_9(tmp_path):
+    log = PartitionLog.open(tmp_path / "t-0")
+    for number in range(6):      # a producer's requests in flight when the broker died: all were written
+        assert log.append(batch(2, producer_id=7, sequence=2 * number, epoch=0)) == 2 * number
+    reopened = PartitionLog.open(tmp_path / "t-0")    # no close: the state comes back from the log alone
+    for number in range(1, 6):   # the producer retries them in order: each answered with its first offset
+        assert reopened.append(batch(2, producer_id=7, sequence=2 * number, epoch=0)) == 2 * number
+    with pytest.raises(SequenceError):   # older than the five Kafka keeps
+        reopened.append(batch(2, producer_id=7, sequence=0, epoch=0))
+    assert reopened.end_offset == 12 and reopened.append(batch(1, producer_id=7, sequence=12, epoch=0)) == 12
+    wrapped = PartitionLog.open(tmp_path / "w-0")
+    wrapped.append(batch(2, producer_id=8, sequence=(1 << 31) - 2, epoch=0))
+    assert wrapped.append(batch(1, producer_id=8, sequence=0, epoch=0)) == 2   # sequences wrap after 2^31 - 1
 
 
 # -- topics and membership ---------------------------------------------------------------------

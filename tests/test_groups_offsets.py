@@ -8,7 +8,7 @@ from kipcheck.impl.groups import offsets as offsets_module
 from kipcheck.impl.groups.config import GroupConfig
 from kipcheck.impl.groups.coordinator import GroupCoordinator, OffsetCommit
 from kipcheck.impl.groups.offsets import LOG_NAME, CommittedOffset, OffsetStore, StorageError
-from kipcheck.impl.share.log import DurableLog
+from kipcheck.impl.storage.durable_log import DurableLog
 
 
 def test_offsets_survive_a_reopen_and_deletes_are_replayed_too(tmp_path):

@@ -14,7 +14,7 @@ import pytest
 
 from kipcheck.impl.share.config import ShareConfig
 from kipcheck.impl.share.coordinator import LOG_NAME, ShareCoordinator
-from kipcheck.impl.share.log import DurableLog
+from kipcheck.impl.storage.durable_log import DurableLog
 from kipcheck.impl.share.partition import ACKNOWLEDGED, ARCHIVED, AVAILABLE, SharePartition
 from kipcheck.impl.share.sessions import ShareSessionCache
 from kipcheck.impl.share.tracing import TraceWriter

@@ -1,4 +1,4 @@
-"""TraceWriter keeps at most `max_open_files` trace files open, and every trace stays whole."""
+"""A TraceWriter over a storage that keeps few files open keeps every trace whole; long keys get hashed names."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import os
 
 from kipcheck.impl.share.config import ShareConfig
 from kipcheck.impl.share.tracing import TraceWriter
+from kipcheck.impl.storage import Storage
 from kipcheck.oracle.check import check_file
 
 
@@ -14,7 +15,7 @@ def open_descriptors() -> int:
 
 
 def test_many_groups_hold_a_bounded_number_of_trace_files(tmp_path):
-    writer = TraceWriter(tmp_path, ShareConfig(), max_open_files=3)
+    writer = TraceWriter(tmp_path, ShareConfig(), storage=Storage(open_files_max=3))
     before = open_descriptors()
     traces = [writer.sessions(f"group-{index}") for index in range(20)]
     for round_number in range(3):  # every trace written in turn: each write may reopen its file

@@ -9,10 +9,16 @@ SharePartition per (group, topic, partition), loaded lazily on first
 ShareFetch. The request handlers live in handlers/; everything runs on one
 asyncio loop, so no two handlers ever touch the state at once.
 
+Storage: every file the broker writes (segments, topics.json, the share-state
+log, traces) goes through one impl/storage.Storage, which keeps at most
+`open_files_max()` files open. `storage_factory` builds it (default Storage);
+a test may inject one over a faulty disk, never the production path.
+
 Timers (one task, every TICK_MS): expire acquisition locks whose deadline
 passed, expire group members past their session timeout, fire the consumer
 groups' timers (join phase, sync, session and rebalance timeouts), fsync the
-logs every `log.flush.interval.ms`. Waiting fetches sleep on `changed()`, which wakes
+logs every `log.flush.interval.ms` (a log whose fsync fails is tried again next
+time). Waiting fetches sleep on `changed()`, which wakes
 them when records are produced or become available again; no fetch waits
 longer than MAX_WAIT_MS.
 
@@ -24,7 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 from pathlib import Path
+from typing import Callable
 
 from kipcheck.impl.broker.clock import now_ms
 from kipcheck.impl.broker.config import BrokerConfig, advertised_address
@@ -36,7 +44,7 @@ from kipcheck.impl.broker.server import Connection, Server
 from kipcheck.impl.broker.share_engine import ShareEngine
 from kipcheck.impl.groups.coordinator import GroupCoordinator
 from kipcheck.impl.share.config import ShareConfig
-from kipcheck.impl.share.tracing import MAX_OPEN_FILES
+from kipcheck.impl.storage import OPEN_FILES_MAX, Storage, StorageError
 
 log = logging.getLogger("kipcheck.broker")
 
@@ -44,14 +52,23 @@ TICK_MS = 50
 MAX_WAIT_MS = 30_000  # a fetch long-polls at most this long, whatever max_wait it asks for
 
 
+def open_files_max() -> int:
+    """OPEN_FILES_MAX, or half the process's file limit if that is lower (connections need the rest)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return OPEN_FILES_MAX if soft == resource.RLIM_INFINITY else max(1, min(OPEN_FILES_MAX, soft // 2))
+
+
 class Broker:
+    storage_factory: Callable[..., Storage] = Storage
+
     def __init__(self, data_dir: Path, config: BrokerConfig, share_config: ShareConfig,
                  trace_dir: Path | None = None):
         self.data_dir = Path(data_dir)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
         self.config = config
         self.share_config = share_config
-        self.topics = Topics(self.data_dir)
+        self.storage = self.storage_factory(open_files_max=open_files_max())
+        self.storage.make_dirs(self.data_dir)
+        self.topics = Topics(self.data_dir, self.storage)
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.groups = ShareGroups(self._partition_count, config.session_timeout_ms, config.max_group_size,
                                   id_taken=lambda group_id: self.consumer_groups.share_group_refused(group_id))
@@ -73,8 +90,7 @@ class Broker:
     async def start(self, host: str, port: int) -> tuple[str, int]:
         from kipcheck.impl.broker.handlers import all_handlers
 
-        trace_files = MAX_OPEN_FILES if self.engine.trace_writer is not None else 0
-        reserve_file_descriptors(self.config.max_connections, self.config.max_broker_partitions, trace_files)
+        reserve_file_descriptors(self.config.max_connections, self.storage.open_files_max)
         self.server = Server(all_handlers(self), self.config, self.connection_closed)
         self.host, self.port = await self.server.start(host, port)
         self.advertised = advertised_address(self.config.advertised_listener) if self.config.advertised_listener \
@@ -91,7 +107,11 @@ class Broker:
         self.engine.close()
         self.consumer_groups.close()
         for partition_log in self.logs.values():
-            partition_log.close()
+            try:
+                partition_log.close()
+            except StorageError as error:
+                log.error("log %s not fsync'd at stop: %s", partition_log.directory.name, error)
+        self.storage.close()
 
     # -- topics and logs -------------------------------------------------------------------
 
@@ -126,7 +146,8 @@ class Broker:
         key = (topic, partition)
         if key not in self.logs:
             self.logs[key] = PartitionLog.open(self.data_dir / "logs" / f"{topic}-{partition}",
-                                               self.config.segment_bytes, self.config.flush_interval_messages)
+                                               self.config.segment_bytes, self.config.flush_interval_messages,
+                                               self.storage)
         return self.logs[key]
 
     def find_log(self, topic: str, partition: int) -> PartitionLog | None:
@@ -170,9 +191,15 @@ class Broker:
                 for event in self.consumer_groups.tick(at_ms):
                     log.info("%s", event)
                 if at_ms - last_flush_ms >= self.config.flush_interval_ms:
-                    for partition_log in self.logs.values():
-                        if partition_log.unflushed:
-                            partition_log.flush()
+                    self._flush_logs()
                     last_flush_ms = at_ms
             except Exception:
                 log.exception("broker timer failed")
+
+    def _flush_logs(self) -> None:
+        for partition_log in self.logs.values():
+            if partition_log.unflushed:
+                try:
+                    partition_log.flush()
+                except StorageError as error:
+                    log.warning("log %s not fsync'd (tried again next time): %s", partition_log.directory.name, error)

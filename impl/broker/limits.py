@@ -13,8 +13,9 @@ as Kafka's does) and `max.connections.per.ip` (a connection beyond it is
 closed at once, as Kafka drops it).
 
 `reserve_file_descriptors` checks at start that the process may open a file
-descriptor for every connection and partition the limits allow, plus the
-trace files and the broker's own, and raises the soft RLIMIT_NOFILE to that
+descriptor for every connection the limits allow, plus the files its storage
+keeps open at most (segments, traces, state logs: impl/storage opens them on
+demand, a bounded set) and its own, and raises the soft RLIMIT_NOFILE to that
 (as the JVM raises Kafka's), so a client cannot make the broker run out of
 them: it is refused by a limit first.
 """
@@ -25,7 +26,7 @@ import asyncio
 import resource
 from collections import Counter, deque
 
-# The listening socket, the share-state log, topics.json, the standard streams, the event loop's own.
+# The listening socket, the standard streams, the event loop's own, files opened outside the storage.
 FILES_RESERVED = 64
 
 
@@ -96,14 +97,14 @@ class ConnectionSlots:
         self._freed.set()
 
 
-def reserve_file_descriptors(max_connections: int, max_partitions: int, trace_files: int) -> int:
-    """The descriptors the limits need (one per connection, one per partition's active segment, the
-    trace files, FILES_RESERVED); raises the soft limit to it, or OSError if the hard limit is lower."""
-    needed = max_connections + max_partitions + trace_files + FILES_RESERVED
+def reserve_file_descriptors(max_connections: int, open_files_max: int) -> int:
+    """The descriptors the limits need (one per connection, the storage's open files, FILES_RESERVED);
+    raises the soft limit to it, or OSError if the hard limit is lower."""
+    needed = max_connections + open_files_max + FILES_RESERVED
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and needed > hard:
-        raise OSError(f"max.connections ({max_connections}) + max.broker.partitions ({max_partitions}) + "
-                      f"{trace_files + FILES_RESERVED} files of its own need {needed} file descriptors, but this "
+        raise OSError(f"max.connections ({max_connections}) + {open_files_max + FILES_RESERVED} files of its own "
+                      f"need {needed} file descriptors, but this "
                       f"process may open at most {hard} (ulimit -Hn): lower them or raise the limit")
     if soft != resource.RLIM_INFINITY and needed > soft:
         resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))

@@ -6,7 +6,14 @@ Records are never decoded, so compressed batches pass through untouched and
 timestamps keep their milliseconds.
 
 On disk: `<data dir>/<topic>-<partition>/<base offset, 20 digits>.log`, the
-batches back to back. A segment rolls when it would pass `segment_bytes`.
+batches back to back. A segment rolls when it would pass `segment_bytes`. A
+partition's directory and first segment are created by its first append.
+
+Writes go through impl/storage: a produce whose write or fsync fails raises
+StorageError (answered KAFKA_STORAGE_ERROR), nothing of it is indexed, and the
+segment is cut back to where it was, so no torn batch ever sits in front of a
+later one; the next produce writes again as soon as the disk accepts it.
+Segment files are opened on demand within the storage's bound of open files.
 
 Durability policy (documented for users in `kipcheck broker --help`):
 - every batch is written to the operating system before the produce request is
@@ -14,28 +21,37 @@ Durability policy (documented for users in `kipcheck broker --help`):
 - segment files are fsync'd when `flush_interval_messages` batches have been
   written since the last fsync (Kafka's `log.flush.interval.messages`; 1 means
   fsync before every answer), by the broker's flush timer
-  (`log.flush.interval.ms`), and at a clean shutdown.
+  (`log.flush.interval.ms`), when a segment rolls, and at a clean shutdown.
 
 On start every segment is replayed: each batch's length, magic, CRC-32C and
 offset are checked, and the log is truncated at the first batch that fails (a
 torn tail from a crash mid-write). Later segments are then removed.
+
+Idempotent producers: the last RETAINED_BATCHES batches of each producer id
+and epoch are remembered (rebuilt by the replay too), so a retried batch, one
+of up to five requests a producer had in flight when the broker died, is
+answered with its first offset and not written again; a batch that does not
+follow the last one is OUT_OF_ORDER_SEQUENCE_NUMBER.
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
-import os
 import struct
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import crc32c
 
+from kipcheck.impl.storage import AppendFile, Storage
+
 BATCH_HEADER_BYTES = 61  # through recordsCount, the fixed part of a v2 batch
 LENGTH_PREFIX_BYTES = 12  # baseOffset + batchLength
 MAGIC_OFFSET, CRC_OFFSET, ATTRIBUTES_OFFSET = 16, 17, 21
 CRC_COVERS_FROM = 21
+RETAINED_BATCHES = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 
 
 class InvalidBatch(Exception):
@@ -94,19 +110,16 @@ def split_batches(records: bytes) -> list[tuple[bytes, BatchHeader]]:
 @dataclass
 class Segment:
     base_offset: int
-    path: Path
-    descriptor: int
-    size: int
+    file: AppendFile
 
 
 @dataclass
 class ProducerState:
-    """Idempotent producer bookkeeping: the last batch of each producer id."""
+    """Idempotent producer bookkeeping: its epoch and its last RETAINED_BATCHES batches
+    as (first sequence, last sequence, base offset), as Kafka's ProducerStateEntry keeps them."""
 
     epoch: int
-    first_sequence: int
-    last_sequence: int
-    base_offset: int
+    batches: deque = field(default_factory=lambda: deque(maxlen=RETAINED_BATCHES))
 
 
 @dataclass
@@ -114,6 +127,7 @@ class PartitionLog:
     """One partition's log. Offsets start at 0; `end_offset` is the next offset to assign."""
 
     directory: Path
+    storage: Storage
     segment_bytes: int = 1 << 30
     flush_interval_messages: int = 1 << 62
     segments: list[Segment] = field(default_factory=list)
@@ -126,12 +140,11 @@ class PartitionLog:
     unflushed: int = 0
 
     @classmethod
-    def open(cls, directory: Path, segment_bytes: int = 1 << 30, flush_interval_messages: int = 1 << 62) -> "PartitionLog":
-        directory.mkdir(parents=True, exist_ok=True)
-        log = cls(directory, segment_bytes, max(1, flush_interval_messages))
+    def open(cls, directory: Path, segment_bytes: int = 1 << 30, flush_interval_messages: int = 1 << 62,
+             storage: Storage | None = None) -> "PartitionLog":
+        """Replay the log in `directory` (nothing is created until the first append)."""
+        log = cls(directory, storage or Storage(), segment_bytes, max(1, flush_interval_messages))
         log._replay()
-        if not log.segments:
-            log._roll(0)
         return log
 
     @property
@@ -150,18 +163,31 @@ class PartitionLog:
     def append(self, records: bytes) -> int:
         """Append a produce request's record set; returns the base offset of its first batch.
 
-        Raises InvalidBatch or SequenceError without writing anything.
+        The whole record set is one write to one segment (Kafka rolls per append
+        too). Raises InvalidBatch or SequenceError without writing anything, and
+        StorageError (KAFKA_STORAGE_ERROR) with the segment as it was.
         """
         batches = split_batches(records)
         duplicate = self._check_sequences(batches)
         if duplicate is not None:
             return duplicate
-        base_offset = self.end_offset
+        base_offset = offset = self.end_offset
+        stamped = []
         for batch, header in batches:
-            self._write(batch, header)
-        self.unflushed += len(batches)
-        if self.unflushed >= self.flush_interval_messages:
-            self.flush()
+            stamped.append(struct.pack(">q", offset) + batch[8:])
+            offset += header.last_offset_delta + 1
+        data = b"".join(stamped)
+        segment = self._segment_for(len(data))
+        sync = self.unflushed + len(batches) >= self.flush_interval_messages
+        position = segment.file.append(data, sync=sync)
+        if not self.segments or segment is not self.segments[-1]:
+            self.segments.append(segment)
+        self.unflushed = 0 if sync else self.unflushed + len(batches)
+        offset = base_offset
+        for batch, header in batches:
+            self._index(offset, header, len(self.segments) - 1, position)
+            position += header.length
+            offset += header.last_offset_delta + 1
         return base_offset
 
     def read(self, offset: int, max_bytes: int) -> bytes:
@@ -172,7 +198,7 @@ class PartitionLog:
             segment_index, position, length = self.places[index]
             if chunks and total + length > max_bytes:
                 break
-            chunks.append(os.pread(self.segments[segment_index].descriptor, length, position))
+            chunks.append(self.segments[segment_index].file.read(position, length))
             total += length
             index += 1
         return b"".join(chunks)
@@ -180,7 +206,7 @@ class PartitionLog:
     def read_range(self, first: int, last: int) -> bytes:
         """The whole batches holding offsets first..last (a share fetch's acquired records)."""
         start, stop = bisect.bisect_left(self.lasts, first), bisect.bisect_right(self.bases, last)
-        return b"".join(os.pread(self.segments[segment_index].descriptor, length, position)
+        return b"".join(self.segments[segment_index].file.read(position, length)
                         for segment_index, position, length in self.places[start:stop])
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int:
@@ -191,40 +217,46 @@ class PartitionLog:
         return self.end_offset
 
     def flush(self) -> None:
-        for segment in self.segments:
-            os.fsync(segment.descriptor)
+        """fsync the active segment (earlier ones were fsynced when they rolled); StorageError if it fails."""
+        if self.segments:
+            self.segments[-1].file.sync()
         self.unflushed = 0
 
     def close(self) -> None:
-        self.flush()
-        for segment in self.segments:
-            os.close(segment.descriptor)
-        self.segments.clear()
+        try:
+            self.flush()
+        finally:
+            for segment in self.segments:
+                segment.file.close()
+            self.segments.clear()
 
     def _check_sequences(self, batches: list[tuple[bytes, BatchHeader]]) -> int | None:
-        """Idempotence: the base offset of a retried duplicate, None for new batches; SequenceError otherwise."""
+        """Idempotence: the base offset of a retried duplicate (any of the producer's last RETAINED_BATCHES
+        batches: a producer has up to five requests in flight), None for new batches; SequenceError otherwise."""
         header = batches[0][1]
         if header.producer_id < 0:
             return None
         state = self.producers.get(header.producer_id)
         if state is None or header.producer_epoch != state.epoch:
             return None  # a new producer or epoch may start at any sequence after our restart
-        if header.base_sequence == state.first_sequence:
-            return state.base_offset
-        if header.base_sequence != state.last_sequence + 1:
-            raise SequenceError(
-                f"producer {header.producer_id} sequence {header.base_sequence}, expected {state.last_sequence + 1}")
+        last_sequence = _sequence_after(header.base_sequence, header.last_offset_delta)
+        for first, last, base_offset in state.batches:
+            if (first, last) == (header.base_sequence, last_sequence):
+                return base_offset
+        expected = _sequence_after(state.batches[-1][1], 1)
+        if header.base_sequence != expected:
+            raise SequenceError(f"producer {header.producer_id} sequence {header.base_sequence}, expected {expected}")
         return None
 
-    def _write(self, batch: bytes, header: BatchHeader) -> None:
-        offset = self.end_offset
-        segment = self.segments[-1]
-        if segment.size and segment.size + len(batch) > self.segment_bytes:
-            segment = self._roll(offset)
-        stamped = struct.pack(">q", offset) + batch[8:]
-        os.pwrite(segment.descriptor, stamped, segment.size)
-        self._index(offset, header, len(self.segments) - 1, segment.size)
-        segment.size += len(batch)
+    def _segment_for(self, length: int) -> Segment:
+        """The segment the next `length` bytes go to: the active one, or a new one after it (not yet listed)."""
+        if self.segments:
+            active = self.segments[-1]
+            if active.file.size == 0 or active.file.size + length <= self.segment_bytes:
+                return active
+            active.file.sync()  # a full segment is durable before the next one takes writes
+        base_offset = self.end_offset
+        return Segment(base_offset, self.storage.append_file(self.directory / f"{base_offset:020d}.log"))
 
     def _index(self, offset: int, header: BatchHeader, segment_index: int, position: int) -> None:
         self.bases.append(offset)
@@ -232,15 +264,11 @@ class PartitionLog:
         self.places.append((segment_index, position, header.length))
         self.timestamps.append(header.max_timestamp_ms)
         if header.producer_id >= 0:
-            self.producers[header.producer_id] = ProducerState(
-                header.producer_epoch, header.base_sequence, header.base_sequence + header.last_offset_delta, offset)
-
-    def _roll(self, base_offset: int) -> Segment:
-        path = self.directory / f"{base_offset:020d}.log"
-        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        segment = Segment(base_offset, path, descriptor, 0)
-        self.segments.append(segment)
-        return segment
+            state = self.producers.get(header.producer_id)
+            if state is None or state.epoch != header.producer_epoch:
+                state = self.producers[header.producer_id] = ProducerState(header.producer_epoch)
+            state.batches.append(
+                (header.base_sequence, _sequence_after(header.base_sequence, header.last_offset_delta), offset))
 
     def _replay(self) -> None:
         paths = sorted(self.directory.glob("*.log"))
@@ -249,17 +277,16 @@ class PartitionLog:
             if self.segments and base_offset != self.end_offset:
                 self._drop(paths[number:], f"segment {path.name} does not follow offset {self.end_offset}")
                 return
-            descriptor = os.open(path, os.O_RDWR)
-            segment = Segment(base_offset, path, descriptor, 0)
-            self.segments.append(segment)
-            data = os.pread(descriptor, os.fstat(descriptor).st_size, 0)
-            if not self._replay_segment(segment, data):
+            data = path.read_bytes()
+            good_bytes = self._replay_segment(base_offset, data)
+            self.segments.append(Segment(base_offset, self.storage.append_file(path, good_bytes, len(data))))
+            if good_bytes < len(data):
                 self._drop(paths[number + 1:], f"torn tail in {path.name}")
                 return
 
-    def _replay_segment(self, segment: Segment, data: bytes) -> bool:
-        """Index a segment's batches; truncate it at the first bad one (returns False then)."""
-        position, expected = 0, segment.base_offset
+    def _replay_segment(self, base_offset: int, data: bytes) -> int:
+        """Index a segment's batches up to the first bad one; returns the bytes that are good."""
+        position, expected = 0, base_offset
         view = memoryview(data)
         while position < len(data):
             try:
@@ -268,18 +295,21 @@ class PartitionLog:
                 if offset != expected:
                     raise InvalidBatch(f"offset {offset}, expected {expected}")
             except InvalidBatch:
-                os.ftruncate(segment.descriptor, position)
-                os.fsync(segment.descriptor)
-                segment.size = position
-                return False
-            self._index(offset, header, len(self.segments) - 1, position)
+                return position
+            self._index(offset, header, len(self.segments), position)
             position += header.length
             expected = offset + header.last_offset_delta + 1
-        segment.size = position
-        return True
+        return position
 
     def _drop(self, paths: list[Path], reason: str) -> None:
+        """Cut the log at a torn tail: later segments go (StorageError if one cannot: the broker must not start
+        on a log that could later read them back)."""
         for path in paths:
-            path.unlink()
+            self.storage.remove(path)
         logging.getLogger("kipcheck.broker").warning(
             "log %s: %s; truncated there and removed %d later segment(s)", self.directory.name, reason, len(paths))
+
+
+def _sequence_after(sequence: int, steps: int) -> int:
+    """A producer sequence `steps` later: sequences wrap from 2^31 - 1 to 0, as in Kafka."""
+    return (sequence + steps) % (1 << 31)

@@ -6,7 +6,10 @@ them to the broker:
   and one SharePartition per (group, "topic:partition"), loaded on first use
   with SharePartition.load (reads the persisted state, or initializes it at
   the log end or start per `share.auto.offset.reset`) and then told about
-  every stored log batch past what it knows, so it can replay the log;
+  every stored log batch past what it knows, so it can replay the log. A load
+  whose initialization the coordinator cannot write raises PersisterError
+  (acknowledge answers its error; the next use tries again), as Kafka drops a
+  share-partition that failed to initialize;
 - produced batches are passed to every loaded SharePartition of their
   topic-partition (`on_produced`);
 - a member's records are released in every partition of its group when its
@@ -33,7 +36,7 @@ from typing import Callable
 from kipcheck.impl.broker.clock import now_ms
 from kipcheck.impl.share.config import ShareConfig
 from kipcheck.impl.share.coordinator import ShareCoordinator
-from kipcheck.impl.share.partition import SharePartition
+from kipcheck.impl.share.partition import PersisterError, SharePartition
 from kipcheck.impl.share.sessions import SessionAnswer, ShareSessionCache
 from kipcheck.impl.share.tracing import TraceWriter
 
@@ -48,9 +51,9 @@ class ShareEngine:
         self.config = config
         self.trace_writer = None
         if trace_dir is not None:
-            self.trace_writer = TraceWriter(trace_dir, config)
+            self.trace_writer = TraceWriter(trace_dir, config, broker.storage)
         self.coordinator = ShareCoordinator(Path(broker.data_dir) / "share-state", config,
-                                            trace_writer=self.trace_writer, now_ms=now_ms())
+                                            trace_writer=self.trace_writer, now_ms=now_ms(), storage=broker.storage)
         self.sessions = ShareSessionCache(config, trace_writer=self.trace_writer)
         self.partitions: dict[tuple[str, str], SharePartition] = {}
         self.persisted_keys = set(self.coordinator.keys())  # share-partitions initialized before this process
@@ -92,7 +95,11 @@ class ShareEngine:
         return self.partition(group, tp, at_ms).acquire(member, max_records, at_ms)
 
     def acknowledge(self, group: str, member: str, tp: str, batches: list[tuple[int, int, str]], at_ms: int) -> str:
-        return self.partition(group, tp, at_ms).acknowledge(member, batches, at_ms)
+        try:
+            share_partition = self.partition(group, tp, at_ms)
+        except PersisterError as error:
+            return error.error
+        return share_partition.acknowledge(member, batches, at_ms)
 
     def release_member(self, group: str, member: str, at_ms: int) -> int:
         return sum(share_partition.release_member(member, at_ms)

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import msgspec
 
-from kipcheck.impl.share.log import DurableLog
+from kipcheck.impl.storage.durable_log import DurableLog
 
 log = logging.getLogger("kipcheck.groups")
 

@@ -38,7 +38,7 @@ import msgspec
 
 from kipcheck.impl.ic.ranges import Range, RangeSet
 from kipcheck.impl.ic.state import Plan
-from kipcheck.impl.share.log import DurableLog
+from kipcheck.impl.storage.durable_log import DurableLog
 
 PRIMARY_LOG_NAME = "primary-offsets.log"
 IC_LOG_NAME = "_individual_commit_offsets.log"

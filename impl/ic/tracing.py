@@ -1,6 +1,6 @@
 """IcTraces: the coordinator's own `ic` traces (shared/TRACE-FORMAT.md), one file per group and partition.
 
-    traces = IcTraces(directory, config)
+    traces = IcTraces(directory, config, storage=None)   # storage: impl/storage (default: a Storage of its own)
     traces.commit(key, at_ms, member, ranges, error, stable_offset, held, appends)
     traces.fetch(key, at_ms, member, stable_offset, held)
     traces.replay(key, at_ms, stable_offset, held)     # after a restart, for keys traced before
@@ -22,15 +22,17 @@ from pathlib import Path
 from kipcheck.impl.ic.config import IcConfig
 from kipcheck.impl.ic.ranges import Range, RangeSet
 from kipcheck.impl.share.tracing import Trace
+from kipcheck.impl.storage import Storage
 
 TRACE_RANGES_MAX = 10_000
 Key = tuple[str, str, int]
 
 
 class IcTraces:
-    def __init__(self, directory: str | os.PathLike, config: IcConfig) -> None:
+    def __init__(self, directory: str | os.PathLike, config: IcConfig, storage: Storage | None = None) -> None:
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._storage = storage or Storage()
+        self._storage.make_dirs(self.directory)
         self._header = {"machine": "ic", "config": config.trace_config()}
         self._traces: dict[Key, Trace] = {}
 
@@ -67,7 +69,7 @@ class IcTraces:
         if trace is None:
             group, topic, partition = key
             name = urllib.parse.quote(f"{group}:{topic}:{partition}", safe="")
-            trace = self._traces[key] = Trace(self.directory / f"ic.{name}.jsonl", self._header)
+            trace = self._traces[key] = Trace(self.directory / f"ic.{name}.jsonl", self._header, self._storage)
         return trace
 
 

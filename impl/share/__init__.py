@@ -20,9 +20,9 @@ Modules (each documents its API in its own docstring):
                  (error, whether to release the member's records).
 - `coordinator`: ShareCoordinator, share-state persistence on a durable,
                  CRC-checked, fsynced append-only log in a data dir
-                 (initialize / write / read, replay on open).
-- `log`:         the record framing of that log (length + CRC-32C), torn-tail
-                 detection and truncation.
+                 (initialize / write / read, replay on open); the log itself
+                 is impl/storage's DurableLog, written through impl/storage
+                 like every file the broker writes.
 - `tracing`:     TraceWriter, the engine's own traces in
                  shared/TRACE-FORMAT.md (share-partition, share-session,
                  share-state), so `kipcheck check` can judge a live run.

@@ -4,7 +4,7 @@ The real counterpart of model/share_state.py. One coordinator owns one data
 dir and holds the state of every share-partition key (`"group:topic:partition"`)
 that was initialized in it.
 
-    coordinator = ShareCoordinator(data_dir, config, fsync=True, trace_writer=None, now_ms=0)
+    coordinator = ShareCoordinator(data_dir, config, fsync=True, trace_writer=None, now_ms=0, storage=None)
     coordinator.initialize(key, state_epoch, start_offset, now_ms) -> error
     coordinator.write(key, state_epoch, start_offset, batches, now_ms) -> error
         batches: [(first, last, state_id, delivery_count)], state ids as partition.py
@@ -18,9 +18,11 @@ below the stored one -> FENCED_STATE_EPOCH; a write's epoch -1 skips the check
 and a higher one is accepted but not stored (ST-5, KAFKA-19456). kip: a write
 must carry exactly the stored epoch (ST-4), may not persist `acquired` (ST-15),
 and initialize refuses a negative epoch (ST-17). The log cannot be written ->
-COORDINATOR_NOT_AVAILABLE (nothing applied).
+COORDINATOR_NOT_AVAILABLE, Kafka's retriable answer when its persister fails:
+nothing is applied, the log is left as it was, and the next call writes again
+as soon as the disk accepts it.
 
-Records (payloads are JSON, framed by log.DurableLog: length + CRC-32C):
+Records (payloads are JSON, framed by storage.durable_log.DurableLog: length + CRC-32C):
 - profile kafka-4.2: `ShareSnapshot` {key, snapshot_epoch, state_epoch,
   start_offset, batches} replaces a key's state; `ShareUpdate` {key,
   snapshot_epoch, start_offset, batches} (no state epoch) is merged into it.
@@ -45,7 +47,9 @@ NONE means the state is on disk: a share-partition that acknowledged a record
 after its write returned never redelivers it after kill -9. A torn tail (a
 write the crash cut) is detected by length/CRC at open and truncated; it was
 never answered NONE. When the log outgrows `compact_bytes` it is rewritten as
-one snapshot per key (atomically: temp file, fsync, rename, fsync dir).
+one snapshot per key (atomically: temp file, fsync, rename, fsync dir); a
+compaction the disk refuses leaves the log as it was and is tried again after
+the next write.
 
 Tracing: with a tracing.TraceWriter, every call is written to the key's
 share-state trace; opening a coordinator on a data dir whose keys already
@@ -54,6 +58,7 @@ have share-state traces in the writer appends a `failover` step to each.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,12 +66,15 @@ from pathlib import Path
 import msgspec
 
 from kipcheck.impl.share.config import ShareConfig
-from kipcheck.impl.share.log import DurableLog
 from kipcheck.impl.share.partition import ACQUIRED, STATE_NAMES
+from kipcheck.impl.storage import Storage, StorageError
+from kipcheck.impl.storage.durable_log import DurableLog
 
 LOG_NAME = "share-coordinator.log"
 KIP_MAX_DELTAS = 256   # DeltaIndex is a uint8 (ST-9)
 Batch = tuple[int, int, int, int]   # first, last, state id, delivery count
+
+log = logging.getLogger("kipcheck.share")
 
 
 @dataclass(slots=True)
@@ -80,7 +88,8 @@ class KeyState:
 
 class ShareCoordinator:
     def __init__(self, data_dir: str | os.PathLike, config: ShareConfig | None = None, *, fsync: bool = True,
-                 trace_writer=None, now_ms: int = 0, compact_bytes: int = 64 * 1024 * 1024) -> None:
+                 trace_writer=None, now_ms: int = 0, compact_bytes: int = 64 * 1024 * 1024,
+                 storage: Storage | None = None) -> None:
         self.config = config or ShareConfig()
         self._kip = self.config.profile == "kip"
         self._per_snapshot = min(self.config.updates_per_snapshot, KIP_MAX_DELTAS) if self._kip \
@@ -89,7 +98,7 @@ class ShareCoordinator:
         self._trace_writer = trace_writer
         self._traced: set[str] = set()
         self._states: dict[str, KeyState] = {}
-        self._log = DurableLog(Path(data_dir) / LOG_NAME, fsync=fsync)
+        self._log = DurableLog(Path(data_dir) / LOG_NAME, fsync=fsync, storage=storage)
         for payload in self._log.replay():
             self._apply(msgspec.json.decode(payload))
         self.truncated_bytes = self._log.truncated_bytes
@@ -178,7 +187,8 @@ class ShareCoordinator:
     def _store(self, record: dict) -> str:
         try:
             self._log.append(msgspec.json.encode(record))
-        except OSError:
+        except StorageError as error:
+            log.warning("share state of %s not written: %s", record["key"], error)
             return "COORDINATOR_NOT_AVAILABLE"
         self._apply(record)
         if self._log.size_bytes() > self._compact_bytes:
@@ -210,7 +220,11 @@ class ShareCoordinator:
         """Rewrite the log as one snapshot per key, dropping every superseded record."""
         snapshots = [self._snapshot(key, state.snapshot_epoch + 1, state.state_epoch, state.start_offset,
                                     state.batches) for key, state in sorted(self._states.items())]
-        self._log.rewrite(msgspec.json.encode(record) for record in snapshots)
+        try:
+            self._log.rewrite(msgspec.json.encode(record) for record in snapshots)
+        except StorageError as error:
+            log.warning("share-state log not compacted (tried again after the next write): %s", error)
+            return
         for record in snapshots:
             self._apply(record)
 

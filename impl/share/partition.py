@@ -11,7 +11,9 @@ API (all times are the caller's clock in ms, never decreasing per partition):
     partition = SharePartition.load(config, coordinator, key, log_start_offset, log_end_offset,
                                     now_ms, trace_writer=None)
         Durable: reads the key's state from the share coordinator, or initializes
-        it at the log end (share.auto.offset.reset=latest) or start (earliest).
+        it at the log end (share.auto.offset.reset=latest) or start (earliest);
+        an initialization the coordinator refuses raises PersisterError (its
+        `error` as the share-partition leader answers it, e.g. COORDINATOR_NOT_AVAILABLE).
         Then call on_append for the log's batches from partition.log_end_offset on.
 
     partition.on_append(base_offset, count, now_ms)   # a produced batch landed in the log
@@ -101,6 +103,14 @@ FIRST, LAST, STATE, COUNT, MEMBER, LOCK, EXPIRED = range(7)
 NO_LOCK = 0
 
 
+class PersisterError(Exception):
+    """The share coordinator refused to initialize a share-partition; `error` is the leader's answer."""
+
+    def __init__(self, key: str, error: str):
+        super().__init__(f"cannot initialize share state of {key}: {error}")
+        self.error = error
+
+
 class StateStore(Protocol):
     """What a SharePartition needs from the share coordinator (see coordinator.ShareCoordinator)."""
 
@@ -155,9 +165,9 @@ class SharePartition:
         if error != "NONE":
             state_epoch, batches = 0, []
             start_offset = log_end_offset if config.auto_offset_reset == "latest" else log_start_offset
-            error = coordinator.initialize(key, state_epoch, start_offset, now_ms)
+            error = persister_answer(coordinator.initialize(key, state_epoch, start_offset, now_ms))
             if error != "NONE":
-                raise RuntimeError(f"cannot initialize share state of {key}: {error}")
+                raise PersisterError(key, error)
         start_offset = max(start_offset, log_start_offset)
         partition = cls(config, start_offset, store=coordinator, key=key, state_epoch=state_epoch)
         partition._restore(batches)
@@ -500,8 +510,7 @@ class SharePartition:
     def _persist(self, planned: list[tuple[int, int, int, int]], now_ms: int) -> str:
         if self.store is None or not planned:
             return "NONE"
-        error = self.store.write(self.key, self.state_epoch, self._spso, planned, now_ms)
-        return _PERSISTER_ERRORS.get(error, error if error in _KEPT_ERRORS else "UNKNOWN_SERVER_ERROR")
+        return persister_answer(self.store.write(self.key, self.state_epoch, self._spso, planned, now_ms))
 
     def _tick(self, now_ms: int) -> None:
         # The trace's timers fire before each step's op; the model replays them itself.
@@ -528,6 +537,11 @@ _PERSISTER_ERRORS = {
     "NOT_COORDINATOR": "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS": "COORDINATOR_NOT_AVAILABLE",
 }
 _KEPT_ERRORS = {"NONE", "COORDINATOR_NOT_AVAILABLE", "GROUP_ID_NOT_FOUND", "UNKNOWN_TOPIC_OR_PARTITION"}
+
+
+def persister_answer(error: str) -> str:
+    """A share coordinator's error as the share-partition leader answers it (Kafka 4.2's fetchPersisterError)."""
+    return _PERSISTER_ERRORS.get(error, error if error in _KEPT_ERRORS else "UNKNOWN_SERVER_ERROR")
 
 
 def _coalesce(acquired: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:

@@ -1,6 +1,6 @@
 """TraceWriter: the engine's own traces, in shared/TRACE-FORMAT.md (version 1), judged by `kipcheck check`.
 
-    writer = TraceWriter(directory, config)           # config: ShareConfig (profile, limits)
+    writer = TraceWriter(directory, config, storage=None)   # config: ShareConfig; storage: impl/storage
     partition = SharePartition(config, 0, trace=writer.partition("g:orders:0", config, 0))
     partition = SharePartition.load(config, coordinator, key, ..., trace_writer=writer)
     sessions = ShareSessionCache(config, trace_writer=writer)
@@ -36,72 +36,53 @@ Headers carry the engine's profile and config (start_offset,
 delivery_count_limit, record_lock_duration_ms, max_inflight_records).
 `at_ms` is the clock the engine was given; a value below the previous step's
 is written as the previous value (the format demands a clock that never goes
-back). Lines are written whole and flushed one by one (line_buffered=True, the
-default), so a killed process leaves at most a partial last line, which the
-checker reports as malformed and a resuming writer cuts off. JSON is written
-with msgspec here: impl/ never imports oracle/. At most `max_open_files`
-trace files are open at once (the least recently written is closed and
-reopened when next written), so traced groups and partitions do not each
-hold a file descriptor. A key whose escaped name is longer than
-NAME_MAX_CHARS (group ids have no length limit; a topic name may have 249
-characters) is cut and ends in `~` and a hash of the key, and the directory's
-LONG_NAMES file maps such names back to their keys.
+back). Each line is one write to the operating system (through impl/storage),
+so a killed process leaves at most a partial last line, which the checker
+reports as malformed and a resuming writer cuts off.
+
+A trace is a faithful record or none: a line the disk refuses is cut back
+(never half-written), and that trace is given up: renamed to
+`<name>.jsonl.incomplete` (never judged, never resumed), with an error in the
+broker's log; the broker's answers do not depend on its traces. JSON is
+written with msgspec here: impl/ never imports oracle/.
+
+A key whose escaped name is longer than NAME_MAX_CHARS (group ids have no
+length limit; a topic name may have 249 characters) is cut and ends in `~`
+and a hash of the key, and the directory's LONG_NAMES file maps such names
+back to their keys.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import urllib.parse
-from collections import OrderedDict
 from pathlib import Path
-from typing import BinaryIO
 
 import msgspec
 
 from kipcheck.impl.share.config import ShareConfig
+from kipcheck.impl.storage import AppendFile, Storage, StorageError
 
 FORMAT, VERSION = "kipcheck-trace", 1
-MAX_OPEN_FILES = 128  # trace files a writer keeps open at once (OpenFiles)
+INCOMPLETE_SUFFIX = ".incomplete"
 NAME_MAX_CHARS = 200  # of a key in a file name: the prefix, an incarnation and ".jsonl" fit in 255 bytes
 LONG_NAMES = "long-names.ndjson"  # {"name", "key"} lines for keys whose file name ends in a hash
 
-
-class OpenFiles:
-    """At most `limit` trace files open at once: the least recently written is closed first and
-    reopened (appending) at its next step, so many groups and partitions hold few descriptors."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._open: OrderedDict[Trace, None] = OrderedDict()
-
-    def file_of(self, trace: "Trace") -> BinaryIO:
-        if trace in self._open:
-            self._open.move_to_end(trace)
-            return trace._file
-        while len(self._open) >= self.limit:
-            self._open.popitem(last=False)[0]._close_file()
-        trace._file = open(trace.path, "ab")
-        self._open[trace] = None
-        return trace._file
-
-    def close(self, trace: "Trace") -> None:
-        if trace in self._open:
-            del self._open[trace]
-            trace._close_file()
+log = logging.getLogger("kipcheck.share")
 
 
 class Trace:
     """One trace file: a header, then numbered steps."""
 
-    def __init__(self, path: Path, header: dict, line_buffered: bool = True, open_files: OpenFiles | None = None) -> None:
+    def __init__(self, path: Path, header: dict, storage: Storage) -> None:
         self.path = path
-        self._line_buffered = line_buffered
-        self._open_files = open_files or OpenFiles(1)
-        self._file: BinaryIO | None = None
-        self._step, self._clock_ms = _resume(path)
-        if self._step == 0 and (not path.exists() or path.stat().st_size == 0):
+        self._storage = storage
+        self._step, self._clock_ms, self._file = _resume(path, storage)
+        self.complete = True
+        if self._file.size == 0:
             self._write({"format": FORMAT, "version": VERSION, **header})
 
     def step(self, at_ms: int, actor: str, op: str, args: dict, observed: dict | None = None) -> None:
@@ -113,17 +94,28 @@ class Trace:
         self._write(record)
 
     def _write(self, record: dict) -> None:
-        file = self._open_files.file_of(self)
-        file.write(msgspec.json.encode(record) + b"\n")
-        if self._line_buffered:
-            file.flush()
+        if not self.complete:
+            return
+        try:
+            self._file.append(msgspec.json.encode(record) + b"\n")
+        except StorageError as error:
+            self._give_up(error)
+
+    def _give_up(self, error: StorageError) -> None:
+        """A trace missing a step would be judged wrongly: set it aside, whole lines only."""
+        self.complete = False
+        target = self.path.with_name(self.path.name + INCOMPLETE_SUFFIX)
+        try:
+            if self._file.exists:
+                self._storage.rename(self.path, target)
+        except StorageError as rename_error:
+            log.error("trace %s incomplete (%s) and not renamed: %s", self.path, error, rename_error)
+            return
+        log.error("trace %s incomplete from step %d (%s): set aside as %s", self.path.name, self._step, error,
+                  target.name)
 
     def close(self) -> None:
-        self._open_files.close(self)
-
-    def _close_file(self) -> None:
-        self._file.close()  # flushes
-        self._file = None
+        self._file.close()
 
 
 class SessionTrace(Trace):
@@ -150,14 +142,13 @@ class SessionTrace(Trace):
 
 class TraceWriter:
     def __init__(self, directory: str | os.PathLike, config: ShareConfig | None = None,
-                 line_buffered: bool = True, max_open_files: int = MAX_OPEN_FILES) -> None:
+                 storage: Storage | None = None) -> None:
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
         self.config = config or ShareConfig()
-        self._line_buffered = line_buffered
+        self._storage = storage or Storage()
+        self._storage.make_dirs(self.directory)
         self._traces: dict[str, Trace] = {}
-        self._open_files = OpenFiles(max_open_files)
-        self._long_names = _read_long_names(self.directory / LONG_NAMES)
+        self._long_names, self._long_names_file = _long_names(self.directory / LONG_NAMES, self._storage)
 
     def partition(self, key: str, config: ShareConfig | None = None, start_offset: int = 0,
                   loaded_states: list | None = None) -> Trace:
@@ -201,6 +192,7 @@ class TraceWriter:
         for trace in self._traces.values():
             trace.close()
         self._traces.clear()
+        self._long_names_file.close()
 
     def _new_incarnation(self, stem: str) -> Path:
         """`<stem>.jsonl`, or `<stem>.<n>.jsonl` with the first n >= 2 not yet taken."""
@@ -215,38 +207,35 @@ class TraceWriter:
 
     def _file_name(self, key: str) -> str:
         """`key` escaped (reversibly); a name too long for a file system ends in a hash of the key instead,
-        and LONG_NAMES remembers the key."""
+        and LONG_NAMES remembers the key (StorageError if that cannot be written)."""
         name = _UNSAFE.sub(lambda match: "".join(f"%{byte:02X}" for byte in match.group().encode()), key)
         if len(name) <= NAME_MAX_CHARS:
             return name
         name = f"{name[:NAME_MAX_CHARS - 17]}~{hashlib.sha256(key.encode()).hexdigest()[:16]}"
         if name not in self._long_names:
+            self._long_names_file.append(msgspec.json.encode({"name": name, "key": key}) + b"\n")
             self._long_names[name] = key
-            with open(self.directory / LONG_NAMES, "ab") as names:
-                names.write(msgspec.json.encode({"name": name, "key": key}) + b"\n")
         return name
 
     def _open(self, name: str, path: Path, header: dict, kind: type[Trace]) -> Trace:
         trace = self._traces.get(name)
         if trace is None:
-            trace = self._traces[name] = kind(path, header, self._line_buffered, self._open_files)
+            trace = self._traces[name] = kind(path, header, self._storage)
         return trace
 
 
-def _resume(path: Path) -> tuple[int, int]:
-    """(last step number, last at_ms) of an existing trace, cutting a partial last line; (0, 0) if new."""
+def _resume(path: Path, storage: Storage):
+    """(last step number, last at_ms, the file) of a trace; an existing one loses a partial last line."""
     if not path.exists():
-        return 0, 0
+        return 0, 0, storage.append_file(path)
     data = path.read_bytes()
     complete = data.rfind(b"\n") + 1
-    if complete < len(data):
-        with open(path, "r+b") as file:
-            file.truncate(complete)
+    file = storage.append_file(path, complete, len(data))
     lines = data[:complete].splitlines()
     if len(lines) <= 1:
-        return 0, 0
+        return 0, 0, file
     last = msgspec.json.decode(lines[-1])
-    return last["step"], last["at_ms"]
+    return last["step"], last["at_ms"], file
 
 
 def _acks_json(acks: list) -> list[dict]:
@@ -258,9 +247,12 @@ def _acks_json(acks: list) -> list[dict]:
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
-def _read_long_names(path: Path) -> dict[str, str]:
-    """LONG_NAMES: {file name: key}; a partial last line (a killed process) is left out."""
+def _long_names(path: Path, storage: Storage) -> tuple[dict[str, str], AppendFile]:
+    """LONG_NAMES as {file name: key}, and the file to append to; a partial last line (a killed process)
+    is cut off, as a trace's is."""
     if not path.exists():
-        return {}
-    lines = path.read_bytes().split(b"\n")[:-1]
-    return {entry["name"]: entry["key"] for entry in map(msgspec.json.decode, lines)}
+        return {}, storage.append_file(path)
+    data = path.read_bytes()
+    complete = data.rfind(b"\n") + 1
+    names = {entry["name"]: entry["key"] for entry in map(msgspec.json.decode, data[:complete].splitlines())}
+    return names, storage.append_file(path, complete, len(data))

@@ -52,17 +52,24 @@ has the setting):
   max.broker.partitions (2000)  partitions of all topics together (KIP-578's
       name); CreateTopics beyond it answers POLICY_VIOLATION, and so does a
       request for more than 10,000 partitions in all (Kafka's own bound).
-The broker raises its open-file limit to fit max.connections, max.broker.partitions
-and its own files, and will not start if the hard limit (ulimit -Hn) is lower.
+The broker raises its open-file limit to fit max.connections and the files it
+keeps open, and will not start if the hard limit (ulimit -Hn) is lower.
 
 Network: the broker has no authentication, authorization or encryption. It
 listens on loopback by default; with another --host it prints a warning.
 
 Durability: produced batches are written to the OS before the produce is
 answered (they survive kill -9 of the broker) and fsync'd every
-log.flush.interval.ms, after log.flush.interval.messages batches, and at a
-clean stop; share-group state is fsync'd before every acknowledgement is
-answered, committed offsets before every OffsetCommit is answered. SIGTERM or SIGINT stops cleanly (traces flushed, files fsync'd).
+log.flush.interval.ms, after log.flush.interval.messages batches, when a
+segment rolls, and at a clean stop; share-group state is fsync'd before every
+acknowledgement is answered, committed offsets before every OffsetCommit is
+answered. A write the disk refuses (full, read-only, an I/O
+error) is answered with Kafka's retriable error (Produce and CreateTopics:
+KAFKA_STORAGE_ERROR; ShareAcknowledge and ShareFetch: COORDINATOR_NOT_AVAILABLE),
+leaves the files as they were, and the next request writes again as soon as the
+disk accepts it. At most 512 files are open at once (half the process's file
+limit if that is lower); segment files reopen on demand. SIGTERM or SIGINT
+stops cleanly (traces flushed, files fsync'd).
 
 With --trace-dir the broker writes its share-partition, share-session and
 share-state traces there; judge them with `kipcheck check DIR/*.jsonl`.

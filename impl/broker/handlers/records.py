@@ -1,7 +1,9 @@
 """Record APIs for plain clients: Produce (v3-10), Fetch (v4-12), ListOffsets (v1-7).
 
 Produce stores each batch as raw bytes (log.PartitionLog), then tells the
-share engine about the new batches and wakes waiting fetches. acks=0 gets no
+share engine about the new batches and wakes waiting fetches. A write the disk
+refuses answers KAFKA_STORAGE_ERROR for that partition (retriable: clients
+retry) and stores nothing. acks=0 gets no
 response, as in Kafka. Fetch serves plain consumers with whole stored batches
 and long-polls up to `max_wait` until `min_bytes` are there; Fetch must be
 advertised at v4 or more in any case: librdkafka only enables the record
@@ -12,13 +14,18 @@ and answers session id 0, which clients accept.
 
 from __future__ import annotations
 
+import logging
+
 from kipcheck.impl.broker.broker import MAX_WAIT_MS
 from kipcheck.impl.broker.clock import now_ms
 from kipcheck.impl.broker.codec import reply
 from kipcheck.impl.broker.log import InvalidBatch, SequenceError
 from kipcheck.impl.broker.server import NO_RESPONSE
+from kipcheck.impl.storage import StorageError
 
 LATEST_TIMESTAMP, EARLIEST_TIMESTAMP = -1, -2
+
+log = logging.getLogger("kipcheck.broker")
 
 
 def handlers(broker) -> dict:
@@ -72,6 +79,9 @@ def _append(broker, topic: str, partition: int, records: bytes | None) -> dict:
         return _produce_result(partition, "CORRUPT_MESSAGE", -1, str(error))
     except SequenceError as error:
         return _produce_result(partition, "OUT_OF_ORDER_SEQUENCE_NUMBER", -1, str(error))
+    except StorageError as error:
+        log.warning("produce to %s-%d not stored: %s", topic, partition, error)
+        return _produce_result(partition, "KAFKA_STORAGE_ERROR", -1, str(error))
     if partition_log.end_offset > end_before:
         broker.engine.on_produced(topic, partition, partition_log.batch_ranges(end_before))
         broker.notify_changed()

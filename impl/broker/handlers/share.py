@@ -32,7 +32,11 @@ whole range) or as the KIP allows (one type per offset); anything else, or a
 type outside GAP/ACCEPT/RELEASE/REJECT, is INVALID_REQUEST for that
 partition. Acknowledgement errors go back per partition (ShareFetch:
 `acknowledge_error_code`; ShareAcknowledge: `error_code`); session errors are
-the top-level error.
+the top-level error. A share-partition whose state the coordinator cannot
+initialize answers its error (COORDINATOR_NOT_AVAILABLE when the disk refuses
+the write) in the partition's `error_code`, as Kafka's erroneous partitions,
+once the fetch's wait is over (librdkafka retries such a fetch at once: an
+immediate answer would make it spin).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from kipcheck.impl.broker.broker import MAX_WAIT_MS
 from kipcheck.impl.broker.clock import now_ms
 from kipcheck.impl.broker.codec import error_code, reply
 from kipcheck.impl.broker.metadata import topic_id_of
-from kipcheck.impl.share.partition import ACK_TYPES_BY_WIRE
+from kipcheck.impl.share.partition import ACK_TYPES_BY_WIRE, PersisterError
 
 MEMBER_ID_MAX_CHARS = 36
 
@@ -188,7 +192,12 @@ async def _acquire(broker, group: str, member: str, partitions: list[str], body,
         for tp in partitions:
             if budget <= 0 or not broker.engine.has_session(group, member):
                 break
-            acquired = broker.engine.acquire(group, member, tp, budget, now_ms())
+            try:
+                acquired = broker.engine.acquire(group, member, tp, budget, now_ms())
+            except PersisterError as error:
+                results.setdefault(tp, {})["error_code"] = error.error
+                continue
+            results.get(tp, {}).pop("error_code", None)   # loaded since an earlier try in this wait
             if acquired:
                 budget -= sum(last - first + 1 for first, last, _ in acquired)
                 results.setdefault(tp, {})["acquired"] = acquired
@@ -213,7 +222,8 @@ def _fetched_partition(broker, tp: str, result: dict) -> dict:
     records = b""
     if acquired:
         records = broker.partition_log(topic, int(partition)).read_range(acquired[0][0], acquired[-1][1])
-    return {"error_code": result.get("error_code", "NONE"), "acknowledge_error_code": int(error_code(result.get("acknowledge_error_code", "NONE"))),
+    return {"error_code": result.get("error_code", "NONE"),
+            "acknowledge_error_code": int(error_code(result.get("acknowledge_error_code", "NONE"))),
             "records": records, "acquired_records": [{"first_offset": first, "last_offset": last, "delivery_count": count}
                                                      for first, last, count in acquired]}
 

@@ -1,22 +1,26 @@
-"""DurableLog: an append-only file of length-prefixed, CRC-32C-checked records.
+"""DurableLog: an append-only file of length-prefixed, CRC-32C-checked records (the share-state log).
 
-    log = DurableLog(path, fsync=True)     # opens (creating) and scans the file
+    log = DurableLog(path, fsync=True, storage=None)   # scans the file (created by the first append)
     for payload in log.replay(): ...       # every intact record, in order
     log.truncated_bytes                    # bytes of torn tail dropped at open (0 if clean)
-    log.append(payload)                    # one record: written, flushed, fsynced, then returns
+    log.append(payload)                    # one record: written, fsynced, then returns
     log.append_many([payload, ...])        # several records, one fsync
+    log.truncate(log.size_bytes() taken earlier)   # undo appends (a failed companion write)
     log.rewrite([payload, ...])            # replace the whole file atomically (compaction)
     log.close()
 
 On disk: an 8-byte magic, then records `length:u32be crc32c:u32be payload`.
 At open the file is scanned; the first record that is short (torn write) or
-whose CRC does not match ends the log, and the file is truncated there (and
-fsynced), so a crash mid-write is never misread and the next append starts on
-a clean boundary. Durability: with fsync=True (the default) `append` returns
-only after os.fsync, so a record whose append returned survives kill -9 and
-power loss; fsync=False is for tests that need speed, not safety. `rewrite`
-writes a temporary file, fsyncs it, renames it over the log and fsyncs the
-directory.
+whose CRC does not match ends the log, and the file is cut there, so a crash
+mid-write is never misread and the next append starts on a clean boundary.
+
+Durability: with fsync=True (the default) `append` returns only after fsync,
+so a record whose append returned survives kill -9 and power loss; fsync=False
+is for tests that need speed, not safety. Every write goes through
+storage.Storage: an append that fails raises StorageError and leaves the file
+as it was (cut back), and the log takes appends again as soon as the disk
+does. `rewrite` writes a temporary file, fsyncs it, renames it over the log
+and fsyncs the directory; if it fails the old log stays.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from crc32c import crc32c
+
+from kipcheck.impl.storage.files import Storage
 
 MAGIC = b"KIPSLOG1"
 _HEADER = struct.Struct(">II")
@@ -39,23 +45,14 @@ def frame(payload: bytes) -> bytes:
 
 
 class DurableLog:
-    def __init__(self, path: str | os.PathLike, fsync: bool = True) -> None:
+    def __init__(self, path: str | os.PathLike, fsync: bool = True, storage: Storage | None = None) -> None:
         self.path = Path(path)
         self.fsync = fsync
-        self._broken = False
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._storage = storage or Storage()
         self._payloads, good_end, size = _scan(self.path)
         self.truncated_bytes = size - good_end
-        self._file = open(self.path, "r+b" if size else "w+b")
-        if good_end == 0:                      # new file, or torn inside the magic
-            self._file.truncate(0)
-            self._file.write(MAGIC)
-            good_end = len(MAGIC)
-            self._sync()
-        elif self.truncated_bytes > 0:
-            self._file.truncate(good_end)
-            self._sync()
-        self._file.seek(good_end)
+        exists = self.path.exists()
+        self._file = self._storage.append_file(self.path, good_end if exists else None, size if exists else None)
 
     def replay(self) -> Iterator[bytes]:
         """The intact records found at open, in order (each given once; the list is then dropped)."""
@@ -69,59 +66,28 @@ class DurableLog:
         self._write(b"".join(frame(payload) for payload in payloads))
 
     def _write(self, data: bytes) -> None:
-        """Write and sync; on failure cut the file back so no later record lands after a torn one."""
-        if self._broken:
-            raise OSError(f"{self.path}: an earlier write failed and could not be undone")
-        position = self._file.tell()
-        try:
-            self._file.write(data)
-            self._sync()
-        except OSError:
-            try:
-                self._file.seek(position)
-                self._file.truncate(position)
-                self._sync()
-            except OSError:
-                self._broken = True
-            raise
+        """Write and sync (StorageError: nothing written); an empty file gets the magic first."""
+        self._file.append(data if self._file.size else MAGIC + data, sync=self.fsync)
 
     def size_bytes(self) -> int:
-        return self._file.tell()
+        return self._file.size
 
     def truncate(self, size_bytes: int) -> None:
         """Cut the log back to `size_bytes`, a size_bytes() taken earlier, and sync.
 
         Undoes appends whose companion write to another log failed (the IC coordinator writes
-        the primary offsets log, then the IC log). Raises OSError if the file cannot be cut.
+        the primary offsets log, then the IC log). Raises StorageError if the file cannot be cut.
         """
-        if not len(MAGIC) <= size_bytes <= self.size_bytes():
-            raise ValueError(f"{self.path}: cannot truncate to {size_bytes} bytes of {self.size_bytes()}")
-        self._file.seek(size_bytes)
         self._file.truncate(size_bytes)
-        self._sync()
 
     def rewrite(self, payloads: Iterable[bytes]) -> None:
         """Atomically replace the log's content with `payloads` (used to compact it)."""
-        temporary = self.path.with_suffix(self.path.suffix + ".tmp")
-        with open(temporary, "wb") as out:
-            out.write(MAGIC + b"".join(frame(payload) for payload in payloads))
-            out.flush()
-            os.fsync(out.fileno())
-        self._file.close()
-        os.replace(temporary, self.path)
-        _fsync_directory(self.path.parent)
-        self._file = open(self.path, "r+b")
-        self._file.seek(0, os.SEEK_END)
+        data = MAGIC + b"".join(frame(payload) for payload in payloads)
+        self._storage.replace(self.path, data)
+        self._file = self._storage.append_file(self.path, len(data))
 
     def close(self) -> None:
-        if not self._file.closed:
-            self._file.flush()
-            self._file.close()
-
-    def _sync(self) -> None:
-        self._file.flush()
-        if self.fsync:
-            os.fsync(self._file.fileno())
+        self._file.close()
 
 
 def _scan(path: Path) -> tuple[list[bytes], int, int]:
@@ -148,11 +114,3 @@ def _scan(path: Path) -> tuple[list[bytes], int, int]:
         payloads.append(payload)
         position = end
     return payloads, position, len(data)
-
-
-def _fsync_directory(directory: Path) -> None:
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
