@@ -5,19 +5,16 @@
     client.send(b"...")                                                  # raw bytes
     client.closed_by_peer()
 
-Request bodies are plain values, built by impl/broker/codec.build.
+Request bodies are plain values, built by impl/broker/codec.build; frames are
+encoded and decoded as impl/consumer's BrokerConnection does.
 """
 
 from __future__ import annotations
 
-import io
 import socket
 import struct
 
-from kio.index import load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
-
-from kipcheck.impl.broker.codec import build
+from kipcheck.impl.consumer.connection import decode_response, encode_request
 
 
 class RawClient:
@@ -31,16 +28,8 @@ class RawClient:
         self.socket.close()
 
     def encode(self, api_key: int, version: int, **body) -> bytes:
-        request_class = load_request_schema(api_key, version)
-        header_class = request_class.__header_schema__
         self.correlation_id += 1
-        buffer = io.BytesIO()
-        header = build(header_class, request_api_key=api_key, request_api_version=version,
-                       correlation_id=self.correlation_id, client_id="kipcheck-test")
-        entity_writer(header_class)(buffer, header)
-        entity_writer(request_class)(buffer, build(request_class, body))
-        frame = buffer.getvalue()
-        return struct.pack(">i", len(frame)) + frame
+        return encode_request(api_key, version, self.correlation_id, "kipcheck-test", body)
 
     def request(self, api_key: int, version: int, **body):
         self.send(self.encode(api_key, version, **body))
@@ -59,10 +48,7 @@ class RawClient:
         frame = self.read_frame()
         if frame is None:
             return None
-        response_class = load_response_schema(api_key, version)
-        _, header_size = entity_reader(response_class.__header_schema__)(frame, 0)
-        body, _ = entity_reader(response_class)(frame, header_size)
-        return body
+        return decode_response(api_key, version, frame)[1]
 
     def closed_by_peer(self) -> bool:
         """True when the broker closed the connection (EOF or reset)."""
