@@ -81,6 +81,7 @@ class GroupMembership:
         self._interval_ms = 0
         self._last_poll_ms = now_ms()
         self._left = False
+        self._full = True  # the next heartbeat carries every field, so the answer carries the assignment
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{member_id}", daemon=True)
 
@@ -140,6 +141,7 @@ class GroupMembership:
                     self._fail(error)
                     break
                 log.info("member %s: %s; finding the coordinator again", self.member_id, error)
+                self._full = True  # an answer may have been lost: ask for the whole assignment again
                 if connection is not None:
                     connection.close()
                 connection = None
@@ -192,7 +194,8 @@ class GroupMembership:
                 self.trace.release(at_ms, self._reported - owned)
             joining, self._reported = self._reported is None, owned
             fields = self._fields(JOIN_EPOCH if joining else self.epoch)
-            if joining:
+            if joining or self._full:
+                self._full = False
                 fields.update(rebalance_timeout=self.config.max_poll_interval_ms, subscribed_topic_names=self.topics,
                               server_assignor=self.config.remote_assignor)
             fields["topic_partitions"] = self._by_topic_id(owned)
