@@ -128,7 +128,7 @@ class Consumer:
             raise KafkaError("UNKNOWN_TOPIC_OR_PARTITION", ", ".join(sorted(unknown)))
         dropped = self._ownership.held() - wanted
         self._ownership.complete(dropped)
-        self.fetcher.forget(dropped)
+        self._ended(dropped)
         self._learned.append(Decision(ASSIGN, wanted, now_ms()))
 
     # -- polling -------------------------------------------------------------------------------
@@ -164,7 +164,7 @@ class Consumer:
 
     def _start_poll(self, learned: list[Decision]) -> PollStart:
         start = self._ownership.start_poll(learned)
-        self.fetcher.forget(start.ended)
+        self._ended(start.ended)
         self.fetcher.discard_buffered(self._ownership.pending_revocation())  # never returned (RD-7)
         if self.config.revoke_mode == CALLBACK:
             self._run_listener(start, learned)
@@ -180,12 +180,17 @@ class Consumer:
                 self._listener["revoke"](self, revoking)
             self._settle_commits()
             self._ownership.complete(revoking)
-            self.fetcher.forget(revoking)
+            self._ended(revoking)
             self._membership.completed(revoking)
         assigned = frozenset(tp for decision in learned if decision.kind == ASSIGN for tp in decision.partitions
                              if self._ownership.owns(tp))
         if assigned and self._listener.get("assign"):
             self._listener["assign"](self, assigned)
+
+    def _ended(self, partitions: frozenset[TopicPartition]) -> None:
+        """An ownership ended: its position, buffer and pause go (a new one starts afresh, as in Kafka)."""
+        self.fetcher.forget(partitions)
+        self._paused -= partitions
 
     def _records(self, deadline_ms: int, news: bool) -> list[ConsumerRecord]:
         fetchable = self._ownership.fetchable() - self._paused
