@@ -43,13 +43,17 @@ Record = tuple[int, int]  # (partition, offset)
 
 
 class MemberProcess:
-    """One group_member.py process and what its log says so far."""
+    """One member process and what its log says so far: group_member.py (a confluent-kafka Consumer), or with
+    `command` another module taking its log file last (revoke_member.py: an application on kipcheck's consumer)."""
 
-    def __init__(self, name: str, broker: EmbeddedBroker, group: str, protocol: str, assignor: str):
+    def __init__(self, name: str, broker: EmbeddedBroker, group: str, protocol: str, assignor: str,
+                 command: list[str] | None = None):
         self.name, self.log_path = name, broker.work_dir / f"member-{name}.jsonl"
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "kipcheck.oracle.conformance.group_member", broker.bootstrap, group, "work",
-             protocol, assignor, str(self.log_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        command = command or ["kipcheck.oracle.conformance.group_member", broker.bootstrap, group, "work", protocol,
+                              assignor]
+        with open(broker.work_dir / f"member-{name}.stderr", "ab") as errors:  # why a member died, if it did
+            self.process = subprocess.Popen([sys.executable, "-m", *command, str(self.log_path)],
+                                            stdout=subprocess.DEVNULL, stderr=errors)
 
     def events(self) -> list[dict]:
         if not self.log_path.exists():

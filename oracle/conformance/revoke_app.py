@@ -23,9 +23,11 @@ what the workers finished (ProcessedOffsets) every COMMIT_INTERVAL_MS. Modes:
   that shows records processed twice are measured.
 
 Every processed record is an event in the log: {"event": "record",
-"partition", "offset", "at_ms"}; also "assign", "revoke" and "lost" (as
-the application saw them), "commit" and "closed". The log is flushed per
-event, so a member killed -9 loses nothing it wrote.
+"partition", "offset", "at_ms"}; also "assign", "revoke" and "lost" with
+"partitions" (as the application saw them), "commit" with "offsets"
+({partition: next offset}, those answered NONE) and "error", and "closed"
+(the format of group_member.py's log, one topic per application). The log
+is flushed per event, so a member killed -9 loses nothing it wrote.
 """
 
 from __future__ import annotations
@@ -130,6 +132,7 @@ class ProcessingApp:
         self.committed: dict[TopicPartition, int] = {}
         self._stopping = threading.Event()
         self._last_commit_ms = now_ms()
+        self._held: frozenset[TopicPartition] = frozenset()
 
     def stop(self) -> None:
         self._stopping.set()
@@ -146,6 +149,7 @@ class ProcessingApp:
                 if self.mode == "delay":
                     self._after_poll()
                 if now_ms() - self._last_commit_ms >= COMMIT_INTERVAL_MS:
+                    self._last_commit_ms = now_ms()
                     self._commit(list(self.workers), asynchronous=True)
             self._finish()
         finally:
@@ -174,6 +178,9 @@ class ProcessingApp:
             self._drop(tp, abort=True)
             self.log.write(event="lost", partitions=[tp.partition])
         held = self.consumer.assignment()
+        if held - self._held:
+            self.log.write(event="assign", partitions=sorted(tp.partition for tp in held - self._held))
+        self._held = held
         for tp in [tp for tp in self.workers if tp not in held]:
             self._drop(tp, abort=True)  # revoked at the start of this poll: finished and committed before
         revoking = self.consumer.to_be_revoked_partitions()
@@ -187,7 +194,6 @@ class ProcessingApp:
     def _commit(self, partitions, asynchronous: bool) -> None:
         offsets = {tp: self.processed.commit_offset(tp) for tp in partitions
                    if tp in self.workers and self.processed.commit_offset(tp) != self.committed.get(tp)}
-        self._last_commit_ms = now_ms()
         if not offsets:
             return
         try:
@@ -196,13 +202,13 @@ class ProcessingApp:
             if not asynchronous:
                 self._committed(offsets, {tp: "NONE" for tp in offsets})
         except (CommitFailed, KafkaError) as error:
-            self.log.write(event="commit", offsets={str(tp): offset for tp, offset in offsets.items()},
+            self.log.write(event="commit", offsets={tp.partition: offset for tp, offset in offsets.items()},
                            error=str(error))
 
     def _committed(self, offsets, answers) -> None:
         done = {tp: offset for tp, offset in offsets.items() if answers.get(tp) == "NONE"}
         self.committed.update(done)
-        self.log.write(event="commit", offsets={str(tp): offset for tp, offset in offsets.items()},
+        self.log.write(event="commit", offsets={tp.partition: offset for tp, offset in done.items()},
                        error=None if len(done) == len(offsets) else str(answers))
 
     def _drop(self, tp: TopicPartition, abort: bool) -> None:
