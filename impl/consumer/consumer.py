@@ -149,8 +149,8 @@ class Consumer:
             if self._trace is not None:
                 self._trace.poll(now_ms(), {TopicPartition(record.topic, record.partition) for record in records},
                                  start)
-            if self._membership is not None and self.config.revoke_mode == DELAY:
-                self._membership.completed(start.revoked)  # after the poll step: the acknowledgement follows it
+            if self._membership is not None:  # after the poll step: the acknowledgement follows it
+                self._membership.poll_done(start.revoked)
         return records
 
     def _trace_new_decisions(self) -> None:
@@ -181,7 +181,7 @@ class Consumer:
             self._settle_commits()
             self._ownership.complete(revoking)
             self._ended(revoking)
-            self._membership.completed(revoking)
+            self._membership.poll_done(revoking)
         assigned = frozenset(tp for decision in learned if decision.kind == ASSIGN for tp in decision.partitions
                              if self._ownership.owns(tp))
         if assigned and self._listener.get("assign"):

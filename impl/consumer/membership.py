@@ -3,7 +3,7 @@
     membership = GroupMembership(config, cluster, ("orders",), member_id, trace)
     membership.start()
     decisions = membership.take_decisions()   # the poll thread: what the coordinator decided since
-    membership.completed(partitions)          # revokes completed at a poll start: acknowledge them now
+    membership.poll_done(revoked)             # a poll ended: acknowledge its completed revokes, rejoin if fenced
     membership.polled(now_ms); membership.commit_identity(); membership.fenced(generation, now_ms)
     membership.close()                        # leave the group (epoch -1) and stop the thread
 
@@ -22,19 +22,23 @@ What the thread does, as Kafka 4.2's consumer (AbstractMembershipManager):
   those assigned and those whose revocation has not completed;
 - an assignment that drops partitions is a revoke, one that adds them an
   assign: both become Decisions the next poll learns (spec RD-2), kept in the
-  order they came; the poll that completes a revoke calls `completed`, and the
-  next heartbeat, sent at once, leaves those partitions out: the
-  acknowledgement, traced as `release` (RD-11);
+  order they came; the poll that completes a revoke ends with `poll_done`,
+  and the next heartbeat, sent at once, leaves those partitions out: the
+  acknowledgement, traced as `release` (RD-11); after a broken connection the
+  next heartbeat is a full one, so its answer carries the whole assignment;
 - UNKNOWN_MEMBER_ID or FENCED_MEMBER_EPOCH (the coordinator fenced the member,
   e.g. at its rebalance timeout): every partition it held is lost, and it
-  rejoins with epoch 0; a commit that learns of the fencing first reports it
-  through `fenced`, so it is applied once (`generation` counts fencings);
+  rejoins with epoch 0 once a poll has told the application (as Kafka's
+  consumer rejoins after its onPartitionsLost), so no poll reports a
+  partition lost and given back at once; a commit that learns of the fencing
+  first reports it through `fenced`, so it is applied once (`generation`
+  counts fencings);
 - NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS or
   a broken connection: find the coordinator again after retry.backoff.ms;
   any other error is fatal and raised by the next poll;
 - no poll for max.poll.interval.ms: the member leaves the group (its
-  partitions are lost to it) and rejoins at the next poll, so an application
-  that stopped polling holds no partition forever.
+  partitions are lost to it) and rejoins after the next poll, so an
+  application that stopped polling holds no partition forever.
 Subscriptions are topic names (no regular expressions).
 """
 
@@ -80,7 +84,7 @@ class GroupMembership:
         self._decisions: list[Decision] = []
         self._interval_ms = 0
         self._last_poll_ms = now_ms()
-        self._left = False
+        self._out = False  # fenced or left: rejoin once a poll has told the application
         self._full = True  # the next heartbeat carries every field, so the answer carries the assignment
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{member_id}", daemon=True)
@@ -98,18 +102,17 @@ class GroupMembership:
             self.changed.clear()
             return decisions
 
-    def completed(self, partitions: frozenset[TopicPartition]) -> None:
-        if partitions:
-            with self.lock:
-                self._unreleased -= partitions
+    def poll_done(self, revoked: frozenset[TopicPartition]) -> None:
+        """A poll ended: its completed revokes are acknowledged, and a member fenced or gone rejoins, now."""
+        with self.lock:
+            self._unreleased -= revoked
+            rejoin, self._out = self._out, False
+        if revoked or rejoin:
             self._send_now.set()
 
     def polled(self, at_ms: int) -> None:
         with self.lock:
             self._last_poll_ms = at_ms
-            rejoin, self._left = self._left, False
-        if rejoin:
-            self._send_now.set()
 
     def commit_identity(self) -> tuple[str, int, int]:
         """(member id, member epoch, generation) for an OffsetCommit."""
@@ -121,7 +124,6 @@ class GroupMembership:
         with self.lock:
             if generation == self.generation:
                 self._lose_all(at_ms, "fenced (learned from a commit)")
-        self._send_now.set()
 
     def close(self) -> None:
         self._stop.set()
@@ -173,7 +175,6 @@ class GroupMembership:
                     self._assigned(assignment, at_ms)
             elif error in FENCED:
                 self._lose_all(at_ms, f"fenced: {error}")
-                self._send_now.set()
             else:
                 raise KafkaError(error, answer.error_message or "ConsumerGroupHeartbeat failed")
 
@@ -181,12 +182,11 @@ class GroupMembership:
         """(the next heartbeat's fields or None if none is due, the generation); writes its `release` (RD-11)."""
         with self.lock:
             at_ms, generation = now_ms(), self.generation
-            if self._left:
+            if self._out:
                 return None, generation
             if self._reported is not None and at_ms - self._last_poll_ms > self.config.max_poll_interval_ms:
                 log.warning("member %s: no poll for max.poll.interval.ms (%d ms): leaving the group",
                             self.member_id, self.config.max_poll_interval_ms)
-                self._left = True
                 self._lose_all(at_ms, "left the group: max.poll.interval.ms passed")
                 return {**self._fields(LEAVE_EPOCH), "topic_partitions": None}, self.generation
             owned = self._assignment | self._unreleased
@@ -242,12 +242,12 @@ class GroupMembership:
         if held:
             self._decisions.append(Decision(LOSE, frozenset(held), at_ms))
         self._assignment, self._unreleased, self._reported = frozenset(), set(), None
-        self.epoch, self.generation = JOIN_EPOCH, self.generation + 1
+        self.epoch, self.generation, self._out = JOIN_EPOCH, self.generation + 1, True
         self.changed.set()
 
     def _leave(self, connection: BrokerConnection) -> None:
         with self.lock:
-            joined = self._reported is not None and not self._left
+            joined = self._reported is not None and not self._out
         if joined:
             try:
                 connection.request(CONSUMER_GROUP_HEARTBEAT, HEARTBEAT_VERSION,

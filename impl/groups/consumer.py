@@ -167,7 +167,7 @@ class ConsumerGroups:
         reconciled = self._reconcile(group, updated, request.owned, subscription_changed, now_ms)
         if self.traces is not None:  # a static member taking over an instance starts with nothing of its own
             before = member if replaced is None else ConsumerMember(updated.member_id)
-            self.traces.reconciled(group.group_id, before, reconciled, now_ms)
+            self.traces.reconciled(group.group_id, before, reconciled, request.owned, now_ms)
         group.session_deadline_ms[reconciled.member_id] = now_ms + self.config.consumer_session_timeout_ms
         send = request.member_epoch == 0 or request.is_full() or reconciled.assigned != member.assigned
         return HeartbeatAnswer("NONE", reconciled.member_id, reconciled.epoch,
@@ -270,7 +270,7 @@ class ConsumerGroups:
             group.put(left)
             group.rebalance_deadline.pop(static.member_id, None)
             if self.traces is not None:
-                self.traces.reconciled(group.group_id, static, left, now_ms)
+                self.traces.reconciled(group.group_id, static, left, None, now_ms)
             return HeartbeatAnswer("NONE", static.member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH)
         self.fence(group, static.member_id, now_ms, lost=False)
         return HeartbeatAnswer("NONE", request.member_id, request.member_epoch)
