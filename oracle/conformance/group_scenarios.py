@@ -11,8 +11,9 @@ processes again. Checked: nothing produced is lost;
 every record processed twice was first processed by the killed member at or
 above its last commit (in the clean phases nothing is processed twice, since
 members commit before letting a partition go); the group's committed offsets
-end at the log end. The broker's own consumer-group work writes no traces
-yet (needs_traces=False): the clients are the judge.
+end at the log end. The broker writes a revoke-delay trace of each KIP-848
+member in the coordinator's view (spec/revoke-delay.md RD-12), judged with the
+rest; classic groups write none (needs_traces=False): the clients are the judge.
 
 Broker killed: a KIP-848 consumer commits as it goes; the broker is killed -9
 right after a commit was answered and restarted; every offset answered NONE is

@@ -8,7 +8,7 @@
 One worker thread per partition processes its records in order, `processing_ms`
 each (ordered processing, the usual reason to keep a partition on one
 consumer); the poll loop hands records to the workers, pauses a partition
-whose queue holds QUEUE_HIGH records and resumes it at QUEUE_LOW, and commits
+whose queue holds `queue[0]` records and resumes it at `queue[1]`, and commits
 what the workers finished (ProcessedOffsets) every COMMIT_INTERVAL_MS. Modes:
 
 - `delay`: KIP-983, the seed's option b poll loop: after each poll, the
@@ -41,7 +41,7 @@ from kipcheck.impl.consumer import CommitFailed, Consumer, KafkaError, TopicPart
 from kipcheck.impl.consumer.offsets import ProcessedOffsets
 
 MODES = ("delay", "callback", "naive")
-QUEUE_HIGH, QUEUE_LOW = 40, 10
+QUEUE_HIGH, QUEUE_LOW = 40, 10  # defaults: a partition is paused at 40 waiting records, resumed at 10
 COMMIT_INTERVAL_MS = 200
 POLL_MS = 50
 
@@ -120,10 +120,11 @@ class Worker:
 
 class ProcessingApp:
     def __init__(self, bootstrap: str, group: str, topic: str, mode: str, processing_ms: float, log: EventLog,
-                 trace_dir=None, **settings):
+                 trace_dir=None, queue: tuple[int, int] = (QUEUE_HIGH, QUEUE_LOW), **settings):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, found {mode!r}")
         self.topic, self.mode, self.processing_ms, self.log = topic, mode, processing_ms, log
+        self.queue_high, self.queue_low = queue
         config = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
                   "rebalance.revoke.mode": "delay" if mode == "delay" else "callback", **settings}
         self.consumer = Consumer(config, trace_dir=trace_dir)
@@ -167,8 +168,8 @@ class ProcessingApp:
                 self.processed.start(tp, batch[0].offset)
                 self.workers[tp] = Worker(tp, self.processed, self.processing_ms, self.log)
             self.workers[tp].submit(batch)
-        full = [tp for tp, worker in self.workers.items() if worker.backlog() >= QUEUE_HIGH]
-        drained = [tp for tp, worker in self.workers.items() if worker.backlog() <= QUEUE_LOW]
+        full = [tp for tp, worker in self.workers.items() if worker.backlog() >= self.queue_high]
+        drained = [tp for tp, worker in self.workers.items() if worker.backlog() <= self.queue_low]
         self.consumer.pause(full)
         self.consumer.resume(drained)
 
