@@ -111,6 +111,18 @@ def test_bad_calls_get_clear_errors(broker):
             today.delay_revoke([("calls", 0)])
 
 
+def test_a_group_refusal_is_raised_by_the_next_poll(tmp_path):
+    with EmbeddedBroker(tmp_path / "small", {**SETTINGS, "group.consumer.max.size": "1"}) as small:
+        create_topic(small.bootstrap, "small", 1)
+        with consumer(small, "small") as first, consumer(small, "small") as second:
+            first.subscribe(["small"])
+            wait_for(lambda: first.poll(50) is not None and first.assignment(), "the first member to join")
+            second.subscribe(["small"])
+            with pytest.raises(KafkaError) as caught:
+                wait_for(lambda: second.poll(50) is None, "a refusal")
+    assert caught.value.error == "GROUP_MAX_SIZE_REACHED"
+
+
 # -- groups: partitions move, nothing lost, traces judged --------------------------------------------------
 
 

@@ -60,6 +60,7 @@ from kipcheck.impl.consumer.tracing import ConsumerTrace
 log = logging.getLogger("kipcheck.consumer")
 
 NONE, ILLEGAL_GENERATION = "NONE", "ILLEGAL_GENERATION"
+MAX_IN_FLIGHT_COMMITS = 32  # asynchronous commits not yet answered; one more waits for the oldest answer
 FENCED_ANSWERS = {"UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH", "ILLEGAL_GENERATION"}
 Callback = Callable[["Consumer", frozenset[TopicPartition]], None]
 
@@ -253,7 +254,8 @@ class Consumer:
 
         Synchronous: the answers ({partition: "NONE"}), or CommitFailed for partitions not held (RD-10) or a
         group that no longer knows this member, KafkaError for other failures. Asynchronous: returns None;
-        `on_commit(answers)` runs in a later poll, commit or close, always before a revoke completes.
+        `on_commit(answers)` runs in a later poll, commit or close, always before a revoke completes; at most
+        MAX_IN_FLIGHT_COMMITS wait for their answer (a further one first waits for the oldest).
         """
         self._check_usable()
         if self._offsets is None:
@@ -267,6 +269,8 @@ class Consumer:
         accepted = {tp: offset for tp, offset in offsets.items() if tp not in refused}
         pending = self._offsets.send(accepted) if accepted else None
         if asynchronous:
+            while len(self._in_flight) >= MAX_IN_FLIGHT_COMMITS:
+                self._settle_oldest()
             self._in_flight.append((pending, refused, on_commit))
             return None
         self._settle_commits()
@@ -299,12 +303,15 @@ class Consumer:
 
     def _settle_commits(self) -> None:
         while self._in_flight:
-            pending, refused, on_commit = self._in_flight.popleft()
-            answers = {**(self._finish(pending) if pending is not None else {}), **refused}
-            if on_commit is not None:
-                on_commit(answers)
-            elif any(error != NONE for error in answers.values()):
-                log.warning("asynchronous commit failed: %s", {str(tp): error for tp, error in answers.items()})
+            self._settle_oldest()
+
+    def _settle_oldest(self) -> None:
+        pending, refused, on_commit = self._in_flight.popleft()
+        answers = {**(self._finish(pending) if pending is not None else {}), **refused}
+        if on_commit is not None:
+            on_commit(answers)
+        elif any(error != NONE for error in answers.values()):
+            log.warning("asynchronous commit failed: %s", {str(tp): error for tp, error in answers.items()})
 
     # -- the rest of the consumer API -------------------------------------------------------------
 

@@ -73,9 +73,6 @@ class Fetcher:
     def buffered_bytes(self) -> int:
         return sum(buffer.size_bytes for buffer in self._buffers.values())
 
-    def has_records(self, partitions) -> bool:
-        return any(tp in self._buffers for tp in partitions)
-
     def take(self, partitions: frozenset[TopicPartition], max_records: int) -> list[ConsumerRecord]:
         """Up to `max_records` buffered records of `partitions`, in offset order per partition."""
         ready = sorted(tp for tp in partitions if tp in self._buffers)

@@ -165,6 +165,3 @@ class ProcessedOffsets:
 
     def forget(self, tp: TopicPartition) -> None:
         self._ranges.pop(tp, None)
-
-    def partitions(self) -> list[TopicPartition]:
-        return sorted(self._ranges)
