@@ -21,14 +21,13 @@ import uuid
 
 from kio.index import load_request_schema
 from kio.serial import entity_reader
-
 from kipcheck.impl.broker.codec import build
 from kipcheck.impl.broker.frame_check import check_frame
-from kipcheck.oracle.conformance.wire import encode_request
+from kipcheck.impl.consumer.connection import encode_entity
 
 
 def request(api_key: int, version: int, **body) -> bytes:
-    return encode_request(build(load_request_schema(api_key, version), body))[4:]
+    return encode_entity(build(load_request_schema(api_key, version), body), 1, "kipcheck-bench")[4:]
 
 
 def produce(partitions_per_topic: int, topics: int, batch_bytes: int) -> bytes:

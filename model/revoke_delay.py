@@ -11,7 +11,12 @@ Library API (pure, deterministic):
   `fetchable` is where its records may come from (RD-7).
 - `.check_records_from(partitions)`: raise Violation unless a poll may return records from them.
 - `.delay_revoke(partitions) -> bool`: the consumer's delayRevoke (RD-9).
-- `.commit(partition) -> error name`: "NONE" or "ILLEGAL_GENERATION" (RD-10).
+- `.commit(partition) -> error name`: "NONE" or "ILLEGAL_GENERATION" (RD-10);
+  `.commit_may_be_refused(partition)`: a loss not yet learned names it (RD-13).
+- `.release(partitions)`: the consumer acknowledged their revocation to the coordinator
+  (RD-11: raise Violation unless their revoke completed; RD-12 in the coordinator's view).
+- `RevokeDelayConsumer(view=COORDINATOR)`: the group coordinator's view of one member (RD-12):
+  what it did applies at once, a `release` ends the member's ownership.
 - `.state(partition) -> one of STATES`, and the attributes `owned`, `revoke_next`,
   `revoke_thereafter`, `lost` (sets) for inspection.
 """
@@ -26,6 +31,8 @@ from kipcheck.model.violation import Violation
 NOT_OWNED, OWNED, REVOKE_NEXT, REVOKE_THEREAFTER = "not_owned", "owned", "revoke_next", "revoke_thereafter"
 STATES = (NOT_OWNED, OWNED, REVOKE_NEXT, REVOKE_THEREAFTER)
 NONE, ILLEGAL_GENERATION = "NONE", "ILLEGAL_GENERATION"
+CONSUMER, COORDINATOR = "consumer", "coordinator"
+VIEWS = (CONSUMER, COORDINATOR)
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,7 @@ class RevokeDelayConsumer:
     lost: set[str] = field(default_factory=set)
     # RD-2: coordinator decisions not yet learned, in the order they were made.
     pending: list[tuple[str, frozenset[str]]] = field(default_factory=list)
+    view: str = CONSUMER
 
     def state(self, partition: str) -> str:
         if partition not in self.owned:
@@ -57,13 +65,22 @@ class RevokeDelayConsumer:
     # What the coordinator did (RD-2: learned at the next poll).
 
     def assign(self, partitions: Iterable[str]) -> None:
-        self.pending.append(("assign", frozenset(partitions)))
+        self._decided("assign", frozenset(partitions))
 
     def revoke(self, partitions: Iterable[str]) -> None:
-        self.pending.append(("revoke", frozenset(partitions)))
+        self._decided("revoke", frozenset(partitions))
 
     def lose(self, partitions: Iterable[str]) -> None:
-        self.pending.append(("lose", frozenset(partitions)))
+        self._decided("lose", frozenset(partitions))
+
+    def _decided(self, kind: str, partitions: frozenset[str]) -> None:
+        if self.view == COORDINATOR:
+            self._learn(kind, partitions)  # RD-12: the coordinator knows at once what it did
+        else:
+            self.pending.append((kind, partitions))
+
+    def _learn(self, kind: str, partitions: frozenset[str]) -> None:
+        {"assign": self._learn_assign, "revoke": self._learn_revoke, "lose": self._learn_lose}[kind](partitions)
 
     def _learn_assign(self, partitions: frozenset[str]) -> None:
         # RD-6: assigned partitions are owned; a pending revocation of one is cancelled.
@@ -95,9 +112,8 @@ class RevokeDelayConsumer:
         self.lost = set()
         self.revoke_next, self.revoke_thereafter = self.revoke_thereafter, set()
         # RD-2: then what the coordinator did since the last poll, in order.
-        learn = {"assign": self._learn_assign, "revoke": self._learn_revoke, "lose": self._learn_lose}
         for kind, partitions in self.pending:
-            learn[kind](partitions)
+            self._learn(kind, partitions)
         self.pending = []
         # RD-8: to_be_revoked is the revoke-next list as the poll returns.
         return PollResult(revoked, frozenset(self.revoke_next), frozenset(self.lost), self._fetchable())
@@ -124,3 +140,23 @@ class RevokeDelayConsumer:
     def commit(self, partition: str) -> str:
         # RD-10: commits are allowed while the partition is owned, pending revocation included.
         return NONE if partition in self.owned else ILLEGAL_GENERATION
+
+    def commit_may_be_refused(self, partition: str) -> bool:
+        # RD-13: the coordinator lost the partition for this consumer, which learns it at its next poll.
+        return any(kind == "lose" and partition in partitions for kind, partitions in self.pending)
+
+    def release(self, partitions: Iterable[str]) -> None:
+        """The consumer told the coordinator it holds `partitions` no more (KIP-848's acknowledgement)."""
+        partitions = frozenset(partitions)
+        if self.view == COORDINATOR:
+            # RD-12: the member's acknowledgement ends its ownership; commits after it break RD-10.
+            self.owned -= partitions
+            self.revoke_next -= partitions
+            self.revoke_thereafter -= partitions
+            return
+        held = partitions & self.owned
+        if held:
+            # RD-11: only once the revoke completed at the start of a poll (or the partition was lost).
+            states = ", ".join(f"{partition} is {self.state(partition)}" for partition in sorted(held))
+            raise Violation("RD-11", "release only of partitions whose revoke completed or that were lost",
+                            f"release of {sorted(held)} ({states})")

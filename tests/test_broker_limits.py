@@ -18,10 +18,10 @@ import time
 import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
-
 from kipcheck.impl.broker.codec import build
+from kipcheck.impl.consumer.connection import encode_entity
 from kipcheck.oracle.conformance.embedded import EmbeddedBroker
-from kipcheck.oracle.conformance.wire import RawClient, encode_request
+from kipcheck.oracle.conformance.wire import RawClient
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +57,7 @@ def test_frames_being_read_share_one_bounded_pool(tmp_path):
     settings = {"socket.request.max.bytes": str(FRAME_BYTES), "queued.max.request.bytes": str(FRAME_BYTES)}
     body = build(load_request_schema(0, 9), transactional_id=None, acks=1, timeout=30000, topic_data=[
         {"name": "nowhere", "partition_data": [{"index": 0, "records": b"\0" * (FRAME_BYTES - 200)}]}])
-    frame = memoryview(encode_request(body))
+    frame = memoryview(encode_entity(body, 1, "kipcheck-test"))
     with EmbeddedBroker(tmp_path, settings, traced=False) as broker:
         before = broker.memory_bytes()
         sent_but_last, finish, answers = [], threading.Event(), []

@@ -9,7 +9,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 import pytest
 
 from kipcheck.model.revoke_delay import (
-    NOT_OWNED, OWNED, REVOKE_NEXT, REVOKE_THEREAFTER, RevokeDelayConsumer,
+    COORDINATOR, NOT_OWNED, OWNED, REVOKE_NEXT, REVOKE_THEREAFTER, RevokeDelayConsumer,
 )
 from kipcheck.model.violation import Violation
 from kipcheck.oracle.check import check_lines
@@ -145,6 +145,45 @@ def test_rd_10_commit_while_owned_refused_after_completion_or_loss():
     assert consumer.commit(P0) == "ILLEGAL_GENERATION"
 
 
+def test_rd_11_a_revocation_is_acknowledged_only_after_it_completed():
+    """RD-11: release (the heartbeat's acknowledgement) only once the revoke completed at a poll, or after a loss."""
+    consumer = consumer_owning(P0, P1, P2)
+    consumer.revoke([P0])
+    for not_yet in (lambda: None, consumer.poll):  # requested, then learned: still owned
+        not_yet()
+        with pytest.raises(Violation) as caught:
+            consumer.release([P0])
+        assert caught.value.clause == "RD-11"
+    consumer.poll()
+    consumer.release([P0])  # completed at the start of this poll
+    consumer.lose([P1])
+    consumer.poll()
+    consumer.release([P1, "audit:0"])  # lost, never assigned
+
+
+def test_rd_12_the_coordinators_view_applies_its_decisions_at_once_and_releases_end_ownership():
+    """RD-12: in the coordinator's view what it did applies at once; a release ends the member's ownership."""
+    member = RevokeDelayConsumer(view=COORDINATOR)
+    member.assign([P0, P1])
+    assert member.commit(P1) == "NONE"
+    member.revoke([P1])
+    assert member.commit(P1) == "NONE"  # pending revocation: the member may still commit it
+    member.release([P1])
+    assert (member.commit(P0), member.commit(P1)) == ("NONE", "ILLEGAL_GENERATION")
+    member.lose([P0])
+    assert member.commit(P0) == "ILLEGAL_GENERATION"
+
+
+def test_rd_13_a_commit_racing_an_unlearned_loss_may_be_refused():
+    """RD-13: a loss not yet learned makes a refused commit allowed; the partition stays owned until the poll."""
+    consumer = consumer_owning(P0, P1)
+    consumer.lose([P0])
+    assert consumer.commit_may_be_refused(P0) and not consumer.commit_may_be_refused(P1)
+    assert consumer.commit(P0) == "NONE"
+    consumer.poll()
+    assert not consumer.commit_may_be_refused(P0) and consumer.commit(P0) == "ILLEGAL_GENERATION"
+
+
 partitions = st.sets(st.sampled_from([P0, P1, P2, "audit:0"]), max_size=3)
 
 
@@ -218,3 +257,26 @@ def test_judge_compares_poll_lists_as_sets():
         {"op": "poll", "observed": {"records_from": [P1, P0, P1], "to_be_revoked": [], "lost": [], "revoked": []}},
     ))
     assert verdict.status == "ok", verdict.summary()
+
+
+def _coordinator_trace(*steps):
+    header = {"format": "kipcheck-trace", "version": 1, "machine": "revoke-delay", "config": {"view": "coordinator"}}
+    return [json.dumps(header)] + [json.dumps({"step": n, "at_ms": 0, "actor": "m1", **s}) for n, s in enumerate(steps, 1)]
+
+
+def test_judge_refuses_consumer_ops_in_the_coordinators_view_and_unknown_views():
+    for op in ({"op": "poll", "observed": {"revoked": []}}, {"op": "delay_revoke", "args": {"partitions": []}}):
+        verdict = check_lines(_coordinator_trace(op))
+        assert verdict.status == "malformed" and "inside the consumer" in verdict.reason
+    header = {"format": "kipcheck-trace", "version": 1, "machine": "revoke-delay", "config": {"view": "broker"}}
+    verdict = check_lines([json.dumps(header)])
+    assert verdict.status == "malformed" and "view" in verdict.reason
+
+
+def test_judge_allows_a_refused_commit_only_while_a_loss_is_unlearned():
+    assign = {"op": "assign", "args": {"partitions": [P0]}}
+    poll = {"op": "poll", "observed": {"revoked": []}}
+    refused = {"op": "commit", "args": {"partition": P0, "offset": 5}, "observed": {"error": "ILLEGAL_GENERATION"}}
+    assert check_lines(_trace(assign, poll, {"op": "lose", "args": {"partitions": [P0]}}, refused)).status == "ok"
+    verdict = check_lines(_trace(assign, poll, refused))
+    assert verdict.status == "violation" and verdict.clause == "RD-10"

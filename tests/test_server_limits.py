@@ -14,12 +14,11 @@ import struct
 
 import pytest
 from kio.index import load_request_schema
-
 from kipcheck.impl.broker.codec import build, reply
 from kipcheck.impl.broker.config import BrokerConfig
 from kipcheck.impl.broker.limits import FramePool
 from kipcheck.impl.broker.server import Server
-from kipcheck.oracle.conformance.wire import encode_request
+from kipcheck.impl.consumer.connection import encode_entity
 
 SETTLE_S = 0.5
 DEADLINE_S = 30
@@ -63,7 +62,7 @@ class Harness:
 def api_versions_frame(correlation_id: int, padding_bytes: int = 0) -> bytes:
     """An ApiVersions v3 frame, made `padding_bytes` longer by its client software name."""
     body = build(load_request_schema(18, 3), client_software_name="x" * (1 + padding_bytes), client_software_version="1")
-    return encode_request(body, correlation_id)
+    return encode_entity(body, correlation_id, "kipcheck-test")
 
 
 async def read_answers(reader: asyncio.StreamReader, count: int) -> list[int]:

@@ -74,7 +74,8 @@ class Broker:
                                   id_taken=lambda group_id: self.consumer_groups.share_group_refused(group_id))
         self.consumer_groups = GroupCoordinator(
             self.data_dir / "consumer-offsets", config.groups, self._partition_count,
-            lambda: [topic.name for topic in self.topics], lambda group_id: group_id in self.groups.groups)
+            lambda: [topic.name for topic in self.topics], lambda group_id: group_id in self.groups.groups,
+            trace_dir=trace_dir, storage=self.storage)
         self.engine = ShareEngine(self, share_config, trace_dir)
         self.host, self.port = "127.0.0.1", 0
         self.advertised = (self.host, self.port)  # what Metadata and FindCoordinator tell clients

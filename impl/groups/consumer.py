@@ -28,7 +28,9 @@ One heartbeat, in Kafka's order (consumerGroupHeartbeat):
 5. the answer carries the member's epoch, the heartbeat interval, and its
    assigned partitions when it (re)joined, sent a full request or they changed.
 A member that does not heartbeat within group.consumer.session.timeout.ms is
-fenced. Where kipcheck differs: membership is not persisted, so after a
+fenced. With `traces` (impl/groups/tracing.CoordinatorTraces) every change to
+what a member holds is written to its revoke-delay trace in the coordinator's
+view (spec/revoke-delay.md RD-12). Where kipcheck differs: membership is not persisted, so after a
 broker restart a heartbeat with an epoch above 0 for a group this broker does
 not know answers UNKNOWN_MEMBER_ID (the member rejoins) where Kafka, whose
 groups survive a restart, would answer GROUP_ID_NOT_FOUND.
@@ -44,6 +46,7 @@ from kipcheck.impl.groups.assignors import ASSIGNORS, Assignment, GroupSpec, Mem
 from kipcheck.impl.groups.config import GroupConfig
 from kipcheck.impl.groups.consumer_group import (
     LEAVE_GROUP_STATIC_MEMBER_EPOCH, UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerMember, reconcile)
+from kipcheck.impl.groups.tracing import CoordinatorTraces
 
 
 @dataclass(frozen=True)
@@ -91,12 +94,13 @@ class ConsumerGroups:
         self.topic_names = topic_names
         self.other_group = other_group  # the id is held by a group of another type that cannot become this one
         self.groups: dict[str, ConsumerGroup] = {}
+        self.traces: CoordinatorTraces | None = None
 
     def heartbeat(self, request: HeartbeatRequest, now_ms: int) -> HeartbeatAnswer:
         try:
             self._check(request)
             if request.member_epoch < 0:
-                return self._leave(request)
+                return self._leave(request, now_ms)
             return self._heartbeat(request, now_ms)
         except Refused as refused:
             return HeartbeatAnswer(refused.error, request.member_id, 0, None, str(refused))
@@ -161,6 +165,9 @@ class ConsumerGroups:
             group.target, group.assignment_epoch = target, epoch
         group.put(updated)
         reconciled = self._reconcile(group, updated, request.owned, subscription_changed, now_ms)
+        if self.traces is not None:  # a static member taking over an instance starts with nothing of its own
+            before = member if replaced is None else ConsumerMember(updated.member_id)
+            self.traces.reconciled(group.group_id, before, reconciled, request.owned, now_ms)
         group.session_deadline_ms[reconciled.member_id] = now_ms + self.config.consumer_session_timeout_ms
         send = request.member_epoch == 0 or request.is_full() or reconciled.assigned != member.assigned
         return HeartbeatAnswer("NONE", reconciled.member_id, reconciled.epoch,
@@ -245,7 +252,7 @@ class ConsumerGroups:
 
     # -- leaving, fencing, timers -----------------------------------------------------------------
 
-    def _leave(self, request: HeartbeatRequest) -> HeartbeatAnswer:
+    def _leave(self, request: HeartbeatRequest, now_ms: int) -> HeartbeatAnswer:
         group = self.groups.get(request.group_id)
         if group is None:
             raise Refused("GROUP_ID_NOT_FOUND", f"Group {request.group_id} not found.")
@@ -253,19 +260,22 @@ class ConsumerGroups:
             if request.member_id not in group.members:
                 raise Refused("UNKNOWN_MEMBER_ID", f"Member {request.member_id} is not a member of group "
                                                    f"{group.group_id}.")
-            self.fence(group, request.member_id)
+            self.fence(group, request.member_id, now_ms, lost=False)
             return HeartbeatAnswer("NONE", request.member_id, request.member_epoch)
         static_id = group.static_members.get(request.instance_id)
         static = group.members.get(static_id) if static_id is not None else None
         _check_static(static, request)
         if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            group.put(replace(static, epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={}))
+            left = replace(static, epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={})
+            group.put(left)
             group.rebalance_deadline.pop(static.member_id, None)
+            if self.traces is not None:
+                self.traces.reconciled(group.group_id, static, left, None, now_ms)
             return HeartbeatAnswer("NONE", static.member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH)
-        self.fence(group, static.member_id)
+        self.fence(group, static.member_id, now_ms, lost=False)
         return HeartbeatAnswer("NONE", request.member_id, request.member_epoch)
 
-    def leave_members(self, group_id: str, members: list[tuple[str, str | None]]) -> list[str]:
+    def leave_members(self, group_id: str, members: list[tuple[str, str | None]], now_ms: int) -> list[str]:
         """A classic LeaveGroup naming members of a consumer group (an administrator removing them):
         one error per member; the valid ones are fenced together (classicGroupLeaveToConsumerGroup)."""
         group = self.groups[group_id]
@@ -283,7 +293,9 @@ class ConsumerGroups:
                 leaving.add(member.member_id)
         if leaving:
             for member_id in leaving:
-                group.remove(member_id)
+                removed = group.remove(member_id)
+                if self.traces is not None and removed is not None:
+                    self.traces.ended(group.group_id, removed, now_ms, lost=True)  # removed, not released
             group.epoch += 1
         return errors
 
@@ -292,11 +304,13 @@ class ConsumerGroups:
         members = group.members.values() if group is not None else ()
         return frozenset(topic for member in members for topic in self._subscribed(member))
 
-    @staticmethod
-    def fence(group: ConsumerGroup, member_id: str) -> None:
-        """Remove the member (all its partitions become free) and bump the group epoch."""
-        group.remove(member_id)
+    def fence(self, group: ConsumerGroup, member_id: str, now_ms: int, lost: bool = True) -> None:
+        """Remove the member (all its partitions become free: lost to it, or released when it left) and bump
+        the group epoch."""
+        member = group.remove(member_id)
         group.epoch += 1
+        if self.traces is not None and member is not None:
+            self.traces.ended(group.group_id, member, now_ms, lost)
 
     def tick(self, now_ms: int) -> list[str]:
         """Fence members whose session or rebalance timeout passed; returns what happened, for the log."""
@@ -304,12 +318,12 @@ class ConsumerGroups:
         for group in list(self.groups.values()):
             for member_id, due in sorted(group.session_deadline_ms.items()):
                 if due <= now_ms and member_id in group.members:
-                    self.fence(group, member_id)
+                    self.fence(group, member_id, now_ms)
                     events.append(f"consumer group {group.group_id}: member {member_id} session expired")
             for member_id, (due, epoch) in sorted(group.rebalance_deadline.items()):
                 member = group.members.get(member_id)
                 if due <= now_ms and member is not None and member.epoch == epoch:
-                    self.fence(group, member_id)
+                    self.fence(group, member_id, now_ms)
                     events.append(f"consumer group {group.group_id}: member {member_id} did not revoke within "
                                   f"its rebalance timeout at epoch {epoch}: fenced, its partitions are lost")
         return events

@@ -1,6 +1,7 @@
 """GroupCoordinator: classic and KIP-848 consumer groups and their committed offsets, one id space with share groups.
 
-    coordinator = GroupCoordinator(data_dir, config, partitions_of, topic_names, share_group_exists)
+    coordinator = GroupCoordinator(data_dir, config, partitions_of, topic_names, share_group_exists,
+                                   trace_dir=None)   # with a dir: KIP-848 members' revoke-delay traces
     coordinator.join(JoinRequest(...), now_ms) -> Pending JoinAnswer    # JoinGroup
     coordinator.sync(...), .heartbeat(...), .leave(...)                  # SyncGroup, Heartbeat, LeaveGroup
     coordinator.consumer_heartbeat(HeartbeatRequest(...), now_ms)        # ConsumerGroupHeartbeat
@@ -45,6 +46,8 @@ from kipcheck.impl.groups.classic_group import EMPTY, ClassicGroup, JoinAnswer, 
 from kipcheck.impl.groups.config import GroupConfig
 from kipcheck.impl.groups.consumer import ConsumerGroups, HeartbeatAnswer, HeartbeatRequest
 from kipcheck.impl.groups.offsets import CommittedOffset, Key, OffsetStore, RecordTooLarge, StorageError
+from kipcheck.impl.groups.tracing import CoordinatorTraces
+from kipcheck.impl.storage import Storage
 
 NEW_GROUP_PROTOCOL_ERROR = "INCONSISTENT_GROUP_PROTOCOL"
 
@@ -62,15 +65,20 @@ class OffsetCommit:
 class GroupCoordinator:
     def __init__(self, data_dir: str | os.PathLike, config: GroupConfig, partitions_of: Callable[[str], int],
                  topic_names: Callable[[], list[str]], share_group_exists: Callable[[str], bool],
-                 *, fsync: bool = True, new_member_id: Callable[[str], str] | None = None):
+                 *, fsync: bool = True, new_member_id: Callable[[str], str] | None = None,
+                 trace_dir: str | os.PathLike | None = None, storage: Storage | None = None):
         self.config = config
         self.share_group_exists = share_group_exists
-        self.offsets = OffsetStore(data_dir, fsync=fsync, compact_bytes=config.offsets_segment_bytes)
+        self.offsets = OffsetStore(data_dir, fsync=fsync, compact_bytes=config.offsets_segment_bytes, storage=storage)
         self.classic = ClassicGroups(config, new_member_id or (lambda prefix: f"{prefix}-{uuid.uuid4()}"))
         self.consumer = ConsumerGroups(config, partitions_of, topic_names, self._not_for_consumer_protocol)
+        if trace_dir is not None:
+            self.consumer.traces = CoordinatorTraces(trace_dir, storage)
 
     def close(self) -> None:
         self.offsets.close()
+        if self.consumer.traces is not None:
+            self.consumer.traces.close()
 
     def group_type(self, group_id: str) -> str | None:
         if group_id in self.consumer.groups:
@@ -117,7 +125,7 @@ class GroupCoordinator:
     def leave(self, group_id: str, members: list[tuple[str, str | None]], now_ms: int) -> tuple[str, list[str]]:
         """(group error, one error per member); members of a consumer group are fenced (an admin removal)."""
         if group_id in self.consumer.groups:
-            answer = "NONE", self.consumer.leave_members(group_id, members)
+            answer = "NONE", self.consumer.leave_members(group_id, members, now_ms)
         else:
             answer = self.classic.leave(group_id, members, now_ms)
         self._forget_if_unused(group_id)
@@ -147,7 +155,15 @@ class GroupCoordinator:
         except (StorageError, RecordTooLarge) as error:
             failed = "NOT_COORDINATOR" if isinstance(error, StorageError) else "UNKNOWN_SERVER_ERROR"
             return {key: failed if key in accepted else errors[key] for key in commit.offsets}
+        self._trace_commit(commit, accepted, now_ms)
         return errors
+
+    def _trace_commit(self, commit: OffsetCommit, accepted: dict[Key, CommittedOffset], now_ms: int) -> None:
+        """A KIP-848 member's accepted commit, in its revoke-delay trace (spec/revoke-delay.md RD-12)."""
+        group = self.consumer.groups.get(commit.group_id)
+        if self.consumer.traces is not None and group is not None and commit.member_id in group.members:
+            self.consumer.traces.committed(commit.group_id, commit.member_id,
+                                           {key: value.offset for key, value in accepted.items()}, now_ms)
 
     def validate_commit(self, commit: OffsetCommit, now_ms: int) -> str:
         """OffsetMetadataManager.validateOffsetCommit, then the group's own check."""

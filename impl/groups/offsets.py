@@ -36,6 +36,7 @@ from pathlib import Path
 
 import msgspec
 
+from kipcheck.impl.storage import Storage
 from kipcheck.impl.storage.durable_log import DurableLog
 
 log = logging.getLogger("kipcheck.groups")
@@ -64,10 +65,11 @@ class CommittedOffset:
 
 
 class OffsetStore:
-    def __init__(self, data_dir: str | os.PathLike, *, fsync: bool = True, compact_bytes: int = 100 * 1024 * 1024):
+    def __init__(self, data_dir: str | os.PathLike, *, fsync: bool = True, compact_bytes: int = 100 * 1024 * 1024,
+                 storage: Storage | None = None):
         self._compact_bytes = compact_bytes
         self._groups: dict[str, dict[Key, CommittedOffset]] = {}
-        self._log = DurableLog(Path(data_dir) / LOG_NAME, fsync=fsync)
+        self._log = DurableLog(Path(data_dir) / LOG_NAME, fsync=fsync, storage=storage)
         for payload in self._log.replay():
             self._apply(msgspec.json.decode(payload))
         self.truncated_bytes = self._log.truncated_bytes

@@ -1,6 +1,6 @@
 """A plain consumer-group member in its own process (so a scenario can kill it -9): consumes, commits, logs.
 
-    python -m kipcheck.oracle.conformance.group_member BOOTSTRAP GROUP TOPIC PROTOCOL ASSIGNOR LOG_FILE [REVOKE_S]
+    python -m kipcheck.oracle.conformance.group_member BOOTSTRAP GROUP TOPIC PROTOCOL ASSIGNOR REVOKE_S LOG_FILE
 
 PROTOCOL is `classic` or `consumer` (KIP-848); ASSIGNOR is the classic
 client-side one (range, roundrobin, cooperative-sticky) or, for `consumer`,
@@ -15,7 +15,7 @@ loses nothing already written:
   {"event": "closed"}                                   after a clean close
 Commits: synchronous, of every processed partition, at most every
 COMMIT_INTERVAL_S and always before a revoked partition is let go (in the
-revoke callback, after REVOKE_S seconds (default 0) spent finishing the
+revoke callback, after REVOKE_S seconds spent finishing the
 partition's work), so in a clean run no record is processed twice. A lost
 partition is not committed (another member may own it). SIGTERM closes it
 cleanly (leave the group, final commit); SIGKILL is the crash a scenario wants.
@@ -37,8 +37,8 @@ LIFETIME_S = 600  # a member left behind by a failed scenario ends on its own
 
 
 class Member:
-    def __init__(self, bootstrap: str, group: str, topic: str, protocol: str, assignor: str, log_path: str,
-                 revoke_s: str = "0"):
+    def __init__(self, bootstrap: str, group: str, topic: str, protocol: str, assignor: str, revoke_s: str,
+                 log_path: str):
         self.topic, self.log = topic, open(log_path, "a", encoding="utf-8")
         self.revoke_s = float(revoke_s)
         self.processed: dict[int, int] = {}   # partition -> next offset to commit

@@ -11,8 +11,9 @@ processes again. Checked: nothing produced is lost;
 every record processed twice was first processed by the killed member at or
 above its last commit (in the clean phases nothing is processed twice, since
 members commit before letting a partition go); the group's committed offsets
-end at the log end. The broker's own consumer-group work writes no traces
-yet (needs_traces=False): the clients are the judge.
+end at the log end. The broker writes a revoke-delay trace of each KIP-848
+member in the coordinator's view (spec/revoke-delay.md RD-12), judged with the
+rest; classic groups write none (needs_traces=False): the clients are the judge.
 
 Broker killed: a KIP-848 consumer commits as it goes; the broker is killed -9
 right after a commit was answered and restarted; every offset answered NONE is
@@ -43,16 +44,18 @@ Record = tuple[int, int]  # (partition, offset)
 
 
 class MemberProcess:
-    """One group_member.py process and what its log says so far."""
+    """One member process and what its log says so far: group_member.py (a confluent-kafka Consumer), or with
+    `command` another module taking its log file last (revoke_member.py: an application on kipcheck's consumer)."""
 
     def __init__(self, name: str, broker: EmbeddedBroker, group: str, protocol: str, assignor: str,
-                 revoke_s: float = 0.0):
+                 revoke_s: float = 0.0, command: list[str] | None = None):
         self.name, self.log_path = name, broker.work_dir / f"member-{name}.jsonl"
         self.killed_at: float | None = None
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "kipcheck.oracle.conformance.group_member", broker.bootstrap, group, "work",
-             protocol, assignor, str(self.log_path), str(revoke_s)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        command = command or ["kipcheck.oracle.conformance.group_member", broker.bootstrap, group, "work", protocol,
+                              assignor, str(revoke_s)]
+        with open(broker.work_dir / f"member-{name}.stderr", "ab") as errors:  # why a member died, if it did
+            self.process = subprocess.Popen([sys.executable, "-m", *command, str(self.log_path)],
+                                            stdout=subprocess.DEVNULL, stderr=errors)
 
     def events(self) -> list[dict]:
         if not self.log_path.exists():

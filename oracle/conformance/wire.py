@@ -5,7 +5,8 @@
     client.send(b"...")                                                  # raw bytes
     client.closed_by_peer()
 
-Request bodies are plain values, built by impl/broker/codec.build.
+Request bodies are plain values, built by impl/broker/codec.build, and
+frames encoded and decoded as impl/consumer's BrokerConnection does.
 `sample_frame(api_key, version)` is a request frame with one of everything
 its schema has (every array one element long, every nullable struct and
 tagged field present), for fuzzing and measuring the decoder;
@@ -16,19 +17,26 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import io
 import socket
 import struct
 import uuid
 
-from kio.index import load_request_schema, load_response_schema
+from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
-from kio.serial._introspect import EntityField, EntityTupleField, classify_field, get_field_tag, \
-    get_schema_field_type, is_optional
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    classify_field,
+    get_field_tag,
+    get_schema_field_type,
+    is_optional,
+)
 from kio.static.primitive import i32Timedelta, i64Timedelta
-
-from kipcheck.impl.broker.codec import build
+from kipcheck.impl.consumer.connection import (
+    decode_response,
+    encode_entity,
+    encode_request,
+)
 
 # Counts no short frame can hold, as each encoding writes them: int32 2^31 - 1 (legacy arrays and
 # bytes), unsigned varints for compact counts 2^32 + 4 and 2^31 - 1 (the value is the count + 1),
@@ -56,7 +64,7 @@ class RawClient:
 
     def encode(self, api_key: int, version: int, **body) -> bytes:
         self.correlation_id += 1
-        return encode_request(build(load_request_schema(api_key, version), body), self.correlation_id)
+        return encode_request(api_key, version, self.correlation_id, "kipcheck-test", body)
 
     def request(self, api_key: int, version: int, **body):
         self.send(self.encode(api_key, version, **body))
@@ -75,10 +83,7 @@ class RawClient:
         frame = self.read_frame()
         if frame is None:
             return None
-        response_class = load_response_schema(api_key, version)
-        _, header_size = entity_reader(response_class.__header_schema__)(frame, 0)
-        body, _ = entity_reader(response_class)(frame, header_size)
-        return body
+        return decode_response(api_key, version, frame)[1]
 
     def closed_by_peer(self) -> bool:
         """True when the broker closed the connection (EOF or reset)."""
@@ -101,22 +106,9 @@ class RawClient:
         return b"".join(chunks)
 
 
-def encode_request(body, correlation_id: int = 1) -> bytes:
-    """The frame (length prefix included) of a kio request body, with a request header of its version."""
-    request_class = type(body)
-    header_class = request_class.__header_schema__
-    buffer = io.BytesIO()
-    header = build(header_class, request_api_key=request_class.__api_key__, request_api_version=request_class.__version__,
-                   correlation_id=correlation_id, client_id="kipcheck-test")
-    entity_writer(header_class)(buffer, header)
-    entity_writer(request_class)(buffer, body)
-    frame = buffer.getvalue()
-    return struct.pack(">i", len(frame)) + frame
-
-
 def sample_frame(api_key: int, version: int, elements: int = 1, nulls: bool = False) -> bytes:
     """A request frame (length prefix included) with every field of its schema (see sample_entity)."""
-    return encode_request(sample_entity(load_request_schema(api_key, version), elements, nulls))
+    return encode_entity(sample_entity(load_request_schema(api_key, version), elements, nulls), 1, "kipcheck-test")
 
 
 def sample_entity(cls: type, elements: int = 1, nulls: bool = False):

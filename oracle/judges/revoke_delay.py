@@ -1,10 +1,15 @@
-"""Judge for `revoke-delay` traces: a KIP-983 consumer (spec/revoke-delay.md)."""
+"""Judge for `revoke-delay` traces: a KIP-983 consumer, or its coordinator's view of it (spec/revoke-delay.md).
+
+Config `view` (optional, RD-12): "consumer" (the default), a trace the
+consumer wrote; "coordinator", a trace the group coordinator wrote about one
+member, which has no `poll` or `delay_revoke` (they happen inside the consumer).
+"""
 
 from __future__ import annotations
 
 import re
 
-from kipcheck.model.revoke_delay import RevokeDelayConsumer
+from kipcheck.model.revoke_delay import COORDINATOR, ILLEGAL_GENERATION, VIEWS, RevokeDelayConsumer
 from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.trace import Malformed, Step
 
@@ -13,10 +18,17 @@ _TOPIC_PARTITION = re.compile(r"^.+:\d+$")
 
 class RevokeDelayJudge(Judge):
     machine = "revoke-delay"
+    config_defaults = {"view": "consumer"}
 
     def __init__(self, config: dict, profile: str) -> None:
         super().__init__(config, profile)
-        self.model = RevokeDelayConsumer()
+        if self.config["view"] not in VIEWS:
+            raise Malformed(1, f"config 'view' must be one of {', '.join(VIEWS)}, found {self.config['view']!r}")
+        self.model = RevokeDelayConsumer(view=self.config["view"])
+
+    def _consumer_only(self, step: Step) -> None:
+        if self.model.view == COORDINATOR:
+            raise Malformed(step.line, f"op {step.op!r} happens inside the consumer: not in the coordinator's view")
 
     @staticmethod
     def _check_partitions(step: Step, where: str, partitions: list) -> list[str]:
@@ -50,8 +62,13 @@ class RevokeDelayJudge(Judge):
     def op_lose(self, step: Step) -> None:
         self.model.lose(self._partitions_arg(step))
 
+    @op(args=["partitions"])
+    def op_release(self, step: Step) -> None:
+        self.model.release(self._partitions_arg(step))
+
     @op(observed=["records_from", "to_be_revoked", "lost", "revoked"])
     def op_poll(self, step: Step) -> None:
+        self._consumer_only(step)
         result = self.model.poll()
         self._expect_set("RD-3", step, "revoked", result.revoked)
         self._expect_set("RD-5", step, "lost", result.lost)
@@ -62,6 +79,7 @@ class RevokeDelayJudge(Judge):
 
     @op(args=["partitions"], observed=["result"])
     def op_delay_revoke(self, step: Step) -> None:
+        self._consumer_only(step)
         self.expect("RD-9", "result", self.model.delay_revoke(self._partitions_arg(step)), self.observed(step, "result", bool))
 
     @op(args=["partition", "offset"], observed=["error"])
@@ -71,4 +89,7 @@ class RevokeDelayJudge(Judge):
         offset = self.arg(step, "offset", int)
         if offset < 0:
             raise Malformed(step.line, f"args.offset of 'commit' must be >= 0, found {offset}")
-        self.expect("RD-10", "error", self.model.commit(partition), self.observed(step, "error", str))
+        observed = self.observed(step, "error", str)
+        if observed == ILLEGAL_GENERATION and self.model.commit_may_be_refused(partition):
+            return  # RD-13: the coordinator already lost the partition for this consumer
+        self.expect("RD-10", "error", self.model.commit(partition), observed)

@@ -1,0 +1,203 @@
+"""Benchmark a cooperative rebalance under load: KIP-983's revoke-delay versus today's blocking callback (a script).
+
+    .venv/bin/python bench/bench_revoke.py [--partitions 12] [--processing-ms 5] [--modes delay,callback,naive]
+
+One run, one broker, one topic with a backlog, and one KIP-848 group per mode
+reading it at the same time, so every mode meets the same machine load. Each
+group starts with four members (kipcheck's consumer under revoke_app's
+ProcessingApp, one process each: one worker per partition, `--processing-ms`
+per record, a partition paused when `--queue` HIGH records wait for its worker
+and resumed at LOW); after a
+warm-up a fifth member joins, and `--leave-after-s` later one of the first
+four leaves (a clean close: finish, commit, leave). The three members that
+stay are the ones measured. Modes (revoke_app.py):
+
+- delay: KIP-983, revokes delayed until the partition's records are
+  processed and committed, the poll loop running on meanwhile;
+- callback: on_revoke waits inside poll for the revoked partitions' records,
+  commits synchronously and returns;
+- naive: on_revoke commits what is done and returns at once (the control:
+  it must show records processed twice, or the count proves nothing).
+
+Printed per mode:
+- records processed twice (a (partition, offset) processed by two members, or
+  twice by one);
+- the untouched partitions: held by one of the three staying members from the
+  steady window to the end, never moved; their throughput, records/s per
+  partition, in the steady window (`--steady-s` before the join) and in the
+  rebalance window (from the join until every moved partition is processed
+  again by its new owner and the leaver closed), the ratio of the two, and the
+  worst 250 ms of the window as a share of the steady rate;
+- how long the rebalance window lasted, and how many partitions moved.
+Clocks: every process stamps events with CLOCK_MONOTONIC (time.monotonic),
+one clock machine-wide. The figures move with the machine's load; modes run
+side by side so they move together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from kipcheck.oracle.conformance.clients import QUIET, create_topic
+from kipcheck.oracle.conformance.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.group_scenarios import MemberProcess
+
+SETTINGS = {"group.consumer.heartbeat.interval.ms": "500", "group.consumer.session.timeout.ms": "10000",
+            "group.min.session.timeout.ms": "1000"}
+TOPIC, BUCKET_MS = "work", 250
+
+
+def produce_backlog(bootstrap: str, partitions: int, per_partition: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000, **QUIET})
+    for index in range(partitions * per_partition):
+        while True:
+            try:
+                producer.produce(TOPIC, value=b"%d" % index, partition=index % partitions)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    assert producer.flush(300) == 0, "backlog not delivered"
+
+
+def member(name: str, broker: EmbeddedBroker, mode: str, args) -> MemberProcess:
+    trace_dir = str(broker.trace_dir) if args.traced else "-"
+    command = ["kipcheck.oracle.conformance.revoke_member", broker.bootstrap, f"bench-{mode}", TOPIC, mode,
+               str(args.processing_ms), trace_dir, f"queue={args.queue}"]
+    return MemberProcess(name, broker, f"bench-{mode}", "consumer", "-", command)
+
+
+def wait(condition, what: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def run(args) -> dict[str, dict]:
+    """Every mode's group side by side; returns each mode's members' events and the moments that matter."""
+    with tempfile.TemporaryDirectory(prefix="kipcheck-bench-revoke-") as work, \
+            EmbeddedBroker(Path(work), SETTINGS, traced=args.traced) as broker:
+        create_topic(broker.bootstrap, TOPIC, args.partitions)
+        total_s = args.warmup_s + args.leave_after_s + args.settle_s
+        produce_backlog(broker.bootstrap, args.partitions, int(total_s * 1.5 * 1000 / args.processing_ms))
+        groups = {mode: {name: member(f"{mode}-{name}", broker, mode, args)
+                         for name in ("a", "b", "c", "leaver")} for mode in args.modes}
+        try:
+            for members in groups.values():
+                for process in members.values():
+                    wait(lambda: len(process.records()) > 0, f"{process.name} to process records")
+            time.sleep(args.warmup_s)
+            for mode, members in groups.items():
+                members["joiner"] = member(f"{mode}-joiner", broker, mode, args)
+            for members in groups.values():  # its log opens as it subscribes: the rebalance starts there
+                wait(members["joiner"].log_path.exists, "the joiner to start")
+            joined_ms = time.monotonic() * 1000
+            time.sleep(args.leave_after_s)
+            for members in groups.values():
+                members["leaver"].stop()
+            time.sleep(args.settle_s)
+            until_ms = time.monotonic() * 1000  # stopping the members moves partitions too: not measured
+        finally:
+            for members in groups.values():
+                for process in members.values():
+                    process.stop()
+        if args.traced:
+            from kipcheck.oracle.check import check_file
+            bad = [verdict.summary() for path in sorted(broker.trace_dir.glob("*.jsonl"))
+                   if (verdict := check_file(path)).status != "ok"]
+            print(f"traces: {len(list(broker.trace_dir.glob('*.jsonl')))} judged, {len(bad)} not allowed", *bad,
+                  sep="\n  ")
+        return {mode: {"events": {name: process.events() for name, process in members.items()},
+                       "joined_ms": joined_ms, "until_ms": until_ms} for mode, members in groups.items()}
+
+
+def measure(events: dict[str, list[dict]], joined_ms: float, until_ms: float, steady_s: float) -> dict:
+    records = [(name, event["partition"], event["offset"], event["at_ms"])
+               for name, member_events in events.items() for event in member_events
+               if event["event"] == "record" and event["at_ms"] < until_ms]
+    twice = sum(count - 1 for count in Counter((p, o) for _, p, o, _ in records).values() if count > 1)
+    steady_from = joined_ms - steady_s * 1000
+    owners: dict[int, set[str]] = defaultdict(set)
+    for name, partition, _, at_ms in records:
+        if at_ms >= steady_from:
+            owners[partition].add(name)
+    untouched = sorted(p for p, names in owners.items() if len(names) == 1 and names <= {"a", "b", "c"})
+    moved = sorted(p for p, names in owners.items() if len(names) > 1)
+    last_owner_start = [min(at for name, p, _, at in records if p == partition and at >= joined_ms
+                            and name == _final_owner(records, partition)) for partition in moved]
+    closed = [event["at_ms"] for event in events["leaver"] if event["event"] == "closed"]
+    window_end = max(last_owner_start + closed + [joined_ms + 1])
+    steady = _rate(records, untouched, steady_from, joined_ms)
+    during = _rate(records, untouched, joined_ms, window_end)
+    worst = min((_rate(records, untouched, start, start + BUCKET_MS)
+                 for start in _buckets(joined_ms, window_end)), default=during)
+    timeline = [round(_rate(records, untouched, start, start + BUCKET_MS)) for start in _buckets(steady_from, window_end)]
+    return {"twice": twice, "untouched": untouched, "moved": moved, "steady": steady, "during": during,
+            "worst": worst, "window_s": (window_end - joined_ms) / 1000, "timeline": timeline,
+            "window_end": [round((at - joined_ms) / 1000, 1) for at in last_owner_start + closed]}
+
+
+def _final_owner(records, partition: int) -> str:
+    return max((at, name) for name, p, _, at in records if p == partition)[1]
+
+
+def _buckets(start_ms: float, end_ms: float):
+    while start_ms + BUCKET_MS <= end_ms:
+        yield start_ms
+        start_ms += BUCKET_MS
+
+
+def _rate(records, partitions: list[int], from_ms: float, to_ms: float) -> float:
+    """Records/s per partition of `partitions` processed in [from_ms, to_ms)."""
+    if not partitions or to_ms <= from_ms:
+        return 0.0
+    count = sum(1 for _, p, _, at in records if p in partitions and from_ms <= at < to_ms)
+    return count / len(partitions) / ((to_ms - from_ms) / 1000)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--partitions", type=int, default=12)
+    parser.add_argument("--processing-ms", type=float, default=5)
+    parser.add_argument("--modes", default="delay,callback,naive")
+    parser.add_argument("--warmup-s", type=float, default=8)
+    parser.add_argument("--steady-s", type=float, default=4)
+    parser.add_argument("--leave-after-s", type=float, default=3)
+    parser.add_argument("--settle-s", type=float, default=10)
+    parser.add_argument("--queue", default="40:10", help="HIGH:LOW records waiting for a partition's worker: "
+                        "the application pauses the partition at HIGH and resumes it at LOW (default 40:10)")
+    parser.add_argument("--traced", action="store_true", help="consumers and broker write traces, judged at the end")
+    parser.add_argument("--timeline", action="store_true",
+                        help="also print the untouched partitions' records/s per partition, 250 ms at a time")
+    args = parser.parse_args(argv)
+    args.modes = args.modes.split(",")
+    print(f"{args.partitions} partitions, {args.processing_ms} ms per record, queue {args.queue}, side by side: "
+          f"{', '.join(args.modes)}; 4 members, a 5th joins, {args.leave_after_s} s later one leaves")
+    print(f"{'mode':<9} {'twice':>6} {'untouched':>9} {'moved':>5} {'steady rec/s/p':>14} {'rebalance':>9} "
+          f"{'ratio':>6} {'worst 250ms':>11} {'window s':>8}")
+    for mode, run_result in run(args).items():
+        figures = measure(run_result["events"], run_result["joined_ms"], run_result["until_ms"], args.steady_s)
+        ratio = figures["during"] / figures["steady"] if figures["steady"] else float("nan")
+        worst = figures["worst"] / figures["steady"] if figures["steady"] else float("nan")
+        print(f"{mode:<9} {figures['twice']:>6} {len(figures['untouched']):>9} {len(figures['moved']):>5} "
+              f"{figures['steady']:>14.1f} {figures['during']:>9.1f} {ratio:>6.2f} {worst:>11.2f} "
+              f"{figures['window_s']:>8.1f}")
+        if args.timeline:
+            print(f"  {mode} timeline from {args.steady_s} s before the join:", *figures["timeline"])
+            print(f"  {mode} moved partitions {figures['moved']} restarted at (s after the join):", figures["window_end"])
+    print(f"load: {statistics.mean(os.getloadavg()):.1f} (1/5/15-minute load average, mean)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,372 @@
+"""Consumer: a Kafka consumer over the wire protocol (through kio), with KIP-983's revoke-delay poll.
+
+    consumer = Consumer({"bootstrap.servers": "127.0.0.1:9092", "group.id": "g"}, trace_dir="traces")
+    consumer.subscribe(["orders"])                       # KIP-848 group (ConsumerGroupHeartbeat)
+    while running:
+        records = consumer.poll(100)                     # start-of-poll steps, then records
+        ...process, then consumer.commit({tp: next_offset}, asynchronous=True)
+        unfinished = consumer.to_be_revoked_partitions() & partitions_still_processing
+        if unfinished:
+            consumer.delay_revoke(unfinished)            # False once one of them was lost
+        for tp in consumer.lost_partitions(): abort its work, commit nothing more for it
+    consumer.close()
+
+    consumer.assign([TopicPartition("orders", 0)])       # or standalone, without a group
+
+KIP-983 (seed 001, spec/revoke-delay.md), the default `rebalance.revoke.mode=delay`:
+every poll first completes the revoke of the revoke-next partitions (after
+the answers of commits still in flight: a partition is never let go before its
+commit is answered), empties the lost list and moves revoke-thereafter to
+revoke-next; then it learns, in order, what the coordinator decided since the
+last poll (Decisions from the heartbeat thread). It returns records only from
+partitions held and not pending revocation; buffered records of a partition
+pending revocation, revoked or lost are dropped, never returned. The first
+heartbeat after the poll acknowledges the completed revokes. A poll that
+learned something returns without waiting for records, so the application
+sees it at once. Commits of a partition the consumer no longer holds are
+refused (CommitFailed, ILLEGAL_GENERATION) without asking the coordinator.
+
+`rebalance.revoke.mode=callback` is the comparison: what consumers do today.
+`subscribe(topics, on_assign, on_revoke, on_lost)`; the poll that learns a
+revoke calls on_revoke(partitions) and completes the revoke when it returns
+(the application processes and commits them inside the callback, while poll
+returns nothing for any partition); no revoke-delay trace is written, since
+the model is KIP-983's.
+
+With `trace_dir` (delay mode, group) the consumer writes its revoke-delay trace
+(impl/consumer/tracing.py). Not thread-safe, as Kafka's consumer: one thread
+calls its methods; the heartbeat thread is its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import time
+import uuid
+from collections import deque
+from typing import Callable, Iterable, Mapping
+
+from kipcheck.impl.consumer.cluster import Cluster
+from kipcheck.impl.consumer.config import CALLBACK, DELAY, ConsumerConfig
+from kipcheck.impl.consumer.errors import CommitFailed, IllegalState, KafkaError
+from kipcheck.impl.consumer.fetcher import Fetcher
+from kipcheck.impl.consumer.membership import GroupMembership, now_ms
+from kipcheck.impl.consumer.offsets import GroupOffsets, PendingCommit
+from kipcheck.impl.consumer.ownership import ASSIGN, Decision, Ownership, PollStart
+from kipcheck.impl.consumer.records import ConsumerRecord, TopicPartition
+from kipcheck.impl.consumer.tracing import ConsumerTrace
+
+log = logging.getLogger("kipcheck.consumer")
+
+NONE, ILLEGAL_GENERATION = "NONE", "ILLEGAL_GENERATION"
+MAX_IN_FLIGHT_COMMITS = 32  # asynchronous commits not yet answered; one more waits for the oldest answer
+FENCED_ANSWERS = {"UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH", "ILLEGAL_GENERATION"}
+Callback = Callable[["Consumer", frozenset[TopicPartition]], None]
+
+
+def new_member_id() -> str:
+    """A client-generated member id (KIP-1082), as Kafka's Uuid.randomUuid().toString(): 22 base64url chars."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class Consumer:
+    def __init__(self, config: Mapping[str, str | int], trace_dir=None):
+        self.config = ConsumerConfig.from_properties(config)
+        self.cluster = Cluster(self.config)
+        self.fetcher = Fetcher(self.config, self.cluster)
+        self.member_id = new_member_id()
+        self._trace_dir = trace_dir
+        self._trace: ConsumerTrace | None = None
+        self._membership: GroupMembership | None = None
+        self._offsets = GroupOffsets(self.config, self.cluster, self._identity) if self.config.group_id else None
+        self._ownership = Ownership()
+        self._learned: list[Decision] = []    # taken from the heartbeat thread (and traced), applied at next poll
+        self._in_flight: deque[tuple[PendingCommit, dict[TopicPartition, str], Callable | None]] = deque()
+        self._listener: dict[str, Callback | None] = {}
+        self._paused: set[TopicPartition] = set()
+        self._closed = False
+
+    # -- joining -------------------------------------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str], on_assign: Callback | None = None, on_revoke: Callback | None = None,
+                  on_lost: Callback | None = None) -> None:
+        """Join the group (KIP-848) on `topics`; the callbacks are the callback mode's rebalance listener."""
+        self._check_usable()
+        if not self.config.group_id:
+            raise IllegalState("subscribe needs group.id")
+        if self._membership is not None or self._learned or self._ownership.held():
+            raise IllegalState("already subscribed or assigned")
+        listener = {"assign": on_assign, "revoke": on_revoke, "lost": on_lost}
+        if self.config.revoke_mode == DELAY and any(listener.values()):
+            raise IllegalState("rebalance.revoke.mode=delay has no rebalance listener (KIP-983): use "
+                               "to_be_revoked_partitions(), delay_revoke() and lost_partitions() after each poll")
+        topics = tuple(sorted(set(topics)))
+        connection = self.cluster.connect()
+        try:
+            self.cluster.refresh(connection, names=topics)  # topic ids: the heartbeat reports owned ones by id
+        finally:
+            connection.close()
+        self._listener = listener
+        if self._trace_dir is not None and self.config.revoke_mode == DELAY:
+            self._trace = ConsumerTrace(self._trace_dir, self.config.group_id, self.member_id)
+        self._membership = GroupMembership(self.config, self.cluster, topics, self.member_id, self._trace)
+        self._membership.start()
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Standalone: consume exactly `partitions` from the next poll on, without a group."""
+        self._check_usable()
+        if self._membership is not None:
+            raise IllegalState("assign after subscribe")
+        wanted = frozenset(TopicPartition(*tp) for tp in partitions)
+        connection = self.cluster.connect()
+        try:
+            self.cluster.refresh(connection, names=sorted({tp.topic for tp in wanted}))
+        finally:
+            connection.close()
+        unknown = [str(tp) for tp in wanted if not 0 <= tp.partition < self.cluster.partitions(tp.topic)]
+        if unknown:
+            raise KafkaError("UNKNOWN_TOPIC_OR_PARTITION", ", ".join(sorted(unknown)))
+        dropped = self._ownership.held() - wanted
+        self._ownership.complete(dropped)
+        self._ended(dropped)
+        self._learned.append(Decision(ASSIGN, wanted, now_ms()))
+
+    # -- polling -------------------------------------------------------------------------------
+
+    def poll(self, timeout_ms: int) -> list[ConsumerRecord]:
+        self._check_usable()
+        deadline_ms = now_ms() + max(0, timeout_ms)
+        self._settle_commits()
+        if self._membership is not None:
+            self._membership.polled(now_ms())
+        self._trace_new_decisions()
+        learned, self._learned = self._learned, []  # all learned by this poll (RD-2)
+        start = self._start_poll(learned)
+        records: list[ConsumerRecord] = []
+        try:
+            records = self._records(deadline_ms, news=bool(learned or start.revoked))
+        finally:  # the poll happened, records or not: its step is written
+            if self._trace is not None:
+                self._trace.poll(now_ms(), {TopicPartition(record.topic, record.partition) for record in records},
+                                 start)
+            if self._membership is not None:  # after the poll step: the acknowledgement follows it
+                self._membership.poll_done(start.revoked)
+        return records
+
+    def _trace_new_decisions(self) -> None:
+        """Take what the coordinator decided from the heartbeat thread, trace it, keep it for the next poll."""
+        if self._membership is not None:
+            taken = self._membership.take_decisions()
+            if self._trace is not None:
+                for decision in taken:
+                    self._trace.decision(decision)
+            self._learned += taken
+
+    def _start_poll(self, learned: list[Decision]) -> PollStart:
+        start = self._ownership.start_poll(learned)
+        self._ended(start.ended)
+        self.fetcher.discard_buffered(self._ownership.pending_revocation())  # never returned (RD-7)
+        if self.config.revoke_mode == CALLBACK:
+            self._run_listener(start, learned)
+        return start
+
+    def _run_listener(self, start: PollStart, learned: list[Decision]) -> None:
+        """Today's consumers: callbacks inside poll; a revoke completes when on_revoke returns."""
+        if start.lost and self._listener.get("lost"):
+            self._listener["lost"](self, start.lost)
+        revoking = self._ownership.to_be_revoked()
+        if revoking:
+            if self._listener.get("revoke"):
+                self._listener["revoke"](self, revoking)
+            self._settle_commits()
+            self._ownership.complete(revoking)
+            self._ended(revoking)
+            self._membership.poll_done(revoking)
+        assigned = frozenset(tp for decision in learned if decision.kind == ASSIGN for tp in decision.partitions
+                             if self._ownership.owns(tp))
+        if assigned and self._listener.get("assign"):
+            self._listener["assign"](self, assigned)
+
+    def _ended(self, partitions: frozenset[TopicPartition]) -> None:
+        """An ownership ended: its position, buffer and pause go (a new one starts afresh, as in Kafka)."""
+        self.fetcher.forget(partitions)
+        self._paused -= partitions
+
+    def _records(self, deadline_ms: int, news: bool) -> list[ConsumerRecord]:
+        fetchable = self._ownership.fetchable() - self._paused
+        self._ensure_positions(fetchable)
+        records = self.fetcher.take(fetchable, self.config.max_poll_records)
+        while not records:
+            remaining_ms = deadline_ms - now_ms()
+            if remaining_ms <= 0 or (self._membership is not None and self._membership.changed.is_set()):
+                break
+            wait_ms = 0 if news else min(remaining_ms, self.config.fetch_max_wait_ms)
+            if any(tp in self.fetcher.positions for tp in fetchable):
+                self.fetcher.fetch(fetchable, wait_ms)
+            elif self._membership is not None:
+                self._membership.changed.wait(wait_ms / 1000)
+            else:
+                time.sleep(wait_ms / 1000)
+            records = self.fetcher.take(fetchable, self.config.max_poll_records)
+            if news:
+                break
+        return records
+
+    def _ensure_positions(self, partitions: frozenset[TopicPartition]) -> None:
+        missing = sorted(tp for tp in partitions if tp not in self.fetcher.positions)
+        if not missing:
+            return
+        committed = self._offsets.committed(missing) if self._offsets is not None else {}
+        for tp, offset in committed.items():
+            if offset >= 0:
+                self.fetcher.seek(tp, offset)
+        unset = [tp for tp in missing if tp not in self.fetcher.positions]
+        if unset:
+            self.fetcher.reset(unset, self.config.auto_offset_reset)
+
+    # -- KIP-983 ---------------------------------------------------------------------------------
+
+    def to_be_revoked_partitions(self) -> frozenset[TopicPartition]:
+        """getToBeRevokedPartitions: the revoke-next list, revoked at the start of the next poll."""
+        return self._ownership.to_be_revoked()
+
+    def lost_partitions(self) -> frozenset[TopicPartition]:
+        """getLostPartitions: the partitions lost during the last poll."""
+        return self._ownership.lost
+
+    def delay_revoke(self, partitions: Iterable[TopicPartition]) -> bool:
+        """delayRevoke: revoke-next partitions move to revoke-thereafter; false (nothing moves) if one was lost."""
+        self._check_usable()
+        if self._membership is None or self.config.revoke_mode != DELAY:
+            raise IllegalState("delay_revoke needs a subscription with rebalance.revoke.mode=delay")
+        partitions = frozenset(TopicPartition(*tp) for tp in partitions)
+        result = self._ownership.delay(partitions)
+        if self._trace is not None:
+            self._trace.delay_revoke(now_ms(), partitions, result)
+        return result
+
+    # -- commits ---------------------------------------------------------------------------------
+
+    def commit(self, offsets: Mapping[TopicPartition, int] | None = None, asynchronous: bool = False,
+               on_commit: Callable[[dict[TopicPartition, str]], None] | None = None) -> dict[TopicPartition, str] | None:
+        """Commit `offsets` (default: the position of every held partition).
+
+        Synchronous: the answers ({partition: "NONE"}), or CommitFailed for partitions not held (RD-10) or a
+        group that no longer knows this member, KafkaError for other failures. Asynchronous: returns None;
+        `on_commit(answers)` runs in a later poll, commit or close, always before a revoke completes; at most
+        MAX_IN_FLIGHT_COMMITS wait for their answer (a further one first waits for the oldest).
+        """
+        self._check_usable()
+        if self._offsets is None:
+            raise IllegalState("commit needs group.id")
+        if offsets is None:
+            offsets = {tp: offset for tp, offset in self.fetcher.positions.items() if self._ownership.owns(tp)}
+        offsets = {TopicPartition(*tp): offset for tp, offset in offsets.items()}
+        if any(type(offset) is not int or offset < 0 for offset in offsets.values()):
+            raise ValueError(f"commit offsets must be integers >= 0, found {offsets}")
+        refused = self._refused(offsets)
+        accepted = {tp: offset for tp, offset in offsets.items() if tp not in refused}
+        pending = self._offsets.send(accepted) if accepted else None
+        if asynchronous:
+            while len(self._in_flight) >= MAX_IN_FLIGHT_COMMITS:
+                self._settle_oldest()
+            self._in_flight.append((pending, refused, on_commit))
+            return None
+        self._settle_commits()
+        answers = {**(self._finish(pending) if pending is not None else {}), **refused}
+        _raise_for(answers)
+        return answers
+
+    def _refused(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, str]:
+        """RD-10: in a group, a partition this consumer does not hold is refused without asking the coordinator."""
+        if self._membership is None:
+            return {}
+        refused = {tp: ILLEGAL_GENERATION for tp in offsets if not self._ownership.owns(tp)}
+        if self._trace is not None:
+            for tp in sorted(refused):
+                self._trace.commit(now_ms(), tp, offsets[tp], ILLEGAL_GENERATION)
+        return refused
+
+    def _finish(self, pending: PendingCommit) -> dict[TopicPartition, str]:
+        """A commit's answers; a fencing learned here is applied (and traced) before its commit steps."""
+        answers = self._offsets.finish(pending)
+        if self._membership is not None and FENCED_ANSWERS & set(answers.values()):
+            self._membership.fenced(pending.generation, now_ms())
+            self._trace_new_decisions()  # the loss precedes the refused commits in the trace (RD-13)
+        answers = {tp: ILLEGAL_GENERATION if error in FENCED_ANSWERS else error for tp, error in answers.items()}
+        if self._trace is not None:
+            for tp, error in sorted(answers.items()):
+                if error in (NONE, ILLEGAL_GENERATION):  # other failures say nothing about ownership
+                    self._trace.commit(now_ms(), tp, pending.offsets[tp], error)
+        return answers
+
+    def _settle_commits(self) -> None:
+        while self._in_flight:
+            self._settle_oldest()
+
+    def _settle_oldest(self) -> None:
+        pending, refused, on_commit = self._in_flight.popleft()
+        answers = {**(self._finish(pending) if pending is not None else {}), **refused}
+        if on_commit is not None:
+            on_commit(answers)
+        elif any(error != NONE for error in answers.values()):
+            log.warning("asynchronous commit failed: %s", {str(tp): error for tp, error in answers.items()})
+
+    # -- the rest of the consumer API -------------------------------------------------------------
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        return self._ownership.held()
+
+    def position(self, tp: TopicPartition) -> int | None:
+        return self.fetcher.positions.get(TopicPartition(*tp))
+
+    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        self._check_usable()
+        if self._offsets is None:
+            raise IllegalState("committed needs group.id")
+        return self._offsets.committed([TopicPartition(*tp) for tp in partitions])
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        self._paused |= {TopicPartition(*tp) for tp in partitions}
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        self._paused -= {TopicPartition(*tp) for tp in partitions}
+
+    def close(self) -> None:
+        """Answers of commits in flight first, then leave the group (epoch -1); the trace ends here."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._settle_commits()
+        finally:
+            if self._membership is not None:
+                self._membership.close()
+            self.fetcher.close()
+            if self._offsets is not None:
+                self._offsets.close()
+            if self._trace is not None:
+                self._trace.close()
+
+    def __enter__(self) -> "Consumer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise IllegalState("the consumer is closed")
+
+    def _identity(self) -> tuple[str, int, int]:
+        return self._membership.commit_identity() if self._membership is not None else ("", -1, 0)
+
+
+def _raise_for(answers: dict[TopicPartition, str]) -> None:
+    refused = sorted(tp for tp, error in answers.items() if error == ILLEGAL_GENERATION)
+    if refused:
+        raise CommitFailed(refused, f"not this consumer's partitions (any more): {', '.join(map(str, refused))}")
+    failed = {str(tp): error for tp, error in answers.items() if error != NONE}
+    if failed:
+        raise KafkaError(next(iter(failed.values())), f"commit failed: {failed}")
