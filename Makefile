@@ -1,32 +1,62 @@
 # Two commands for a newcomer (see README): `make conformance` and `make test`.
-# Each sets up what it needs first (a virtualenv in .venv, Node packages for tla/).
+# Each sets up what it needs first (a virtualenv in .venv, Node packages for tla/, Java for Spark).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The test extra adds the test tools and the Spark connectors' packages (pyspark, pyarrow, pandas).
+TEST_STAMP := $(VENV)/.installed-test
 # Quint (tla/) is pinned in tla/package-lock.json; reinstalled when the lock changes.
 NODE_STAMP := tla/node_modules/.installed
 
-.PHONY: setup conformance test clean
+.PHONY: setup conformance test java clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e .
 	touch $(STAMP)
+
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(TEST_STAMP)
 
 $(NODE_STAMP): tla/package-lock.json
 	cd tla && npm ci --no-audit --no-fund
 	touch $(NODE_STAMP)
 
-setup: $(STAMP) $(NODE_STAMP)
+## Spark needs a Java runtime, 17 or later: JAVA_HOME's or java on PATH; installed from Debian
+## (openjdk-17-jre-headless) when missing and we may (root with apt-get), else a clear message.
+java:
+	@java_bin="$${JAVA_HOME:+$$JAVA_HOME/bin/}java"; \
+	if [ -n "$$JAVA_HOME" ] && [ ! -x "$$java_bin" ]; then \
+		echo "JAVA_HOME=$$JAVA_HOME has no bin/java: point it at a Java 17+ runtime or unset it" >&2; \
+		exit 1; \
+	fi; \
+	if ! command -v "$$java_bin" >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "Java not found: installing Debian's openjdk-17-jre-headless for Spark"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null; \
+		else \
+			echo "Spark needs Java 17 or later: install it (Debian: apt-get install openjdk-17-jre-headless) or set JAVA_HOME, then run make again" >&2; \
+			exit 1; \
+		fi; \
+		java_bin=java; \
+	fi; \
+	version=$$("$$java_bin" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
+	if [ -z "$$version" ] || [ "$$version" -lt 17 ]; then \
+		echo "Spark needs Java 17 or later; $$java_bin is version $${version:-unknown}: set JAVA_HOME to a newer one" >&2; \
+		exit 1; \
+	fi
+
+setup: $(TEST_STAMP) $(NODE_STAMP) java
 
 ## The main job: the conformance suite, with a readable verdict.
 conformance: $(STAMP)
 	$(BIN)/kipcheck conformance
 
 ## The tests: everything CI runs.
-test: $(STAMP) $(NODE_STAMP)
+test: $(TEST_STAMP) $(NODE_STAMP) java
 	$(BIN)/python -m pytest
 
 clean:

@@ -13,7 +13,6 @@ the end of the test.
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -23,10 +22,10 @@ import pytest
 from kipcheck.oracle.conformance.embedded import EmbeddedBroker
 from kipcheck.oracle.conformance.wire import RawClient
 
-_SPEC = importlib.util.spec_from_file_location("kipcheck_test_harness", Path(__file__).parent / "harness.py")
-harness = sys.modules.setdefault(_SPEC.name, importlib.util.module_from_spec(_SPEC))
-if not hasattr(harness, "FaultyDisk"):
-    _SPEC.loader.exec_module(harness)
+# Helper modules beside the tests (harness, spark_support) import by name under --import-mode=importlib.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import harness  # noqa: E402  (found through the path above)
 
 
 @pytest.fixture
@@ -87,3 +86,23 @@ def in_process_broker(tmp_path):
     yield start
     for broker in started:
         broker.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark (local[2]) for every Spark test, with both connectors registered; stopped at the end."""
+    from kipcheck.impl.spark import local_session, register
+
+    session = local_session("local[2]", "kipcheck-tests")
+    register(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_broker(tmp_path_factory):
+    """One reference broker for the Spark tests (each test uses its own topics and groups)."""
+    broker = EmbeddedBroker(tmp_path_factory.mktemp("spark-broker"), {"share.auto.offset.reset": "earliest"})
+    broker.start()
+    yield broker
+    broker.stop()

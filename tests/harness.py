@@ -1,4 +1,4 @@
-"""Test-only helpers (loaded by conftest.py as `kipcheck_test_harness`): a Disk that fails where a test
+"""Test-only helpers (imported by name: conftest.py puts tests/ on the path): a Disk that fails where a test
 tells it to, the broker in-process on top of one, and v2 record batches built by kio.
 
 Run as a script, this module is a `kipcheck broker` launcher whose disk kills

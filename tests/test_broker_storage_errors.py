@@ -17,7 +17,7 @@ from __future__ import annotations
 import errno
 import json
 
-import kipcheck_test_harness  # tests/harness.py, loaded by conftest.py
+import harness  # tests/harness.py
 import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -27,7 +27,7 @@ from kipcheck.impl.broker.metadata import topic_id_of
 from kipcheck.impl.share.coordinator import LOG_NAME
 from kipcheck.oracle.conformance.clients import QUIET, create_topic, read_plain
 
-record_batch = kipcheck_test_harness.record_batch
+record_batch = harness.record_batch
 PRODUCE, METADATA, CREATE_TOPICS, SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 0, 3, 19, 76, 78, 79
 
 

@@ -6,7 +6,7 @@ import datetime
 import struct
 from types import SimpleNamespace
 
-import kipcheck_test_harness  # tests/harness.py, loaded by conftest.py
+import harness  # tests/harness.py
 import pytest
 
 from kipcheck.impl.broker.codec import FrameError, UnsupportedApi, build, decode_request, encode_response, response_class
@@ -16,7 +16,7 @@ from kipcheck.impl.broker.handlers.share import acknowledgement_batches
 from kipcheck.impl.broker.log import InvalidBatch, PartitionLog, SequenceError
 from kipcheck.impl.broker.metadata import Topics, TopicError, topic_id_of
 
-batch = kipcheck_test_harness.record_batch
+batch = harness.record_batch
 
 
 # -- partition log -----------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-import kipcheck_test_harness  # tests/harness.py, loaded by conftest.py
+import harness  # tests/harness.py
 import pytest
 from kio.schema.errors import ErrorCode
 
@@ -169,7 +169,7 @@ def test_a_data_dir_of_thousands_of_partitions_starts_within_a_small_descriptor_
         topics.create(name, 1000)
         for partition in range(1000):
             log = PartitionLog.open(data_dir / "logs" / f"{name}-{partition}", storage=storage)
-            log.append(kipcheck_test_harness.record_batch(1))
+            log.append(harness.record_batch(1))
             log.close()
     storage.close()
     # max.connections fits the small limit beside the storage's bounded open files (the broker refuses to

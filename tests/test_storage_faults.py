@@ -17,7 +17,7 @@ import shutil
 from functools import partial
 from pathlib import Path
 
-import kipcheck_test_harness  # tests/harness.py, loaded by conftest.py
+import harness  # tests/harness.py
 import pytest
 
 from kipcheck.impl.broker.log import PartitionLog
@@ -28,7 +28,7 @@ from kipcheck.impl.share.partition import ACKNOWLEDGED, PersisterError, SharePar
 from kipcheck.impl.share.tracing import INCOMPLETE_SUFFIX, TraceWriter
 from kipcheck.impl.storage import AppendFile, Storage, StorageError
 
-record_batch = kipcheck_test_harness.record_batch
+record_batch = harness.record_batch
 BATCH_BYTES = len(record_batch(3))
 KEY = "g1:orders:0"
 

@@ -24,7 +24,7 @@ Limits (BrokerConfig, Kafka's names; limits.py):
 What closes a connection (logged; the broker keeps serving the others):
 - a frame length below the header size or above `max_request_bytes`
   (Kafka's `socket.request.max.bytes`);
-- a frame kio cannot decode, with trailing bytes, or that claims more than it
+- a frame kio cannot decode, or that claims more than it
   holds (frame_check);
 - an API key or version the broker does not serve, except ApiVersions, which
   gets a v0 answer with UNSUPPORTED_VERSION and the supported versions (so a

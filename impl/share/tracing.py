@@ -77,9 +77,10 @@ log = logging.getLogger("kipcheck.share")
 class Trace:
     """One trace file: a header, then numbered steps."""
 
-    def __init__(self, path: Path, header: dict, storage: Storage) -> None:
+    def __init__(self, path: Path, header: dict, storage: Storage | None = None) -> None:
+        """`storage`: the writer's storage (a broker's bounds its open files); a client's trace may have its own."""
         self.path = path
-        self._storage = storage
+        self._storage = storage = storage or Storage()
         self._step, self._clock_ms, self._file = _resume(path, storage)
         self.complete = True
         if self._file.size == 0:

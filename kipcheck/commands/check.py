@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from kipcheck.oracle.check import Verdict, check_file, check_lines
@@ -19,6 +20,11 @@ there is one) and the reason. Blank lines after the header are ignored, and a
 header with no steps passes with "0 steps" (spec/README.md, "Reading traces").
 Large files show a progress bar on a terminal.
 
+A directory stands for every *.jsonl file under it, in name order. With
+--spark the files are judged in parallel on Spark (one trace per task; any
+master URL, default local[*]) with the same verdicts and exit status; the
+files must be readable where Spark's tasks run.
+
 exit status: 0 every step of every file is allowed, 1 some trace breaks a
 clause, 2 some input is malformed (unreadable, bad JSON, unknown machine, op,
 field or config key, missing required field). Malformed input is never a pass."""
@@ -28,12 +34,16 @@ PROGRESS_EVERY_LINES = 20_000
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="+", metavar="FILE", help="trace files to judge ('-' reads standard input)")
+    parser.add_argument("files", nargs="+", metavar="FILE_OR_DIR",
+                        help="trace files, or directories of *.jsonl traces, to judge ('-' reads standard input)")
     parser.add_argument("--quiet", "-q", action="store_true", help="print only the verdicts that are not ok")
     parser.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     parser.add_argument("--reference", action="store_true",
                         help="judge with the plain models, not the fast acceptors of impl/fastcheck/ (slower; "
                              "the two give the same verdicts)")
+    parser.add_argument("--spark", action="store_true",
+                        help="judge the traces in parallel on Spark, one trace per task (needs the spark extra and Java)")
+    parser.add_argument("--master", default="local[*]", help="Spark master URL for --spark (default: local[*])")
 
 
 def _with_progress(lines: BinaryIO, total_bytes: int, name: str) -> Iterator[bytes]:
@@ -63,11 +73,36 @@ def _judge(name: str, progress: bool, reference: bool) -> Verdict:
         return check_lines(_with_progress(lines, size, name), name, reference)
 
 
+def expand(names: list[str]) -> list[str]:
+    """The trace files named: a directory stands for its *.jsonl files (recursively, in name order)."""
+    files: list[str] = []
+    for name in names:
+        if name != "-" and os.path.isdir(name):
+            files += sorted(str(path) for path in Path(name).rglob("*.jsonl"))
+        else:
+            files.append(name)
+    return files
+
+
+def _verdicts(args: argparse.Namespace, files: list[str]) -> Iterator[Verdict]:
+    if not args.spark:
+        progress = not args.no_progress and sys.stderr.isatty()
+        return (_judge(name, progress, args.reference) for name in files)
+    from kipcheck.oracle.spark_check import check_on_spark
+
+    verdicts = check_on_spark([os.path.abspath(name) for name in files], args.master, args.reference)
+    for verdict, name in zip(verdicts, files):
+        verdict.name = name  # as given, like the plain checker
+    return iter(verdicts)
+
+
 def run(args: argparse.Namespace) -> int:
-    progress = not args.no_progress and sys.stderr.isatty()
+    files = expand(args.files)
+    if args.spark and "-" in files:
+        print("kipcheck check: --spark reads files, not standard input", file=sys.stderr)
+        return 2
     worst = 0
-    for name in args.files:
-        verdict = _judge(name, progress, args.reference)
+    for verdict in _verdicts(args, files):
         worst = max(worst, verdict.exit_code)
         if verdict.status != "ok" or not args.quiet:
             print(verdict.summary(), flush=True)

@@ -1,0 +1,158 @@
+"""Spark benchmarks: `kipcheck check --spark` against the plain checker, and the two connectors.
+
+    .venv/bin/python bench/bench_spark.py check                 # 1,000 traces of 10,000 steps
+    .venv/bin/python bench/bench_spark.py check --traces 200 --steps 5000
+    .venv/bin/python bench/bench_spark.py connectors            # the headline: keyrange k = 1, 2, 4, 8; share vs rate
+
+`check` generates share-partition traces (bench_check.py's generator, seeds 1..N) into a
+temporary directory and times, in one run, wall clock: the single-process checker
+(check_file on each, one core), then check_on_spark with local[1] and local[2], each
+including its Spark start-up; it prints the times and the ratios to the single process.
+
+`connectors` starts the reference broker, fills a one-partition topic, and prints rows/s:
+(1) kipcheck-keyrange batch reads with keyRangesPerPartition k = 1, 2, 4, 8 and a processing-bound
+job (--work-ms per record, sleeping, as a call to another service would) on local[8], so up to
+8 tasks run at once; (2) the same reads without processing (the cost of client-side filtering:
+each of the k tasks fetches the whole partition); (3) kipcheck-share as an availableNow stream
+into the noop sink beside Spark's built-in `rate` source into the same sink, the machine's ceiling
+(rows over the micro-batches' busy time). A share micro-batch is one poll, so it holds at most the
+partition's in-flight limit (group.share.partition.max.record.locks, Kafka's default 2,000).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from kipcheck.oracle.check import check_file
+from kipcheck.oracle.spark_check import check_on_spark
+
+HERE = Path(__file__).resolve().parent
+
+
+def trace_generator():
+    spec = importlib.util.spec_from_file_location("bench_check", HERE / "bench_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.generate
+
+
+def bench_check(options) -> None:
+    generate = trace_generator()
+    with tempfile.TemporaryDirectory() as folder:
+        paths = [str(Path(folder) / f"trace-{seed}.jsonl") for seed in range(1, options.traces + 1)]
+        started = time.perf_counter()
+        for seed, path in enumerate(paths, 1):
+            generate(Path(path), options.steps, "kip", seed)
+        size_mb = sum(os.path.getsize(path) for path in paths) / 1e6
+        print(f"generated {options.traces} traces x {options.steps} steps ({size_mb:.0f} MB) "
+              f"in {time.perf_counter() - started:.0f} s")
+        started = time.perf_counter()
+        plain = [check_file(path) for path in paths]
+        single_s = time.perf_counter() - started
+        assert all(plain), "the generated traces must pass"
+        print(f"single process  {single_s:7.1f} s  1.00x")
+        for master in ("local[1]", "local[2]"):
+            started = time.perf_counter()
+            verdicts = check_on_spark(paths, master)
+            elapsed = time.perf_counter() - started
+            assert verdicts == plain, f"{master} disagrees with the plain checker"
+            print(f"spark {master:9} {elapsed:7.1f} s  {single_s / elapsed:.2f}x (start-up included)")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+
+
+def slow(work_ms: float):
+    """A mapInArrow function that spends `work_ms` per record (sleeping: an I/O-bound job)."""
+    def process(batches):
+        for batch in batches:
+            time.sleep(batch.num_rows * work_ms / 1000)
+            yield batch
+    return process
+
+
+def rows_per_second(action) -> tuple[int, float]:
+    started = time.perf_counter()
+    rows = action()
+    return rows, rows / (time.perf_counter() - started)
+
+
+def bench_keyrange(spark, bootstrap: str, topic: str, work_ms: float) -> None:
+    print(f"kipcheck-keyrange, one partition, batch read, {work_ms} ms per record, local[8]:")
+    base = None
+    warm_up = spark.read.format("kipcheck-keyrange").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+    warm_up.option("keyRangesPerPartition", 8).load().mapInArrow(slow(0), "key binary").count()  # start the workers
+    for ranges in (1, 2, 4, 8):
+        frame = (spark.read.format("kipcheck-keyrange").option("kafka.bootstrap.servers", bootstrap)
+                 .option("subscribe", topic).option("keyRangesPerPartition", ranges).load())
+        rows, rate = rows_per_second(lambda: frame.mapInArrow(slow(work_ms), frame.schema).count())
+        base = base or rate
+        _, read_rate = rows_per_second(lambda: frame.count())
+        print(f"  k={ranges}  {rate:8.0f} rows/s  {rate / base:.2f}x k=1   (reading alone: {read_rate:8.0f} rows/s, "
+              f"each record fetched {ranges}x)")
+
+
+def streamed_rate(query, timeout_s: float = 600) -> tuple[int, float]:
+    """Rows and rows/s over the micro-batches of a finished or stopped query (its start-up excluded)."""
+    progress = [entry for entry in query.recentProgress if entry["numInputRows"]]
+    rows = sum(entry["numInputRows"] for entry in progress)
+    busy_ms = sum(entry["durationMs"]["triggerExecution"] for entry in progress)
+    return rows, rows / max(busy_ms / 1000, 1e-9)
+
+
+def bench_share_and_rate(spark, bootstrap: str, topic: str, folder: str) -> None:
+    query = (spark.readStream.format("kipcheck-share").option("kafka.bootstrap.servers", bootstrap)
+             .option("subscribe", topic).option("kafka.group.id", "bench").option("maxOffsetsPerTrigger", 20_000)
+             .option("stagingLocation", f"{folder}/staging").option("kafkaConsumer.pollTimeoutMs", 5000).load()
+             .writeStream.format("noop").option("checkpointLocation", f"{folder}/share-checkpoint")
+             .trigger(availableNow=True).start())
+    query.awaitTermination(600)
+    rows, rate = streamed_rate(query)
+    print(f"kipcheck-share, availableNow into noop: {rows} rows, {rate:8.0f} rows/s (micro-batch time only)")
+    query = (spark.readStream.format("rate").option("rowsPerSecond", 2_000_000).load().writeStream.format("noop")
+             .option("checkpointLocation", f"{folder}/rate-checkpoint").start())
+    time.sleep(20)
+    query.stop()
+    rows, rate = streamed_rate(query)
+    print(f"Spark's rate source into noop (the ceiling): {rows} rows, {rate:8.0f} rows/s (micro-batch time only)")
+
+
+def bench_connectors(options) -> None:
+    from kipcheck.impl.spark import local_session, register
+    from kipcheck.oracle.conformance.clients import create_topic, produce
+    from kipcheck.oracle.conformance.embedded import EmbeddedBroker
+
+    with tempfile.TemporaryDirectory() as folder:
+        with EmbeddedBroker(Path(folder) / "broker", {"share.auto.offset.reset": "earliest"}, traced=False) as broker:
+            for topic, records in (("headline", options.records), ("share", options.share_records)):
+                create_topic(broker.bootstrap, topic, 1)
+                for first in range(0, records, 10_000):
+                    produce(broker.bootstrap, topic, [(0, b"key-%d" % (index % 1000), b"x" * 100)
+                                                      for index in range(first, min(first + 10_000, records))])
+            spark = local_session("local[8]", "kipcheck-bench")
+            register(spark)
+            bench_keyrange(spark, broker.bootstrap, "headline", options.work_ms)
+            bench_share_and_rate(spark, broker.bootstrap, "share", folder)
+            spark.stop()
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    check = commands.add_parser("check")
+    check.add_argument("--traces", type=int, default=1000)
+    check.add_argument("--steps", type=int, default=10_000)
+    connectors = commands.add_parser("connectors")
+    connectors.add_argument("--records", type=int, default=10_000, help="records in the one-partition topic")
+    connectors.add_argument("--work-ms", type=float, default=5.0, help="processing time per record")
+    connectors.add_argument("--share-records", type=int, default=100_000)
+    options = parser.parse_args()
+    (bench_check if options.command == "check" else bench_connectors)(options)
+
+
+if __name__ == "__main__":
+    main()
