@@ -42,7 +42,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import AbstractSet as Set, Callable, Sequence
 
 from kipcheck.model.violation import Ruled, Violation
 
@@ -62,10 +62,15 @@ MALFORMED_REQUEST = Ruled(INVALID_REQUEST, "SP-10")
 SHARED_OFFSET = Ruled(INVALID_RECORD_STATE, "SP-11")
 PAST_THE_END = Ruled(INVALID_REQUEST, "SP-13")
 KAFKA_PAST_THE_END = Ruled(INVALID_REQUEST, "SP-14")
-KAFKA_EMPTY_WINDOW = Ruled(INVALID_RECORD_STATE, "SP-14")
+KAFKA_NOT_CACHED = Ruled(INVALID_RECORD_STATE, "SP-14")
 NOT_ACQUIRED = Ruled(INVALID_RECORD_STATE, "SP-15")
 LOCK_EXPIRED = Ruled(REQUEST_TIMED_OUT, "SP-16")
 KAFKA_LOCK_EXPIRED = Ruled(INVALID_RECORD_STATE, "SP-17")
+SHARED_OFFSET_SKIPPED = Ruled(NONE, "SP-11")
+KAFKA_HOLE = Ruled(INVALID_REQUEST, "SP-14")
+# SP-40: a batch straddling SPSO when no cached record is at SPSO. Kafka 4.2 fails the whole request
+# (a NullPointerException); `straddle_npe="flag"` expects the answer Kafka gives such a batch not straddling SPSO.
+STRADDLE_NPE = {"accept": Ruled("UNKNOWN_SERVER_ERROR", "SP-40"), "flag": Ruled(INVALID_RECORD_STATE, "SP-40")}
 
 
 class LimitArchives:
@@ -127,9 +132,11 @@ def loaded_runs(initial_state: Sequence, start_offset: int) -> list[tuple[int, i
 
 
 def acknowledgement_error(batches: Sequence[tuple[int, int, str]], kafka: bool, actor: str, spso: int, speo: int,
-                          not_owned_error: Callable[[str, int, int], Ruled | None]) -> Ruled:
+                          not_owned_error: Callable[[str, int, int], Ruled | None], holes: Set[int] = frozenset(),
+                          straddle_npe: str = "accept") -> Ruled:
     """The one answer to a request of batches (first, last, type) against the window [spso, speo);
-    `not_owned_error(actor, first, last)` judges the records of one batch inside the window."""
+    `not_owned_error(actor, first, last)` judges the records of one batch inside the window. `holes`
+    (kafka-4.2): offsets of the window that are not in Kafka's cache (SP-14)."""
     # SP-10: request validation comes before any record is looked at.
     previous_last = -1
     for first, last, ack_type in batches:
@@ -137,33 +144,81 @@ def acknowledgement_error(batches: Sequence[tuple[int, int, str]], kafka: bool, 
             return MALFORMED_REQUEST
         previous_last = last
     # SP-19: the first failing batch decides the one error of the request.
+    answer = ACCEPTED
     previous_last = -1
     for first, last, _ in batches:
         if kafka:
             if last < spso:  # SP-18: wholly below SPSO, ignored
                 previous_last = last
                 continue
-            if last >= speo:  # SP-14
-                return KAFKA_EMPTY_WINDOW if spso == speo else KAFKA_PAST_THE_END
-            if first == previous_last:  # SP-11: the shared record is in a pending transition
-                return SHARED_OFFSET
+            ruled = _kafka_lookup_error(first, last, spso, speo, holes, straddle_npe)
+            if ruled is not None:
+                return ruled
+            if first == previous_last:
+                if first >= spso:  # SP-11: the shared record is in a pending transition
+                    return SHARED_OFFSET
+                answer = SHARED_OFFSET_SKIPPED  # SP-11: the shared offset is below SPSO, skipped (SP-18)
             first = max(first, spso)  # SP-18: offsets below SPSO are skipped
+            ruled = _kafka_not_owned_error(actor, first, last, holes, not_owned_error)
         elif last >= speo:  # SP-13
             return PAST_THE_END
         elif first < spso:  # SP-15: records below SPSO are terminal, not acquired
             return NOT_ACQUIRED
-        ruled = not_owned_error(actor, first, last)
+        else:
+            ruled = not_owned_error(actor, first, last)
         if ruled is not None:
             return ruled
         previous_last = last
-    return ACCEPTED
+    return answer
+
+
+def _kafka_lookup_error(first: int, last: int, spso: int, speo: int, holes: Set[int], straddle_npe: str) -> Ruled | None:
+    """SP-14, SP-40: Kafka 4.2's search of its cache for a batch reaching SPSO (fetchSubMapForAcknowledgementBatch).
+    The cache holds the window's records except the holes."""
+    start = max(first, spso)
+    if not any(offset not in holes for offset in range(spso, min(start + 1, speo))):  # no cached batch at or before
+        return STRADDLE_NPE[straddle_npe] if first < spso else KAFKA_NOT_CACHED  # SP-40, SP-14
+    if last >= speo:
+        return KAFKA_PAST_THE_END
+    if last in holes:  # SP-14: the last offset is in no cached batch
+        return KAFKA_HOLE
+    return None
+
+
+def _kafka_not_owned_error(actor: str, first: int, last: int, holes: Set[int],
+                           not_owned_error: Callable[[str, int, int], Ruled | None]) -> Ruled | None:
+    """SP-14, SP-15: the records of [first, last] in Kafka's cache; a batch starting in a hole is looked up
+    from the cached record before it, whose owner Kafka checks too."""
+    if not holes:
+        return not_owned_error(actor, first, last)
+    if first in holes:
+        first = _cached_before(first, holes)
+    for run_first, run_last in cached_runs(first, last, holes):
+        ruled = not_owned_error(actor, run_first, run_last)
+        if ruled is not None:
+            return ruled
+    return None
+
+
+def _cached_before(offset: int, holes: Set[int]) -> int:
+    while offset in holes:
+        offset -= 1
+    return offset
+
+
+def cached_runs(first: int, last: int, holes: Set[int]) -> list[tuple[int, int]]:
+    """The offsets of [first, last] that are not holes, as runs (first, last)."""
+    offsets = [offset for offset in range(first, last + 1) if offset not in holes]
+    return [(run_first, run_last) for run_first, run_last, _ in _runs(offsets, lambda _: 0)]
 
 
 def check_config(start_offset: int, delivery_count_limit: int, record_lock_duration_ms: int,
-                 max_inflight_records: int, profile: str) -> None:
+                 max_inflight_records: int, profile: str, straddle_npe: str = "accept") -> None:
     """ValueError unless the configuration describes a share-partition."""
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r} (known: {', '.join(PROFILES)})")
+    if straddle_npe not in STRADDLE_NPE:
+        raise ValueError(f"straddle_npe must be one of {', '.join(STRADDLE_NPE)}, found {straddle_npe!r}")
     if start_offset < 0 or delivery_count_limit < 1 or record_lock_duration_ms < 0 or max_inflight_records < 1:
         raise ValueError("start_offset, record_lock_duration_ms >= 0 and delivery_count_limit, max_inflight_records >= 1")
 
@@ -173,9 +228,11 @@ class SharePartition:
 
     def __init__(self, start_offset: int = 0, delivery_count_limit: int = 5,
                  record_lock_duration_ms: int = 30000, max_inflight_records: int = 2000,
-                 profile: str = "kip", initial_state: Sequence = ()) -> None:
-        check_config(start_offset, delivery_count_limit, record_lock_duration_ms, max_inflight_records, profile)
+                 profile: str = "kip", initial_state: Sequence = (), straddle_npe: str = "accept") -> None:
+        check_config(start_offset, delivery_count_limit, record_lock_duration_ms, max_inflight_records, profile,
+                     straddle_npe)
         self.profile, self.kafka = profile, profile == "kafka-4.2"
+        self.straddle_npe = straddle_npe
         self.delivery_count_limit = delivery_count_limit
         self.record_lock_duration_ms = record_lock_duration_ms
         self.max_inflight_records = max_inflight_records
@@ -184,6 +241,7 @@ class SharePartition:
         self._records: dict[int, Record] = {}  # offset -> record, for the window [SPSO, SPEO)
         self._batch_firsts: list[int] = []  # SP-2: the first offset of every log batch
         self._limit_archives = LimitArchives()
+        self._holes: set[int] = set()  # SP-14: loaded offsets no run covers, not acquired since
         self._load(loaded_runs(initial_state, start_offset))
 
     def _load(self, runs: list[tuple[int, int, str, int]]) -> None:
@@ -191,6 +249,7 @@ class SharePartition:
         for first, last, state, count in runs:
             for offset in range(self._speo, first):
                 self._records[offset] = Record(loaded=True)
+                self._holes.add(offset)
             for offset in range(first, last + 1):
                 self._records[offset] = Record(state, count, loaded=True)
             self._speo = last + 1
@@ -338,18 +397,22 @@ class SharePartition:
         # SP-4: acquired, owned by the actor, count incremented, locked until at_ms + duration.
         for offset in range(first, last + 1):
             self._records[offset] = Record(ACQUIRED, count, actor, deadline)
+            self._holes.discard(offset)
 
     # Acknowledgement.
 
     def acknowledge(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]]) -> Ruled:
         """Judge one request of batches (first, last, type); apply it when the answer is NONE (SP-19)."""
         self.advance(at_ms)  # SP-20: locks fire before the op
-        ruled = acknowledgement_error(batches, self.kafka, actor, self._spso, self._speo, self._not_owned_error)
-        if ruled is ACCEPTED:
+        ruled = acknowledgement_error(batches, self.kafka, actor, self._spso, self._speo, self._not_owned_error,
+                                      self._holes, self.straddle_npe)
+        if ruled.value == NONE:
             for first, last, ack_type in batches:
-                # SP-18: Kafka skips offsets below SPSO (under kip they were refused, SP-15).
+                # SP-18: Kafka skips offsets below SPSO (under kip they were refused, SP-15);
+                # SP-14: and the holes inside a batch, which are not in its cache.
                 for offset in range(max(first, self._spso), last + 1):
-                    self._acknowledge_record(offset, ACK_TARGET[ack_type])
+                    if offset not in self._holes:
+                        self._acknowledge_record(offset, ACK_TARGET[ack_type])
             self._advance_start()
         return ruled
 

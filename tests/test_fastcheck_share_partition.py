@@ -24,7 +24,8 @@ from kipcheck.oracle.check import check_file, check_lines
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "oracle" / "examples" / "share-partition").rglob("*.jsonl"))
 ACTORS = ("c1", "c2", "c3")
-ERRORS = (model.NONE, model.INVALID_REQUEST, model.INVALID_RECORD_STATE, model.REQUEST_TIMED_OUT, "COORDINATOR_NOT_AVAILABLE")
+ERRORS = (model.NONE, model.INVALID_REQUEST, model.INVALID_RECORD_STATE, model.REQUEST_TIMED_OUT, "COORDINATOR_NOT_AVAILABLE",
+          "UNKNOWN_SERVER_ERROR")
 DIFFERENTIAL = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -53,6 +54,8 @@ class TraceWriter:
         self.config = {"start_offset": data.draw(st.integers(0, 3)), "delivery_count_limit": data.draw(st.integers(1, 3)),
                        "record_lock_duration_ms": data.draw(st.integers(1, 40)),
                        "max_inflight_records": data.draw(st.integers(1, 12))}
+        if data.draw(st.booleans()):  # SP-40: Kafka 4.2's failure on a batch straddling SPSO, flagged
+            self.config["straddle_npe"] = "flag"
         if data.draw(st.booleans()):  # SP-26: a partition reloaded after a restart
             self.config["initial_state"] = data.draw(initial_states(self.config["start_offset"],
                                                                     self.config["delivery_count_limit"]))

@@ -32,7 +32,8 @@ def test_config_reads_kafka_names_from_strings():
     assert (config.record_lock_duration_ms, config.delivery_count_limit, config.max_inflight_records) == (15000, 3, 100)
     assert config.auto_offset_reset == "earliest" and config.profile == "kafka-4.2"
     assert config.trace_config(7) == {"start_offset": 7, "delivery_count_limit": 3,
-                                      "record_lock_duration_ms": 15000, "max_inflight_records": 100}
+                                      "record_lock_duration_ms": 15000, "max_inflight_records": 100,
+                                      "straddle_npe": "flag"}
 
 
 @pytest.mark.parametrize("properties, named", [

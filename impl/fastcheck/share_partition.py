@@ -56,8 +56,9 @@ from collections import deque
 from typing import Iterable, Sequence
 
 from kipcheck.model.share_partition import (
-    ACCEPTED, ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_LOCK_EXPIRED, LOCK_EXPIRED, NOT_ACQUIRED,
-    LimitArchives, acknowledgement_error, acquisition_violation, check_config, loaded_runs, snapshot_violation,
+    ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_LOCK_EXPIRED, LOCK_EXPIRED, NOT_ACQUIRED,
+    NONE, LimitArchives, acknowledgement_error, acquisition_violation, cached_runs, check_config, loaded_runs,
+    snapshot_violation,
 )
 from kipcheck.model.violation import Ruled, Violation
 
@@ -72,9 +73,11 @@ class SharePartition:
 
     def __init__(self, start_offset: int = 0, delivery_count_limit: int = 5,
                  record_lock_duration_ms: int = 30000, max_inflight_records: int = 2000,
-                 profile: str = "kip", initial_state: Sequence = ()) -> None:
-        check_config(start_offset, delivery_count_limit, record_lock_duration_ms, max_inflight_records, profile)
+                 profile: str = "kip", initial_state: Sequence = (), straddle_npe: str = "accept") -> None:
+        check_config(start_offset, delivery_count_limit, record_lock_duration_ms, max_inflight_records, profile,
+                     straddle_npe)
         self.profile = profile
+        self.straddle_npe = straddle_npe
         self.kafka = profile == "kafka-4.2"
         self.delivery_count_limit = delivery_count_limit
         self.record_lock_duration_ms = record_lock_duration_ms
@@ -103,6 +106,7 @@ class SharePartition:
         self._no_available_below = start_offset
         # SP-26: offsets still as initial_state gave them (not acquired since); read only to name a clause.
         self._loaded: set[int] = set()
+        self._holes: set[int] = set()  # SP-14: loaded offsets no run covers, not acquired since
         if initial_state:
             self._load(loaded_runs(initial_state, start_offset))
 
@@ -112,6 +116,7 @@ class SharePartition:
             covered = self._base + len(self._state)
             if first > covered:
                 self._append_records(first - covered, AVAILABLE, 0, None)
+                self._holes.update(range(covered, first))
             self._append_records(last + 1 - first, state, count, None)
             if state is not AVAILABLE:
                 self._open[first - self._base:] = [False] * (last + 1 - first)
@@ -401,6 +406,7 @@ class SharePartition:
             self._write_failed.difference_update(range(first, stop + self._base))
         if self._loaded:
             self._loaded.difference_update(range(first, stop + self._base))
+            self._holes.difference_update(range(first, stop + self._base))
         if last >= covered:  # the rest of the run enters the window
             self._append_records(last + 1 - covered, ACQUIRED, count, actor, deadline)
 
@@ -417,14 +423,18 @@ class SharePartition:
         """Judge one request of batches (first, last, type); apply it when the answer is NONE (SP-19)."""
         if at_ms >= self._next_deadline_ms:  # SP-20: locks fire before the op
             self._fire_locks(at_ms)
-        ruled = acknowledgement_error(batches, self.kafka, actor, self._spso, self._speo, self._owner_error)
-        if ruled is ACCEPTED:
+        ruled = acknowledgement_error(batches, self.kafka, actor, self._spso, self._speo, self._owner_error,
+                                      self._holes, self.straddle_npe)
+        if ruled.value == NONE:
             spso = self._spso
             for first, last, ack_type in batches:
                 if first < spso:  # SP-18: Kafka skips offsets below SPSO
                     first = spso
-                if first <= last:
-                    self._apply_acknowledgement(first, last, ACK_TARGET[ack_type])
+                # SP-14: Kafka skips the holes inside a batch, which are not in its cache.
+                runs = cached_runs(first, last, self._holes) if self._holes else ((first, last),)
+                for run_first, run_last in runs:
+                    if run_first <= run_last:
+                        self._apply_acknowledgement(run_first, run_last, ACK_TARGET[ack_type])
             # SP-23: SPSO can move only if the record at SPSO is now terminal.
             if spso < self._speo and not self._open[spso - self._base]:
                 self._advance_start()
@@ -521,6 +531,7 @@ class SharePartition:
             self._expired_owner = {offset: owner for offset, owner in self._expired_owner.items() if offset >= self._base}
         if self._loaded:
             self._loaded = {offset for offset in self._loaded if offset >= self._base}
+            self._holes = {offset for offset in self._holes if offset >= self._base}
         if self._write_failed:
             self._write_failed = {offset for offset in self._write_failed if offset >= self._base}
 

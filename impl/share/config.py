@@ -74,6 +74,8 @@ class ShareConfig:
             "delivery_count_limit": self.delivery_count_limit,
             "record_lock_duration_ms": self.record_lock_duration_ms,
             "max_inflight_records": self.max_inflight_records,
+            # SP-40: this engine answers INVALID_RECORD_STATE where Kafka 4.2 fails with UNKNOWN_SERVER_ERROR.
+            **({"straddle_npe": "flag"} if self.profile == "kafka-4.2" else {}),
         }
 
 

@@ -34,7 +34,10 @@ API (all times are the caller's clock in ms, never decreasing per partition):
         a batch reaching speo is INVALID_REQUEST (kafka-4.2: INVALID_RECORD_STATE
         when the window is empty); kafka-4.2 ignores offsets below spso and
         answers INVALID_RECORD_STATE for a batch starting on the previous
-        batch's last offset; kip answers INVALID_RECORD_STATE below spso.
+        batch's last offset (unless that offset is below spso); kip answers
+        INVALID_RECORD_STATE below spso. A batch straddling spso of an empty
+        window is INVALID_RECORD_STATE, where Kafka 4.2 fails the whole request
+        (spec SP-40; traces say `straddle_npe: flag`).
         INVALID_RECORD_STATE: a record not ACQUIRED by this member (acknowledged,
         held by another member, expired); kip answers REQUEST_TIMED_OUT when the
         first such record is AVAILABLE because this member's own lock expired.
@@ -348,7 +351,7 @@ class SharePartition:
                 return "NONE"
             if last >= self._cache_end:               # an empty cache finds no batch at all
                 return "INVALID_RECORD_STATE" if self._spso == self._cache_end else "INVALID_REQUEST"
-            if first == previous_last:                # the shared offset is in a pending transition
+            if first == previous_last and first >= self._spso:   # the shared offset is in a pending transition
                 return "INVALID_RECORD_STATE"
             first = max(first, self._spso)
         else:

@@ -38,6 +38,9 @@ class SharePartitionJudge(Judge):
         "max_inflight_records": 2000,
         # SP-26: runs [first, last, state, delivery_count] loaded after a restart (a trace format extension).
         "initial_state": [],
+        # SP-40: Kafka 4.2's failure on a batch straddling SPSO with no cached record there (a trace format
+        # extension): "accept" it (UNKNOWN_SERVER_ERROR) or "flag" it (INVALID_RECORD_STATE is expected).
+        "straddle_npe": "accept",
     }
     profiles = ("kip", "kafka-4.2")
     has_fast_acceptor = True  # oracle/check.py passes reference=True for `kipcheck check --reference`

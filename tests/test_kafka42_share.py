@@ -1,0 +1,100 @@
+"""The reference broker's kafka-4.2 profile on the wire, request by request, and its traces judged.
+
+Raw kio requests (kipcheck.oracle.conformance.wire.RawClient) read the exact
+error codes Apache Kafka 4.2 gives where the profile departs from the KIP
+text; every trace the broker wrote must then be allowed by the oracle.
+"""
+
+from __future__ import annotations
+
+import json
+
+import harness  # tests/harness.py
+from kio.schema.errors import ErrorCode
+
+from kipcheck.impl.broker.metadata import topic_id_of
+from kipcheck.oracle.check import check_file
+
+PRODUCE, CREATE_TOPICS, SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 0, 19, 76, 78, 79
+ACCEPT, REJECT = 1, 3
+
+
+class ShareMember:
+    """One member of group "g" on topic `topic` (one partition), speaking ShareFetch and ShareAcknowledge v1."""
+
+    def __init__(self, client, topic: str, member: str = "m1"):
+        self.client, self.topic, self.member, self.epoch = client, topic, member, 0
+        joined = client.request(SHARE_GROUP_HEARTBEAT, 1, group_id="g", member_id=member, member_epoch=0,
+                                subscribed_topic_names=[topic])
+        assert joined.error_code == ErrorCode.none
+
+    def _partitions(self, batches):
+        return [{"topic_id": topic_id_of(self.topic), "partitions": [
+            {"partition_index": 0, "acknowledgement_batches": [
+                {"first_offset": first, "last_offset": last, "acknowledge_types": [kind]} for first, last, kind in batches]}]}]
+
+    def fetch(self, max_records: int = 100):
+        """The acquired records as (first, last, delivery count)."""
+        answer = self.client.request(SHARE_FETCH, 1, group_id="g", member_id=self.member,
+                                     share_session_epoch=self.epoch, max_wait=500, min_bytes=1, max_bytes=1 << 20,
+                                     max_records=max_records, batch_size=max_records, forgotten_topics_data=[],
+                                     topics=self._partitions([]))
+        self.epoch += 1
+        partition = answer.responses[0].partitions[0]
+        assert partition.error_code == ErrorCode.none
+        return [(batch.first_offset, batch.last_offset, batch.delivery_count) for batch in partition.acquired_records]
+
+    def acknowledge(self, *batches) -> ErrorCode:
+        """One ShareAcknowledge of batches (first, last, type); the partition's error."""
+        answer = self.client.request(SHARE_ACKNOWLEDGE, 1, group_id="g", member_id=self.member,
+                                     share_session_epoch=self.epoch, topics=self._partitions(batches))
+        self.epoch += 1
+        assert answer.error_code == ErrorCode.none
+        return answer.responses[0].partitions[0].error_code
+
+
+def topic_with_records(client, topic: str, count: int) -> None:
+    created = client.request(CREATE_TOPICS, 7, timeout=5000, validate_only=False, topics=[
+        {"name": topic, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}])
+    assert created.topics[0].error_code == ErrorCode.none
+    produced = client.request(PRODUCE, 9, transactional_id=None, acks=-1, timeout=5000, topic_data=[
+        {"name": topic, "partition_data": [{"index": 0, "records": harness.record_batch(count)}]}])
+    assert produced.responses[0].partition_responses[0].error_code == ErrorCode.none
+
+
+def judged(broker) -> list[str]:
+    """`kipcheck check` of every trace the broker wrote, as one summary line each (the broker stopped first)."""
+    broker.stop()
+    return [check_file(path).summary() for path in sorted(broker.trace_dir.rglob("*.jsonl"))]
+
+
+def test_a_shared_offset_below_spso_is_skipped_and_the_request_succeeds(start_broker, raw_client):
+    """SP-11: [0, 5] then [5, 9] after 0-5 were accepted: both batches skip offset 5, below SPSO 6."""
+    broker = start_broker(share_auto_offset_reset="earliest")
+    client = raw_client(broker)
+    topic_with_records(client, "orders", 10)
+    member = ShareMember(client, "orders")
+    assert member.fetch() == [(0, 9, 1)]
+    # At or above SPSO the shared record is in a pending transition: the whole request fails.
+    assert member.acknowledge((0, 3, ACCEPT), (3, 5, ACCEPT)) == ErrorCode.invalid_record_state
+    assert member.acknowledge((0, 5, ACCEPT)) == ErrorCode.none
+    assert member.acknowledge((0, 5, ACCEPT), (5, 9, REJECT)) == ErrorCode.none
+    verdicts = judged(broker)
+    assert verdicts and all(line.startswith("ok") for line in verdicts), verdicts
+
+
+def test_a_batch_straddling_spso_of_an_empty_window_is_invalid_record_state(start_broker, raw_client):
+    """SP-40: where Kafka 4.2 fails the whole request, the broker answers INVALID_RECORD_STATE and its
+    traces say `straddle_npe: flag`, so the oracle expects exactly that."""
+    broker = start_broker(share_auto_offset_reset="earliest")
+    client = raw_client(broker)
+    topic_with_records(client, "orders", 5)
+    member = ShareMember(client, "orders")
+    assert member.fetch() == [(0, 4, 1)]
+    assert member.acknowledge((0, 4, ACCEPT)) == ErrorCode.none
+    assert member.acknowledge((3, 6, ACCEPT)) == ErrorCode.invalid_record_state
+    verdicts = judged(broker)
+    assert verdicts and all(line.startswith("ok") for line in verdicts), verdicts
+    partition_traces = list(broker.trace_dir.rglob("share-partition*.jsonl"))
+    assert partition_traces and all(json.loads(path.read_text().splitlines()[0])["config"]["straddle_npe"] == "flag"
+                                    for path in partition_traces)
