@@ -74,6 +74,9 @@ class PersistedState:
     # kip: ShareDelta records since the checkpoint, the next DeltaIndex.
     # kafka-4.2: Kafka's snapshotUpdateCount for the key.
     deltas: int = 0
+    # ST-2: the highest state epoch of a checkpoint since the first, what Kafka fences against (its stateEpochMap);
+    # the stored state_epoch can be lower after an initialize with -1.
+    fence_epoch: int = 0
 
 
 @dataclass(frozen=True)
@@ -170,7 +173,9 @@ def _apply(state: PersistedState | None, record: Record, profile: str, deltas_pe
         if profile == "kafka-4.2" and state is not None and state.deltas < deltas_per_checkpoint:
             # ST-10: Kafka resets the update count only when it had reached the limit.
             deltas = state.deltas
-        return PersistedState(record.state_epoch, record.start_offset, record.batches, record.checkpoint_epoch, deltas)
+        fence_epoch = record.state_epoch if state is None else max(state.fence_epoch, record.state_epoch)
+        return PersistedState(record.state_epoch, record.start_offset, record.batches, record.checkpoint_epoch, deltas,
+                              fence_epoch)
     assert state is not None, "a delta needs a checkpoint before it"
     if profile == "kip" and record.checkpoint_epoch != state.checkpoint_epoch:
         # ST-11: a delta of another checkpoint epoch is not replayed.
@@ -262,8 +267,9 @@ class ShareCoordinator:
         if self.profile == "kip" and state_epoch < 0:
             # ST-17: StateEpoch is a uint32 in the draft.
             return self._refuse(INVALID_REQUEST, "ST-17")
-        if self.state is not None and self.state.state_epoch > state_epoch:
-            # ST-2: an older state epoch is fenced.
+        if self.state is not None and self.state.fence_epoch > state_epoch \
+                and not (self.profile == "kafka-4.2" and state_epoch == UNCHANGED):
+            # ST-2: an older state epoch is fenced; Kafka 4.2 does not fence -1.
             return self._refuse(FENCED_STATE_EPOCH, "ST-2")
         # ST-2: a checkpoint with the next checkpoint epoch replaces the whole state.
         checkpoint_epoch = 0 if self.state is None else self.state.checkpoint_epoch + 1
@@ -295,7 +301,7 @@ class ShareCoordinator:
             if any(batch.state == "acquired" for batch in batches):
                 # ST-15: Acquired is never persisted (ST-16: kafka-4.2 does not check).
                 return INVALID_REQUEST, "ST-15"
-        elif state_epoch != UNCHANGED and self.state.state_epoch > state_epoch:
+        elif state_epoch != UNCHANGED and self.state.fence_epoch > state_epoch:
             # ST-5: an older state epoch is fenced; -1 skips the check.
             return FENCED_STATE_EPOCH, "ST-5"
         return None

@@ -13,10 +13,15 @@ import harness  # tests/harness.py
 from kio.schema.errors import ErrorCode
 
 from kipcheck.impl.broker.metadata import topic_id_of
+from kipcheck.impl.share.config import ShareConfig
+from kipcheck.impl.share.coordinator import ShareCoordinator
+from kipcheck.impl.share.partition import ACKNOWLEDGED
+from kipcheck.impl.share.tracing import TraceWriter
 from kipcheck.oracle.check import check_file
 
 PRODUCE, CREATE_TOPICS, SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 0, 19, 76, 78, 79
 ACCEPT, REJECT = 1, 3
+KEY = "g:orders:0"
 
 
 class ShareMember:
@@ -98,3 +103,23 @@ def test_a_batch_straddling_spso_of_an_empty_window_is_invalid_record_state(star
     partition_traces = list(broker.trace_dir.rglob("share-partition*.jsonl"))
     assert partition_traces and all(json.loads(path.read_text().splitlines()[0])["config"]["straddle_npe"] == "flag"
                                     for path in partition_traces)
+
+
+def test_an_initialize_with_state_epoch_minus_one_is_not_fenced_and_lowers_no_fence(tmp_path):
+    """ST-2: Kafka 4.2 stores -1 but keeps fencing against the highest epoch, across compaction and restart;
+    the share-state trace the coordinator writes is judged."""
+    config = ShareConfig()
+    writer = TraceWriter(tmp_path / "traces", config)
+    coordinator = ShareCoordinator(tmp_path / "data", config, fsync=False, trace_writer=writer, compact_bytes=1)
+    assert coordinator.initialize(KEY, 3, 0) == "NONE"
+    assert coordinator.initialize(KEY, 2, 5) == "FENCED_STATE_EPOCH"
+    assert coordinator.initialize(KEY, -1, 5) == "NONE"      # compact_bytes=1: the log is rewritten every time
+    assert coordinator.read(KEY)[:3] == ("NONE", -1, 5)
+    assert coordinator.write(KEY, 2, -1, [(5, 6, ACKNOWLEDGED, 1)]) == "FENCED_STATE_EPOCH"
+    assert coordinator.write(KEY, 3, -1, [(5, 6, ACKNOWLEDGED, 1)]) == "NONE"
+    restarted = ShareCoordinator(tmp_path / "data", config, fsync=False, trace_writer=writer)
+    assert restarted.initialize(KEY, 1, 5) == "FENCED_STATE_EPOCH"
+    assert restarted.read(KEY) == ("NONE", -1, 5, [(5, 6, ACKNOWLEDGED, 1)])
+    writer.close()
+    verdicts = [check_file(path) for path in writer.paths()]
+    assert verdicts and all(verdicts), [verdict.summary() for verdict in verdicts]

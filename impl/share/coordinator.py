@@ -14,8 +14,9 @@ that was initialized in it.
 
 Errors (spec/share-state.md): write or read of a key never initialized ->
 INVALID_REQUEST (ST-3). kafka-4.2: initialize or write with a state epoch
-below the stored one -> FENCED_STATE_EPOCH; a write's epoch -1 skips the check
-and a higher one is accepted but not stored (ST-5, KAFKA-19456). kip: a write
+below the highest one stored -> FENCED_STATE_EPOCH; epoch -1 skips the check
+(ST-2, ST-5: an initialize with -1 stores -1) and a write's higher one is
+accepted but not stored (ST-5, KAFKA-19456). kip: a write
 must carry exactly the stored epoch (ST-4), may not persist `acquired` (ST-15),
 and initialize refuses a negative epoch (ST-17). The log cannot be written ->
 COORDINATOR_NOT_AVAILABLE, Kafka's retriable answer when its persister fails:
@@ -84,6 +85,9 @@ class KeyState:
     start_offset: int
     batches: list[Batch] = field(default_factory=list)
     updates: int = 0   # updates (deltas) since the last snapshot (checkpoint)
+    # ST-2: the highest state epoch of the key's snapshots, what Kafka fences against (its stateEpochMap);
+    # state_epoch can be lower after an initialize with -1.
+    fence_epoch: int = 0
 
 
 class ShareCoordinator:
@@ -126,8 +130,8 @@ class ShareCoordinator:
             self._traced.add(key)
         if state_epoch < 0 and self._kip:   # ST-17: a uint32 in the draft; Kafka 4.2 accepts it
             error = "INVALID_REQUEST"
-        elif current is not None and state_epoch < current.state_epoch:
-            error = "FENCED_STATE_EPOCH"
+        elif current is not None and state_epoch < current.fence_epoch and (self._kip or state_epoch != -1):
+            error = "FENCED_STATE_EPOCH"                               # ST-2: kafka-4.2 does not fence -1
         else:
             epoch = 0 if current is None else current.snapshot_epoch + 1
             error = self._store(self._snapshot(key, epoch, state_epoch, start_offset, []))
@@ -143,7 +147,7 @@ class ShareCoordinator:
             error = "FENCED_STATE_EPOCH"                               # ST-4
         elif self._kip and any(state == ACQUIRED for _, _, state, _ in batches):
             error = "INVALID_REQUEST"                                  # ST-15
-        elif not self._kip and state_epoch != -1 and state_epoch < current.state_epoch:
+        elif not self._kip and state_epoch != -1 and state_epoch < current.fence_epoch:
             error = "FENCED_STATE_EPOCH"                               # ST-5
         else:
             error = self._store(self._record_for_write(key, current, start_offset, batches))
@@ -205,8 +209,11 @@ class ShareCoordinator:
             # ST-10: Kafka resets its update count only when it had reached the limit.
             updates = previous.updates if kind == "ShareSnapshot" and previous is not None \
                 and previous.updates < self._per_snapshot else 0
+            # A compacted log keeps the fencing epoch in its snapshots (fence_epoch), so replay finds it again.
+            fence_epoch = max(record.get("fence_epoch", record["state_epoch"]),
+                              previous.fence_epoch if previous is not None else record["state_epoch"])
             self._states[key] = KeyState(record["state_epoch"], record["snapshot_epoch"], start,
-                                         _merge([], batches, start, newer_wins=True), updates)
+                                         _merge([], batches, start, newer_wins=True), updates, fence_epoch)
             return
         current = self._states.get(key)
         if current is None or (kind == "ShareDelta" and record["snapshot_epoch"] != current.snapshot_epoch):
@@ -219,7 +226,8 @@ class ShareCoordinator:
     def _compact(self) -> None:
         """Rewrite the log as one snapshot per key, dropping every superseded record."""
         snapshots = [self._snapshot(key, state.snapshot_epoch + 1, state.state_epoch, state.start_offset,
-                                    state.batches) for key, state in sorted(self._states.items())]
+                                    state.batches) | {"fence_epoch": state.fence_epoch}
+                     for key, state in sorted(self._states.items())]
         try:
             self._log.rewrite(msgspec.json.encode(record) for record in snapshots)
         except StorageError as error:
