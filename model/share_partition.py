@@ -18,9 +18,10 @@ Library API (time comes in as `at_ms`, which never decreases):
     partition.lowest_acquisition(max_records)  # one allowed answer, as runs [[first, last, delivery_count]]
     partition.check_acquisition(max_records, records)     # raise Violation unless `records` is allowed
     partition.acquire(at_ms, actor, max_records, records)  # check, then apply the observed answer (SP-3..SP-8)
-    partition.acknowledge(at_ms, actor, [(first, last, type), ...]) -> Ruled(error, clause)
-                                               # applied only when the error is "NONE" (SP-9..SP-19)
-    partition.storage_failure(at_ms, actor, batches)
+    partition.acknowledge(at_ms, actor, [(first, last, type), ...], renew=False) -> Ruled(error, clause)
+                                               # applied only when the error is "NONE" (SP-9..SP-19);
+                                               # renew: the request announced renewals (IsRenewAck, SP-41)
+    partition.storage_failure(at_ms, actor, batches, renew=False)
                                                # the acknowledgement failed on storage: no change (SP-27)
     partition.leave(at_ms, actor)              # release the actor's records (SP-22)
 
@@ -51,9 +52,9 @@ STATES = (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED)
 LOADABLE_STATES = (AVAILABLE, ACKNOWLEDGED, ARCHIVED)  # SP-26: acquired is never persisted
 TERMINAL = (ACKNOWLEDGED, ARCHIVED)  # SP-1
 PROFILES = ("kip", "kafka-4.2")
-ACK_TYPES = ("accept", "release", "reject", "gap")
-# SP-9: accept, release, reject. SP-12: Kafka 4.2 archives a gap.
-ACK_TARGET = {"accept": ACKNOWLEDGED, "release": AVAILABLE, "reject": ARCHIVED, "gap": ARCHIVED}
+ACK_TYPES = ("accept", "release", "reject", "gap", "renew")
+# SP-9: accept, release, reject. SP-12: Kafka 4.2 archives a gap. SP-41: a renewal keeps the record acquired.
+ACK_TARGET = {"accept": ACKNOWLEDGED, "release": AVAILABLE, "reject": ARCHIVED, "gap": ARCHIVED, "renew": ACQUIRED}
 NONE, INVALID_REQUEST, INVALID_RECORD_STATE, REQUEST_TIMED_OUT = (
     "NONE", "INVALID_REQUEST", "INVALID_RECORD_STATE", "REQUEST_TIMED_OUT")
 # The answers an acknowledgement can get, each with the clause that decides it.
@@ -67,6 +68,7 @@ NOT_ACQUIRED = Ruled(INVALID_RECORD_STATE, "SP-15")
 LOCK_EXPIRED = Ruled(REQUEST_TIMED_OUT, "SP-16")
 KAFKA_LOCK_EXPIRED = Ruled(INVALID_RECORD_STATE, "SP-17")
 SHARED_OFFSET_SKIPPED = Ruled(NONE, "SP-11")
+RENEW_NOT_ANNOUNCED = Ruled(INVALID_REQUEST, "SP-41")
 KAFKA_HOLE = Ruled(INVALID_REQUEST, "SP-14")
 # SP-40: a batch straddling SPSO when no cached record is at SPSO. Kafka 4.2 fails the whole request
 # (a NullPointerException); `straddle_npe="flag"` expects the answer Kafka gives such a batch not straddling SPSO.
@@ -105,6 +107,7 @@ class Record:
     timed_out_owner: str | None = None  # SP-16: whose lock expired, until the record is acquired again
     loaded: bool = False  # SP-26: as initial_state gave it, not acquired since
     write_failed: bool = False  # SP-27: an acknowledgement of it failed on storage since it was acquired
+    renewed: bool = False  # SP-41: its lock was renewed since it was acquired
 
 
 def loaded_runs(initial_state: Sequence, start_offset: int) -> list[tuple[int, int, str, int]]:
@@ -131,45 +134,48 @@ def loaded_runs(initial_state: Sequence, start_offset: int) -> list[tuple[int, i
     return runs
 
 
-def acknowledgement_error(batches: Sequence[tuple[int, int, str]], kafka: bool, actor: str, spso: int, speo: int,
-                          not_owned_error: Callable[[str, int, int], Ruled | None], holes: Set[int] = frozenset(),
-                          straddle_npe: str = "accept") -> Ruled:
-    """The one answer to a request of batches (first, last, type) against the window [spso, speo);
-    `not_owned_error(actor, first, last)` judges the records of one batch inside the window. `holes`
-    (kafka-4.2): offsets of the window that are not in Kafka's cache (SP-14)."""
+def acknowledgement_answer(batches: Sequence[tuple[int, int, str]], kafka: bool, actor: str, spso: int, speo: int,
+                           not_owned_error: Callable[[str, int, int], Ruled | None], holes: Set[int] = frozenset(),
+                           straddle_npe: str = "accept", renew: bool = False) -> tuple[Ruled, int]:
+    """The one answer to a request of batches (first, last, type) against the window [spso, speo), and how
+    many batches came before the one that failed (all of them when none did); `renew`: the request
+    announced renewals (IsRenewAck). `not_owned_error(actor, first, last)` judges the records of one
+    batch inside the window. `holes` (kafka-4.2): offsets of the window not in Kafka's cache (SP-14)."""
     # SP-10: request validation comes before any record is looked at.
     previous_last = -1
     for first, last, ack_type in batches:
-        if first > last or first < previous_last or (not kafka and (first == previous_last or ack_type == "gap")):
-            return MALFORMED_REQUEST
+        if first > last or first < previous_last or (
+                not kafka and (first == previous_last or ack_type in ("gap", "renew"))):
+            return MALFORMED_REQUEST, 0
+        if ack_type == "renew" and not renew:  # SP-41: a renewal needs IsRenewAck
+            return RENEW_NOT_ANNOUNCED, 0
         previous_last = last
     # SP-19: the first failing batch decides the one error of the request.
     answer = ACCEPTED
     previous_last = -1
-    for first, last, _ in batches:
+    for index, (first, last, _) in enumerate(batches):
         if kafka:
             if last < spso:  # SP-18: wholly below SPSO, ignored
                 previous_last = last
                 continue
             ruled = _kafka_lookup_error(first, last, spso, speo, holes, straddle_npe)
-            if ruled is not None:
-                return ruled
-            if first == previous_last:
+            if ruled is None and first == previous_last:
                 if first >= spso:  # SP-11: the shared record is in a pending transition
-                    return SHARED_OFFSET
-                answer = SHARED_OFFSET_SKIPPED  # SP-11: the shared offset is below SPSO, skipped (SP-18)
-            first = max(first, spso)  # SP-18: offsets below SPSO are skipped
-            ruled = _kafka_not_owned_error(actor, first, last, holes, not_owned_error)
+                    ruled = SHARED_OFFSET
+                else:
+                    answer = SHARED_OFFSET_SKIPPED  # SP-11: the shared offset is below SPSO, skipped (SP-18)
+            if ruled is None:  # SP-18: offsets below SPSO are skipped
+                ruled = _kafka_not_owned_error(actor, max(first, spso), last, holes, not_owned_error)
         elif last >= speo:  # SP-13
-            return PAST_THE_END
+            ruled = PAST_THE_END
         elif first < spso:  # SP-15: records below SPSO are terminal, not acquired
-            return NOT_ACQUIRED
+            ruled = NOT_ACQUIRED
         else:
             ruled = not_owned_error(actor, first, last)
         if ruled is not None:
-            return ruled
+            return ruled, index
         previous_last = last
-    return answer
+    return answer, len(batches)
 
 
 def _kafka_lookup_error(first: int, last: int, spso: int, speo: int, holes: Set[int], straddle_npe: str) -> Ruled | None:
@@ -297,7 +303,7 @@ class SharePartition:
             return "SP-21" if offset in self._limit_archives else "SP-23"
         record = self._record(offset)
         if record.state == ACQUIRED:
-            return "SP-27" if record.write_failed else "SP-4"
+            return "SP-27" if record.write_failed else "SP-41" if record.renewed else "SP-4"
         if record.loaded:  # SP-26: still as initial_state gave it
             return "SP-26"
         if record.state == AVAILABLE and record.timed_out_owner is not None:
@@ -401,29 +407,37 @@ class SharePartition:
 
     # Acknowledgement.
 
-    def acknowledge(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]]) -> Ruled:
-        """Judge one request of batches (first, last, type); apply it when the answer is NONE (SP-19)."""
+    def acknowledge(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]], renew: bool = False) -> Ruled:
+        """Judge one request of batches (first, last, type); apply it when the answer is NONE (SP-19).
+        `renew`: the request announced renewals (IsRenewAck, SP-41)."""
         self.advance(at_ms)  # SP-20: locks fire before the op
-        ruled = acknowledgement_error(batches, self.kafka, actor, self._spso, self._speo, self._not_owned_error,
-                                      self._holes, self.straddle_npe)
-        if ruled.value == NONE:
-            for first, last, ack_type in batches:
-                # SP-18: Kafka skips offsets below SPSO (under kip they were refused, SP-15);
-                # SP-14: and the holes inside a batch, which are not in its cache.
-                for offset in range(max(first, self._spso), last + 1):
-                    if offset not in self._holes:
-                        self._acknowledge_record(offset, ACK_TARGET[ack_type])
-            self._advance_start()
+        ruled, handled = acknowledgement_answer(batches, self.kafka, actor, self._spso, self._speo,
+                                                self._not_owned_error, self._holes, self.straddle_npe, renew)
+        # SP-19: a failed request changes nothing, but SP-41: the renewals of the batches before the failing
+        # one stand (Kafka restarts a lock at once and never rolls it back).
+        applied = batches if ruled.value == NONE else [batch for batch in batches[:handled] if batch[2] == "renew"]
+        for first, last, ack_type in applied:
+            # SP-18: Kafka skips offsets below SPSO (under kip they were refused, SP-15);
+            # SP-14: and the holes inside a batch, which are not in its cache.
+            for offset in range(max(first, self._spso), last + 1):
+                if offset not in self._holes:
+                    self._acknowledge_record(offset, ACK_TARGET[ack_type], at_ms)
+        self._advance_start()
         return ruled
 
-    def storage_failure(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]]) -> None:
-        """SP-27: an acknowledgement answered with a storage error changes no record; as at every step,
-        the locks expired by `at_ms` fire first (SP-20), and that transition is kept."""
+    def storage_failure(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]],
+                        renew: bool = False) -> None:
+        """SP-27: an acknowledgement answered with a storage error changes no record, but its renewals
+        stand (SP-41, kafka-4.2); as at every step, the locks expired by `at_ms` fire first (SP-20), and
+        that transition is kept."""
         self.advance(at_ms)
-        for first, last, _ in batches:  # remembered only to name SP-27 if a check finds them changed
+        renew = renew and self.kafka
+        for first, last, ack_type in batches:  # remembered only to name SP-27 if a check finds them changed
             for offset in range(max(first, self._spso), min(last + 1, self._speo)):
                 if self._records[offset].owner == actor:
                     self._records[offset].write_failed = True
+                    if renew and ack_type == "renew":  # SP-41: a renewal is not written, and stands
+                        self._acknowledge_record(offset, ACQUIRED, at_ms)
 
     def _not_owned_error(self, actor: str, first: int, last: int) -> Ruled | None:
         """SP-15: the error for the first record in [first, last] the actor has not acquired; None if none."""
@@ -436,9 +450,12 @@ class SharePartition:
             return NOT_ACQUIRED
         return None
 
-    def _acknowledge_record(self, offset: int, target: str) -> None:
+    def _acknowledge_record(self, offset: int, target: str, at_ms: int) -> None:
         # SP-9: accept -> acknowledged, release -> available, reject -> archived (SP-12: gap -> archived); count kept.
-        if target == AVAILABLE:
+        if target == ACQUIRED:  # SP-41: renew restarts the lock; owner, state and count are kept
+            record = self._records[offset]
+            record.lock_deadline_ms, record.renewed = at_ms + self.record_lock_duration_ms, True
+        elif target == AVAILABLE:
             self._release_record(offset)
         else:
             record = self._records[offset]

@@ -107,19 +107,31 @@ class TraceWriter:
         return runs
 
     def acknowledge(self, actor):
-        low, high = max(0, self.partition.spso - 2), self.partition.speo + 2
+        partition = self.partition
+        low, high = max(0, partition.spso - 2), partition.speo + 2
+        owners = sorted({partition.owner_of(offset) for offset in range(partition.spso, partition.speo)} - {None})
         batches = []
-        for _ in range(self.data.draw(st.integers(1, 3))):
+        if owners and self.data.draw(st.booleans()):  # records their owner holds: the paths that succeed
+            actor = self.data.draw(st.sampled_from(owners))
+            held = [offset for offset in range(partition.spso, partition.speo) if partition.owner_of(offset) == actor]
+            first = last = self.data.draw(st.sampled_from(held))
+            while last + 1 in held and self.data.draw(st.booleans()):
+                last += 1
+            batches.append((first, last, self.data.draw(st.sampled_from(model.ACK_TYPES))))
+        for _ in range(self.data.draw(st.sampled_from((0, 0, 1)) if batches else st.integers(1, 3))):
             first = self.data.draw(st.integers(low, high))
             last = first + self.data.draw(st.integers(-1, 3))
             batches.append((first, max(last, 0), self.data.draw(st.sampled_from(model.ACK_TYPES))))
+        renew = self.data.draw(st.booleans())  # SP-41: the request announced renewals
         if self.data.draw(st.integers(0, 5)) == 0:  # SP-27: the state write failed, nothing changes
-            self.partition.storage_failure(self.at_ms, actor, batches)
+            self.partition.storage_failure(self.at_ms, actor, batches, renew)
             error = self.data.draw(st.sampled_from(sorted(STORAGE_ERRORS)))
         else:
-            error = self.partition.acknowledge(self.at_ms, actor, batches).value
-        self.emit(actor, "acknowledge", {"batches": [{"first": f, "last": l, "type": t} for f, l, t in batches]},
-                  {"error": error})
+            error = self.partition.acknowledge(self.at_ms, actor, batches, renew).value
+        args = {"batches": [{"first": f, "last": l, "type": t} for f, l, t in batches]}
+        if renew:
+            args["renew"] = True
+        self.emit(actor, "acknowledge", args, {"error": error})
 
     def leave(self, actor):
         self.partition.leave(self.at_ms, actor)
@@ -178,6 +190,8 @@ def corrupt(draw, steps):
         run[field] = max(0, _nudge(draw, run[field]))
     elif op == "acquire":
         args["max_records"] = max(1, _nudge(draw, args["max_records"]))
+    elif op == "acknowledge" and choice == 2 and draw(st.booleans()):
+        args["renew"] = not args.get("renew", False)
     elif op == "acknowledge" and choice == 1:
         observed["error"] = draw(st.sampled_from([error for error in ERRORS if error != observed["error"]]))
     elif op == "acknowledge":

@@ -57,7 +57,7 @@ from typing import Iterable, Sequence
 
 from kipcheck.model.share_partition import (
     ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_LOCK_EXPIRED, LOCK_EXPIRED, NOT_ACQUIRED,
-    NONE, LimitArchives, acknowledgement_error, acquisition_violation, cached_runs, check_config, loaded_runs,
+    NONE, LimitArchives, acknowledgement_answer, acquisition_violation, cached_runs, check_config, loaded_runs,
     snapshot_violation,
 )
 from kipcheck.model.violation import Ruled, Violation
@@ -95,6 +95,8 @@ class SharePartition:
         self._expired_owner: dict[int, str] = {}
         # SP-27: acquired offsets an acknowledgement failed on storage for; read only to name a clause.
         self._write_failed: set[int] = set()
+        # SP-41: acquired offsets whose lock was renewed since; read only to name a clause.
+        self._renewed: set[int] = set()
         self._limit_archives = LimitArchives()  # SP-21: read only to name a clause
         # Lock deadlines in acquisition order: at_ms never decreases and every lock
         # lasts the same time, so the earliest deadline is always at the front.
@@ -176,7 +178,7 @@ class SharePartition:
         index = self._index(offset)
         state, count = self._state[index], self._count[index]
         if state is ACQUIRED:
-            return "SP-27" if offset in self._write_failed else "SP-4"
+            return "SP-27" if offset in self._write_failed else "SP-41" if offset in self._renewed else "SP-4"
         if offset in self._loaded:  # SP-26: still as initial_state gave it
             return "SP-26"
         if state is AVAILABLE:
@@ -404,6 +406,8 @@ class SharePartition:
                 self._expired_owner.pop(offset, None)
         if self._write_failed:
             self._write_failed.difference_update(range(first, stop + self._base))
+        if self._renewed:
+            self._renewed.difference_update(range(first, stop + self._base))
         if self._loaded:
             self._loaded.difference_update(range(first, stop + self._base))
             self._holes.difference_update(range(first, stop + self._base))
@@ -419,35 +423,58 @@ class SharePartition:
 
     # Acknowledgement.
 
-    def acknowledge(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]]) -> Ruled:
-        """Judge one request of batches (first, last, type); apply it when the answer is NONE (SP-19)."""
+    def acknowledge(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]], renew: bool = False) -> Ruled:
+        """Judge one request of batches (first, last, type); apply it when the answer is NONE (SP-19).
+        `renew`: the request announced renewals (IsRenewAck, SP-41)."""
         if at_ms >= self._next_deadline_ms:  # SP-20: locks fire before the op
             self._fire_locks(at_ms)
-        ruled = acknowledgement_error(batches, self.kafka, actor, self._spso, self._speo, self._owner_error,
-                                      self._holes, self.straddle_npe)
-        if ruled.value == NONE:
+        ruled, handled = acknowledgement_answer(batches, self.kafka, actor, self._spso, self._speo,
+                                                self._owner_error, self._holes, self.straddle_npe, renew)
+        # SP-41: the renewals before a failing batch stand.
+        applied = batches if ruled.value == NONE else [batch for batch in batches[:handled] if batch[2] == "renew"]
+        if applied:
             spso = self._spso
-            for first, last, ack_type in batches:
+            for first, last, ack_type in applied:
                 if first < spso:  # SP-18: Kafka skips offsets below SPSO
                     first = spso
                 # SP-14: Kafka skips the holes inside a batch, which are not in its cache.
                 runs = cached_runs(first, last, self._holes) if self._holes else ((first, last),)
                 for run_first, run_last in runs:
-                    if run_first <= run_last:
+                    if run_first > run_last:
+                        continue
+                    if ack_type == "renew":
+                        self._renew(run_first, run_last, actor, at_ms)
+                    else:
                         self._apply_acknowledgement(run_first, run_last, ACK_TARGET[ack_type])
             # SP-23: SPSO can move only if the record at SPSO is now terminal.
             if spso < self._speo and not self._open[spso - self._base]:
                 self._advance_start()
         return ruled
 
-    def storage_failure(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]]) -> None:
-        """SP-27: an acknowledgement answered with a storage error changes no record; as at every step,
-        the locks expired by `at_ms` fire first (SP-20), and that transition is kept."""
+    def storage_failure(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]],
+                        renew: bool = False) -> None:
+        """SP-27: an acknowledgement answered with a storage error changes no record, but its renewals
+        stand (SP-41, kafka-4.2); as at every step, the locks expired by `at_ms` fire first (SP-20), and
+        that transition is kept."""
         self.advance(at_ms)
-        for first, last, _ in batches:  # remembered only to name SP-27 if a check finds them changed
+        renew = renew and self.kafka
+        for first, last, ack_type in batches:  # remembered only to name SP-27 if a check finds them changed
             for offset in range(max(first, self._spso), min(last + 1, self._speo)):
                 if self._owner[offset - self._base] == actor:
                     self._write_failed.add(offset)
+                    if renew and ack_type == "renew":  # SP-41: a renewal is not written, and stands
+                        self._renew(offset, offset, actor, at_ms)
+
+    def _renew(self, first: int, last: int, actor: str, at_ms: int) -> None:
+        """SP-41: the actor's lock on [first, last] restarts; owner, state and count are kept."""
+        start, stop = first - self._base, last - self._base + 1
+        deadline = at_ms + self.record_lock_duration_ms
+        self._deadline[start:stop] = [deadline] * (stop - start)
+        self._renewed.update(range(first, last + 1))
+        # The new deadline is the latest yet (at_ms never decreases), so the queue stays in order;
+        # the old entry no longer matches these records' deadline and fires nothing for them.
+        self._locks.append((deadline, ((first, last, 0),), actor))
+        self._next_deadline_ms = min(self._next_deadline_ms, deadline)
 
     def _owner_error(self, actor: str, first: int, last: int) -> Ruled | None:
         start, stop = first - self._base, last - self._base + 1
@@ -534,6 +561,8 @@ class SharePartition:
             self._holes = {offset for offset in self._holes if offset >= self._base}
         if self._write_failed:
             self._write_failed = {offset for offset in self._write_failed if offset >= self._base}
+        if self._renewed:
+            self._renewed = {offset for offset in self._renewed if offset >= self._base}
 
 
 def _explained(violation: Violation | None) -> Violation:

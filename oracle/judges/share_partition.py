@@ -88,7 +88,7 @@ class SharePartitionJudge(Judge):
     def _bad_run(step: Step, run: object) -> NoReturn:
         raise Malformed(step.line, f"observed.records entries must be [first, last, delivery_count] integers, found {run!r}")
 
-    @op(args=["batches"], observed=["error"], objects={"args.batches": ["first", "last", "type"]})
+    @op(args=["batches", "renew"], observed=["error"], objects={"args.batches": ["first", "last", "type"]})
     def op_acknowledge(self, step: Step) -> None:
         batches = step.args.get("batches")
         if type(batches) is not list:
@@ -101,12 +101,16 @@ class SharePartitionJudge(Judge):
             if type(first) is not int or type(last) is not int or first < 0 or last < 0 or ack_type not in ACK_TYPES:
                 self._bad_batch(step, batch)
             requests.append((first, last, ack_type))
+        # SP-41: the request announced renewals (IsRenewAck; a trace format extension, default false).
+        renew = step.args.get("renew", False)
+        if type(renew) is not bool:
+            self.arg(step, "renew", bool)
         observed = step.observed
         error = observed.get("error") if observed is not None else None
         if type(error) is str and error in STORAGE_ERRORS:  # SP-27: the state could not be written: no change
-            self.model.storage_failure(step.at_ms, step.actor, requests)
+            self.model.storage_failure(step.at_ms, step.actor, requests, renew)
             return
-        ruled = self.model.acknowledge(step.at_ms, step.actor, requests)
+        ruled = self.model.acknowledge(step.at_ms, step.actor, requests, renew)
         if error is not None and error != ruled.value:
             self.expect(ruled.clause, "error", ruled.value, self.observed(step, "error", str))
 
