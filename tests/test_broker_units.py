@@ -160,13 +160,16 @@ def wire_batch(first: int, last: int, types: list[int]):
 
 
 def test_acknowledgement_batches_from_the_wire():
-    assert acknowledgement_batches([wire_batch(0, 1, [2]), wire_batch(2, 2, [3]), wire_batch(3, 5, [1])]) == [
+    assert acknowledgement_batches([wire_batch(0, 1, [2]), wire_batch(2, 2, [3]), wire_batch(3, 5, [1])], 1) == [
         (0, 1, "release"), (2, 2, "reject"), (3, 5, "accept")]
-    assert acknowledgement_batches([wire_batch(10, 13, [1, 1, 2, 0])]) == [
+    assert acknowledgement_batches([wire_batch(10, 13, [1, 1, 2, 0])], 1) == [
         (10, 11, "accept"), (12, 12, "release"), (13, 13, "gap")]
-    assert acknowledgement_batches([wire_batch(0, 3, [1, 2])]) is None
-    assert acknowledgement_batches([wire_batch(0, 0, [])]) is None
-    assert acknowledgement_batches([wire_batch(0, 0, [9])]) is None
+    assert acknowledgement_batches([wire_batch(0, 3, [1, 2])], 1) is None
+    assert acknowledgement_batches([wire_batch(0, 0, [])], 1) is None
+    assert acknowledgement_batches([wire_batch(0, 0, [9])], 2) is None
+    # RENEW (4) exists from version 2 on (KIP-1222).
+    assert acknowledgement_batches([wire_batch(0, 1, [4])], 1) is None
+    assert acknowledgement_batches([wire_batch(0, 2, [4, 4, 1])], 2) == [(0, 1, "renew"), (2, 2, "accept")]
 
 
 def test_build_converts_plain_values_and_the_response_round_trips():

@@ -70,10 +70,12 @@ class Scenario:
 
     def acknowledge(self) -> None:
         member = self.chooser.choice(MEMBERS)
-        self.partition.acknowledge(member, self._batches(member), self.now_ms)
+        # Kafka 4.2's renewals, announced by the request (IsRenewAck) or not (SP-41).
+        self.partition.acknowledge(member, self._batches(member), self.now_ms, renew=self.chooser.random() < 0.5)
 
     def _batches(self, member: str) -> list[tuple[int, int, str]]:
-        types = ["accept", "release", "reject"] + (["gap"] if self.chooser.random() < 0.3 else [])
+        types = ["accept", "release", "reject"] + (["gap"] if self.chooser.random() < 0.3 else []) \
+            + (["renew"] * 2 if self.chooser.random() < 0.5 else [])
         held = self.partition.acquired_by(member)
         if held and self.chooser.random() < 0.7:
             first, last, _ = self.chooser.choice(held)
@@ -116,7 +118,8 @@ class Scenario:
             self.partition.release_member(member, self.now_ms)
 
     def wait(self) -> None:
-        self.now_ms += self.chooser.choice([10, self.config.record_lock_duration_ms, 2 * self.config.record_lock_duration_ms])
+        lock_ms = self.config.record_lock_duration_ms
+        self.now_ms += self.chooser.choice([10, lock_ms // 2, lock_ms, 2 * lock_ms])
         self.partition.expire_locks(self.now_ms)
 
     def failover(self) -> None:
@@ -174,8 +177,18 @@ class StartPassesAcquired(SharePartition):
             self._spso = self._batches[0][0] if self._batches else self._cache_end
 
 
-@pytest.mark.parametrize("profile", PROFILES)
-@pytest.mark.parametrize("mutant, clauses", [(ForgetsRedelivery, {"SP-4", "SP-25"}), (StartPassesAcquired, {"SP-23", "SP-25", "SP-3"})])
+class IgnoresRenew(SharePartition):
+    """A renewal answers NONE but leaves the lock as it was (SP-41 broken)."""
+
+    def _renew(self, batches, now_ms):
+        pass
+
+
+@pytest.mark.parametrize("profile, mutant, clauses", [
+    *((profile, ForgetsRedelivery, {"SP-4", "SP-25"}) for profile in PROFILES),
+    *((profile, StartPassesAcquired, {"SP-23", "SP-25", "SP-3"}) for profile in PROFILES),
+    ("kafka-4.2", IgnoresRenew, {"SP-41"}),
+])
 def test_a_broken_partition_is_caught(profile, mutant, clauses):
     for seed in range(200):
         broken = [verdict for verdict in run_scenario(seed, profile, partition_class=mutant)

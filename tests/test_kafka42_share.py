@@ -15,12 +15,12 @@ from kio.schema.errors import ErrorCode
 from kipcheck.impl.broker.metadata import topic_id_of
 from kipcheck.impl.share.config import ShareConfig
 from kipcheck.impl.share.coordinator import ShareCoordinator
-from kipcheck.impl.share.partition import ACKNOWLEDGED
+from kipcheck.impl.share.partition import ACKNOWLEDGED, SharePartition
 from kipcheck.impl.share.tracing import TraceWriter
 from kipcheck.oracle.check import check_file
 
 PRODUCE, CREATE_TOPICS, SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 0, 19, 76, 78, 79
-ACCEPT, REJECT = 1, 3
+ACCEPT, REJECT, RENEW = 1, 3, 4
 KEY = "g:orders:0"
 
 
@@ -123,3 +123,67 @@ def test_an_initialize_with_state_epoch_minus_one_is_not_fenced_and_lowers_no_fe
     writer.close()
     verdicts = [check_file(path) for path in writer.paths()]
     assert verdicts and all(verdicts), [verdict.summary() for verdict in verdicts]
+
+
+def test_renew_restarts_the_lock_and_renewals_before_a_failing_batch_stand(tmp_path):
+    """SP-41 on the engine, with its own clock: the trace it writes is judged."""
+    writer = TraceWriter(tmp_path / "traces", ShareConfig(record_lock_duration_ms=100))
+    partition = SharePartition(writer.config, trace=writer.partition(KEY, writer.config))
+    partition.on_append(0, 5, 0)
+    assert partition.acquire("m1", 5, 0) == [(0, 4, 1)]
+    assert partition.acknowledge("m1", [(0, 2, "renew")], 50) == "INVALID_REQUEST"   # no IsRenewAck
+    assert partition.acknowledge("m1", [(0, 2, "renew")], 50, renew=True) == "NONE"
+    assert partition.expire_locks(100) == 2                                             # 3-4 only
+    assert partition.acquired_by("m1") == [(0, 2, 1)]
+    # 3 is no longer acquired: the request fails, but the renewal of 0-2 before it stands.
+    assert partition.acknowledge("m1", [(0, 2, "renew"), (3, 3, "accept")], 120, renew=True) == "INVALID_RECORD_STATE"
+    assert partition.expire_locks(150) == 0 and partition.acquired_by("m1") == [(0, 2, 1)]
+    assert partition.expire_locks(220) == 3
+    assert partition.states() == [(0, 2, "available", 1), (3, 4, "available", 1)]
+    partition.trace_check(220)
+    writer.close()
+    verdicts = [check_file(path) for path in writer.paths()]
+    assert verdicts and all(verdicts), [verdict.summary() for verdict in verdicts]
+
+
+def share_fetch_v2(client, member: str, epoch: int, topic: str, acks=(), renew: bool = False, max_records: int = 100):
+    wait_ms = max_bytes = min_bytes = 0 if renew else None
+    return client.request(
+        SHARE_FETCH, 2, group_id="g", member_id=member, share_session_epoch=epoch,
+        max_wait=wait_ms if renew else 500, min_bytes=min_bytes if renew else 1,
+        max_bytes=max_bytes if renew else 1 << 20, max_records=max_records, batch_size=100,
+        is_renew_ack=renew, forgotten_topics_data=[], topics=[{"topic_id": topic_id_of(topic), "partitions": [
+            {"partition_index": 0, "acknowledgement_batches": [
+                {"first_offset": first, "last_offset": last, "acknowledge_types": [kind]} for first, last, kind in acks]}]}])
+
+
+def test_renew_on_the_wire_versions_1_and_2(start_broker, raw_client):
+    """SP-41 through ShareFetch and ShareAcknowledge v2 (kio's own schemas); the broker's traces are judged."""
+    broker = start_broker(share_auto_offset_reset="earliest")
+    client = raw_client(broker)
+    topic_with_records(client, "orders", 5)
+    member = ShareMember(client, "orders")
+    assert member.fetch(max_records=3) == [(0, 4, 1)]                          # a whole log batch (SP-6)
+    renewing = share_fetch_v2(client, "m1", 1, "orders", acks=[(0, 1, RENEW)], renew=True)
+    assert renewing.error_code == ErrorCode.invalid_request                    # max_records must be 0 too
+    renewing = share_fetch_v2(client, "m1", 1, "orders", acks=[(0, 1, RENEW)], renew=True, max_records=0)
+    partition = renewing.responses[0].partitions[0]
+    assert renewing.error_code == ErrorCode.none and partition.acknowledge_error_code == ErrorCode.none
+    assert not partition.acquired_records                                      # a renewing fetch fetches nothing
+    member.epoch = 2
+    assert member.acknowledge((2, 2, RENEW)) == ErrorCode.invalid_request      # v1 knows no RENEW
+    answer = client.request(SHARE_ACKNOWLEDGE, 2, group_id="g", member_id="m1", share_session_epoch=3,
+                            is_renew_ack=False, topics=member._partitions([(2, 2, RENEW)]))
+    assert answer.responses[0].partitions[0].error_code == ErrorCode.invalid_request   # no IsRenewAck
+    answer = client.request(SHARE_ACKNOWLEDGE, 2, group_id="g", member_id="m1", share_session_epoch=4,
+                            is_renew_ack=True, topics=member._partitions([(2, 4, RENEW)]))
+    assert answer.responses[0].partitions[0].error_code == ErrorCode.none
+    assert answer.acquisition_lock_timeout.total_seconds() == 30
+    member.epoch = 5
+    assert member.acknowledge((0, 4, ACCEPT)) == ErrorCode.none               # renewed records stay acquired
+    verdicts = judged(broker)
+    assert verdicts and all(line.startswith("ok") for line in verdicts), verdicts
+    renewals = [json.loads(line)["args"] for path in broker.trace_dir.rglob("share-partition*.jsonl")
+                for line in path.read_text().splitlines() if '"type":"renew"' in line]
+    # The fetch's renewal and two ShareAcknowledges, one without IsRenewAck; v1's never reached the partition.
+    assert [args.get("renew", False) for args in renewals] == [True, False, True], renewals

@@ -94,12 +94,13 @@ class ShareEngine:
     def acquire(self, group: str, member: str, tp: str, max_records: int, at_ms: int) -> list[tuple[int, int, int]]:
         return self.partition(group, tp, at_ms).acquire(member, max_records, at_ms)
 
-    def acknowledge(self, group: str, member: str, tp: str, batches: list[tuple[int, int, str]], at_ms: int) -> str:
+    def acknowledge(self, group: str, member: str, tp: str, batches: list[tuple[int, int, str]], at_ms: int,
+                    renew: bool = False) -> str:
         try:
             share_partition = self.partition(group, tp, at_ms)
         except PersisterError as error:
             return error.error
-        return share_partition.acknowledge(member, batches, at_ms)
+        return share_partition.acknowledge(member, batches, at_ms, renew)
 
     def release_member(self, group: str, member: str, at_ms: int) -> int:
         return sum(share_partition.release_member(member, at_ms)

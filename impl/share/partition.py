@@ -25,8 +25,12 @@ API (all times are the caller's clock in ms, never decreasing per partition):
         is a soft limit, as Kafka's batch_optimized mode); kip stops at exactly
         max_records. New records enter only while in-flight (speo - spso) is
         below max_inflight_records (kafka-4.2 rounds up to the batch end).
-    partition.acknowledge(member_id, [(first, last, ack_type), ...], now_ms) -> error name
-        ack_type: "accept", "release", "reject", or "gap" (kafka-4.2 only).
+    partition.acknowledge(member_id, [(first, last, ack_type), ...], now_ms, renew=False) -> error name
+        ack_type: "accept", "release", "reject", or "gap" and "renew" (kafka-4.2 only;
+        renew needs `renew=True`, the request's IsRenewAck, else INVALID_REQUEST).
+        A renewal restarts the lock of records the member holds and persists
+        nothing; it takes effect at once, so the renewals before a failing batch,
+        or in a request whose write fails, stand (spec SP-41).
         Atomic per request: "NONE" and every batch applied, or an error and
         nothing applied. INVALID_REQUEST: unknown type, first > last, batches
         overlapping the previous batch (kip: or sharing its last offset). Then
@@ -95,8 +99,9 @@ from kipcheck.impl.share.config import ShareConfig
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4   # Kafka's RecordState ids
 STATE_NAMES = {AVAILABLE: "available", ACQUIRED: "acquired", ACKNOWLEDGED: "acknowledged", ARCHIVED: "archived"}
 STATE_IDS = {name: state for state, name in STATE_NAMES.items()}
-ACK_TYPES_BY_WIRE = {0: "gap", 1: "accept", 2: "release", 3: "reject"}   # ShareFetch/ShareAcknowledge codes
-_ACK_TARGETS = {"accept": ACKNOWLEDGED, "reject": ARCHIVED, "gap": ARCHIVED, "release": AVAILABLE}
+ACK_TYPES_BY_WIRE = {0: "gap", 1: "accept", 2: "release", 3: "reject", 4: "renew"}   # ShareFetch/ShareAcknowledge
+# renew (kafka-4.2, spec SP-41) keeps the records acquired and restarts their lock.
+_ACK_TARGETS = {"accept": ACKNOWLEDGED, "reject": ARCHIVED, "gap": ARCHIVED, "release": AVAILABLE, "renew": ACQUIRED}
 _PROFILE_ACK_TYPES = {"kafka-4.2": frozenset(_ACK_TARGETS), "kip": frozenset({"accept", "release", "reject"})}
 
 # One in-flight batch is a list: [first, last, state, delivery_count, member_id, lock_id, expired_owner].
@@ -316,34 +321,41 @@ class SharePartition:
 
     # -- acknowledge -------------------------------------------------------------------------
 
-    def acknowledge(self, member_id: str, batches: list[tuple[int, int, str]], now_ms: int) -> str:
-        """Apply one request's acknowledgements atomically; returns Kafka's error name."""
+    def acknowledge(self, member_id: str, batches: list[tuple[int, int, str]], now_ms: int, renew: bool = False) -> str:
+        """Apply one request's acknowledgements atomically; returns Kafka's error name. `renew`: the
+        request carried IsRenewAck, which a batch of type renew needs (kafka-4.2)."""
         self._tick(now_ms)
         if any(first < 0 or last < 0 or ack_type not in _ACK_TARGETS for first, last, ack_type in batches):
             return "INVALID_REQUEST"   # not expressible in a trace (a trace names offsets >= 0, known types)
-        error = self._validate(member_id, batches)
+        error, handled = self._validate(member_id, batches, renew)
+        # A renewal is no transition: it takes effect at once, so the renewals of the batches before a
+        # failing one, or of a request whose write fails, stand (Kafka 4.2).
+        self._renew([batch for batch in (batches if error == "NONE" else batches[:handled]) if batch[2] == "renew"],
+                    now_ms)
         if error == "NONE":
-            error = self._apply_acknowledgements(member_id, batches, now_ms)
-        self._record(now_ms, member_id, "acknowledge",
-                     {"batches": [{"first": first, "last": last, "type": ack_type} for first, last, ack_type in batches]},
-                     {"error": error})
+            error = self._apply_acknowledgements(member_id, [batch for batch in batches if batch[2] != "renew"], now_ms)
+        args: dict = {"batches": [{"first": first, "last": last, "type": ack_type} for first, last, ack_type in batches]}
+        if renew:
+            args["renew"] = True
+        self._record(now_ms, member_id, "acknowledge", args, {"error": error})
         return error
 
-    def _validate(self, member_id: str, batches: list[tuple[int, int, str]]) -> str:
+    def _validate(self, member_id: str, batches: list[tuple[int, int, str]], renew: bool) -> tuple[str, int]:
+        """The request's error and how many batches passed before the one that failed."""
         # Request validation (KafkaApis) first, over every batch; then the records, batch by batch.
         previous_last = -1
         for first, last, ack_type in batches:
             if ack_type not in self._ack_types or first > last or first < previous_last \
-                    or (first == previous_last and not self._whole_batches):
-                return "INVALID_REQUEST"
+                    or (first == previous_last and not self._whole_batches) or (ack_type == "renew" and not renew):
+                return "INVALID_REQUEST", 0
             previous_last = last
         previous_last = -1
-        for first, last, _ in batches:
+        for index, (first, last, _) in enumerate(batches):
             error = self._batch_error(member_id, first, last, previous_last)
             if error != "NONE":
-                return error
+                return error, index
             previous_last = last
-        return "NONE"
+        return "NONE", len(batches)
 
     def _batch_error(self, member_id: str, first: int, last: int, previous_last: int) -> str:
         if self._whole_batches:                       # Kafka 4.2
@@ -402,6 +414,29 @@ class SharePartition:
                          self._landing(target, batch[COUNT]), batch[COUNT]))
             index += 1
         return runs
+
+    def _renew(self, batches: list[tuple[int, int, str]], now_ms: int) -> None:
+        """Restart the lock of the records in `batches` (all acquired by the requester): one new lock."""
+        renewed: list[tuple[int, int, int]] = []
+        lock_id = self._next_lock_id
+        for first, last, _ in batches:
+            first = max(first, self._spso)
+            if first > last:
+                continue
+            index = self._index_of(first)
+            if self._batches[index][FIRST] < first:
+                self._split_after(index, first - 1)
+                index += 1
+            while index < len(self._batches) and self._batches[index][FIRST] <= last:
+                batch = self._batches[index]
+                if batch[LAST] > last:
+                    self._split_after(index, last)
+                self._unlock(batch)
+                batch[LOCK] = lock_id
+                renewed.append((batch[FIRST], batch[LAST], batch[COUNT]))
+                index += 1
+        if renewed:
+            self._lock(lock_id, renewed, now_ms)
 
     def _landing(self, target: int, count: int) -> int:
         if target == AVAILABLE and count >= self.config.delivery_count_limit:
@@ -474,6 +509,13 @@ class SharePartition:
             index += 1
 
     def _leave_acquired(self, batch: list, state: int) -> None:
+        self._unlock(batch)
+        batch[STATE], batch[MEMBER], batch[LOCK] = state, None, NO_LOCK
+        if state == AVAILABLE:
+            self._available_records += batch[LAST] - batch[FIRST] + 1
+
+    def _unlock(self, batch: list) -> None:
+        """The batch's lock no longer holds its records."""
         size = batch[LAST] - batch[FIRST] + 1
         lock_id = batch[LOCK]
         held = self._lock_records.get(lock_id)
@@ -483,9 +525,6 @@ class SharePartition:
             else:
                 del self._lock_records[lock_id]
                 self._lock_ranges.pop(lock_id, None)
-        batch[STATE], batch[MEMBER], batch[LOCK] = state, None, NO_LOCK
-        if state == AVAILABLE:
-            self._available_records += size
 
     def _index_of(self, offset: int) -> int:
         """Index of the cached batch holding `offset`, or of the first batch after it."""

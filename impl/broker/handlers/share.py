@@ -1,4 +1,4 @@
-"""Share group APIs (KIP-932): ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78), ShareAcknowledge (79), v1.
+"""Share group APIs (KIP-932): ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78) and ShareAcknowledge (79), v1 and v2.
 
 Membership is groups.ShareGroups; the session, acknowledgement and acquisition
 rules are impl/share's, reached through share_engine.ShareEngine. The order
@@ -29,8 +29,13 @@ what a fetch before it gets (spec/share-session.md, "Membership").
 
 Acknowledgement batches arrive as librdkafka sends them (one type for the
 whole range) or as the KIP allows (one type per offset); anything else, or a
-type outside GAP/ACCEPT/RELEASE/REJECT, is INVALID_REQUEST for that
-partition. Acknowledgement errors go back per partition (ShareFetch:
+type outside GAP/ACCEPT/RELEASE/REJECT (and RENEW from version 2), is
+INVALID_REQUEST for that partition. Version 2 (Kafka 4.2, KIP-1222, spec
+SP-41): a request with IsRenewAck may carry RENEW acknowledgements, which
+restart the records' locks and persist nothing; a RENEW without IsRenewAck
+is INVALID_REQUEST for its partition. A ShareFetch with IsRenewAck must set
+MaxBytes, MinBytes, MaxRecords and MaxWaitMs to 0 (else the whole request is
+INVALID_REQUEST, before its session is looked at) and acquires nothing. Acknowledgement errors go back per partition (ShareFetch:
 `acknowledge_error_code`; ShareAcknowledge: `error_code`); session errors are
 the top-level error. A share-partition whose state the coordinator cannot
 initialize answers its error (COORDINATOR_NOT_AVAILABLE when the disk refuses
@@ -50,6 +55,7 @@ from kipcheck.impl.broker.metadata import topic_id_of
 from kipcheck.impl.share.partition import ACK_TYPES_BY_WIRE, PersisterError
 
 MEMBER_ID_MAX_CHARS = 36
+RENEW = 4   # the acknowledge type of KIP-1222
 
 
 def handlers(broker) -> dict:
@@ -76,17 +82,21 @@ def handlers(broker) -> dict:
         group, member = body.group_id or "", body.member_id or ""
         if not _valid_member_id(member):
             return _share_fetch_reply(broker, request, "INVALID_REQUEST", {}, [])
+        renew = _renews(request)
+        if renew and (body.max_bytes or body.min_bytes or body.max_records or body.max_wait.total_seconds()):
+            return _share_fetch_reply(broker, request, "INVALID_REQUEST", {}, [])   # KIP-1222: all must be 0
         wanted, unknown = _partitions(broker, body.topics)
         forget = [f"{topic.name}:{partition}" for forgotten in body.forgotten_topics_data
                   if (topic := broker.topics.get_by_id(forgotten.topic_id)) for partition in forgotten.partitions]
-        acks = _acknowledgements(wanted)
+        acks = _acknowledgements(wanted, request.api_version)
         at_ms = now_ms()
         answer = broker.engine.share_fetch_session(group, member, body.share_session_epoch, list(wanted), forget,
                                                    _flatten(acks), at_ms)
         if answer.error != "NONE" or not answer.process:
             return _share_fetch_reply(broker, request, answer.error, {}, unknown)
-        results = _apply_session_answer(broker, connection, group, member, answer, acks, at_ms, "acknowledge_error_code")
-        if not answer.closed:
+        results = _apply_session_answer(broker, connection, group, member, answer, acks, at_ms,
+                                        "acknowledge_error_code", renew)
+        if not answer.closed and not renew:   # a renewing ShareFetch fetches nothing (KIP-1222)
             readable = []
             for tp in sorted(answer.partitions):
                 if broker.engine.initialized(group, tp):
@@ -102,24 +112,33 @@ def handlers(broker) -> dict:
         if not _valid_member_id(member):
             return reply(request, throttle_time=0, error_code="INVALID_REQUEST", responses=[], node_endpoints=[])
         wanted, unknown = _partitions(broker, body.topics)
-        acks = _acknowledgements(wanted)
+        acks = _acknowledgements(wanted, request.api_version)
         at_ms = now_ms()
         answer = broker.engine.share_acknowledge_session(group, member, body.share_session_epoch, _flatten(acks), at_ms)
         results: dict[str, dict] = {}
         if answer.error == "NONE" and answer.process:
-            results = _apply_session_answer(broker, connection, group, member, answer, acks, at_ms, "error_code")
+            results = _apply_session_answer(broker, connection, group, member, answer, acks, at_ms, "error_code",
+                                            _renews(request))
         responses = _by_topic(broker, results, unknown, {"error_code": "UNKNOWN_TOPIC_ID"})
-        return reply(request, throttle_time=0, error_code=answer.error, responses=responses, node_endpoints=[])
+        lock_ms = broker.share_config.record_lock_duration_ms if answer.error == "NONE" else 0   # v2 only
+        return reply(request, throttle_time=0, error_code=answer.error, responses=responses, node_endpoints=[],
+                     acquisition_lock_timeout=lock_ms)
 
-    return {76: (1, 1, heartbeat), 77: (1, 1, describe), 78: (1, 1, share_fetch), 79: (1, 1, share_acknowledge)}
+    return {76: (1, 1, heartbeat), 77: (1, 1, describe), 78: (1, 2, share_fetch), 79: (1, 2, share_acknowledge)}
+
+
+def _renews(request) -> bool:
+    """The request's IsRenewAck (version 2 on; earlier versions cannot renew)."""
+    return request.api_version >= 2 and request.body.is_renew_ack
 
 
 def _apply_session_answer(broker, connection, group: str, member: str, answer, acks: dict, at_ms: int,
-                          error_field: str) -> dict[str, dict]:
+                          error_field: str, renew: bool) -> dict[str, dict]:
     """After an accepted session request: its acknowledgements (per-partition errors under
     `error_field`), then the release of the member's records if the session closed."""
     broker.engine.session_used(connection, group, member, answer)
-    results = {tp: {error_field: _acknowledge(broker, group, member, tp, batches, at_ms)} for tp, batches in acks.items()}
+    results = {tp: {error_field: _acknowledge(broker, group, member, tp, batches, at_ms, renew)}
+               for tp, batches in acks.items()}
     if answer.release:
         broker.engine.release_member(group, member, at_ms)
         broker.notify_changed()
@@ -139,12 +158,13 @@ def _partitions(broker, topics) -> tuple[dict, list]:
     return wanted, unknown
 
 
-def acknowledgement_batches(wire_batches) -> list[tuple[int, int, str]] | None:
-    """Wire batches -> [(first, last, type name)], runs of one type; None if malformed (INVALID_REQUEST)."""
+def acknowledgement_batches(wire_batches, version: int) -> list[tuple[int, int, str]] | None:
+    """Wire batches of a request `version` -> [(first, last, type name)], runs of one type; None if malformed
+    (INVALID_REQUEST). RENEW (4) exists from version 2 on."""
     batches: list[tuple[int, int, str]] = []
     for batch in wire_batches:
         types = batch.acknowledge_types
-        names = [ACK_TYPES_BY_WIRE.get(code) for code in types]
+        names = [ACK_TYPES_BY_WIRE.get(code) if version >= 2 or code != RENEW else None for code in types]
         if not types or None in names:
             return None
         if len(types) == 1:
@@ -158,9 +178,9 @@ def acknowledgement_batches(wire_batches) -> list[tuple[int, int, str]] | None:
     return batches
 
 
-def _acknowledgements(wanted: dict) -> dict[str, list[tuple[int, int, str]] | None]:
+def _acknowledgements(wanted: dict, version: int) -> dict[str, list[tuple[int, int, str]] | None]:
     """{tp: batches} for the partitions that carry acknowledgements; None marks malformed ones."""
-    return {tp: acknowledgement_batches(part.acknowledgement_batches)
+    return {tp: acknowledgement_batches(part.acknowledgement_batches, version)
             for tp, (_, part) in wanted.items() if part.acknowledgement_batches}
 
 
@@ -168,12 +188,12 @@ def _flatten(acks: dict) -> list[tuple[str, int, int, str]]:
     return [(tp, first, last, ack_type) for tp, batches in acks.items() for first, last, ack_type in batches or ()]
 
 
-def _acknowledge(broker, group: str, member: str, tp: str, batches: list | None, at_ms: int) -> str:
+def _acknowledge(broker, group: str, member: str, tp: str, batches: list | None, at_ms: int, renew: bool) -> str:
     if batches is None:
         return "INVALID_REQUEST"
     if not broker.engine.initialized(group, tp):
         return "UNKNOWN_TOPIC_OR_PARTITION"  # SharePartitionManager.acknowledge: no such share-partition
-    return broker.engine.acknowledge(group, member, tp, batches, at_ms)
+    return broker.engine.acknowledge(group, member, tp, batches, at_ms, renew)
 
 
 def _valid_member_id(member: str) -> bool:
