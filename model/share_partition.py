@@ -15,9 +15,12 @@ Library API (time comes in as `at_ms`, which never decreases):
     partition.append(count)                    # one log batch of `count` records (SP-2)
     partition.acquirable_ranges()              # [(first, last)]: records that may be acquired now (SP-3, SP-7)
     partition.acquirable_new_records()         # (first, last) of those past SPEO (empty when last < first)
-    partition.lowest_acquisition(max_records)  # one allowed answer, as runs [[first, last, delivery_count]]
-    partition.check_acquisition(max_records, records)     # raise Violation unless `records` is allowed
-    partition.acquire(at_ms, actor, max_records, records)  # check, then apply the observed answer (SP-3..SP-8)
+    partition.lowest_acquisition(max_records, record_limit=False)
+                                               # one allowed answer, as runs [[first, last, delivery_count]]
+    partition.check_acquisition(max_records, records, record_limit=False)  # raise Violation unless allowed
+    partition.acquire(at_ms, actor, max_records, records, record_limit=False)
+                                               # check, then apply the observed answer (SP-3..SP-8);
+                                               # record_limit: Kafka 4.2's record_limit acquire mode (SP-42)
     partition.acknowledge(at_ms, actor, [(first, last, type), ...], renew=False) -> Ruled(error, clause)
                                                # applied only when the error is "NONE" (SP-9..SP-19);
                                                # renew: the request announced renewals (IsRenewAck, SP-41)
@@ -27,7 +30,7 @@ Library API (time comes in as `at_ms`, which never decreases):
 
 `acquire`, `acknowledge` and `leave` fire the expired locks themselves; call
 `advance(at_ms)` before `append`. A Violation from `acquire` leaves the model as
-it was. Read-only: `spso`, `speo` (exclusive), `log_end_offset`, `state_of`,
+it was. Read-only: `spso`, `speo` (exclusive), `speo_clause` (the clause that put SPEO there), `log_end_offset`, `state_of`,
 `delivery_count_of`, `owner_of`, `lock_deadline_of` (None unless acquired) of
 an offset in the window, `snapshot()` (runs [first, last, state, delivery_count]),
 `deciding_clause(offset)`, `log_batch_of(offset)` and `compare_snapshot(states)` (SP-25).
@@ -244,6 +247,7 @@ class SharePartition:
         self.max_inflight_records = max_inflight_records
         # SP-1: the window starts empty at start_offset.
         self._spso = self._speo = self._log_end = start_offset
+        self.speo_clause = "SP-24"  # the clause that put SPEO where it is (SP-42 after a record_limit acquisition)
         self._records: dict[int, Record] = {}  # offset -> record, for the window [SPSO, SPEO)
         self._batch_firsts: list[int] = []  # SP-2: the first offset of every log batch
         self._limit_archives = LimitArchives()
@@ -354,30 +358,33 @@ class SharePartition:
             last = self._speo - 1
         return self._speo, last
 
-    def lowest_acquisition(self, max_records: int) -> list[list[int]]:
-        """One allowed answer: the lowest acquirable records (Kafka 4.2: rounded up to whole new batches)."""
+    def lowest_acquisition(self, max_records: int, record_limit: bool = False) -> list[list[int]]:
+        """One allowed answer: the lowest acquirable records (Kafka 4.2: rounded up to whole new batches,
+        or under `record_limit` exactly as many new records as there is room for, SP-42)."""
         offsets = [offset for first, last in self.acquirable_ranges() for offset in range(first, last + 1)]
         offsets = offsets[:max_records]
         if self.kafka:
-            offsets = self._round_up_new_records(offsets, max_records)
+            offsets = self._round_up_new_records(offsets, max_records, record_limit)
         return [list(run) for run in _runs(offsets, self._count_after_acquisition)]
 
-    def _round_up_new_records(self, offsets: list[int], max_records: int) -> list[int]:
-        # SP-6: Kafka completes the log batch holding the last new record.
+    def _round_up_new_records(self, offsets: list[int], max_records: int, record_limit: bool) -> list[int]:
+        # SP-6: Kafka completes the log batch holding the last new record; SP-42: not under record_limit.
         reacquired = [offset for offset in offsets if offset < self._speo]
         room = min(max_records, self.max_inflight_records - (self._speo - self._spso)) - len(reacquired)
         if room <= 0 or len(offsets) == len(reacquired):
             return reacquired
-        _, batch_last = self.log_batch_of(min(self._speo + room, self._log_end) - 1)
-        return reacquired + list(range(self._speo, batch_last + 1))
+        last = min(self._speo + room, self._log_end) - 1
+        if not record_limit:
+            _, last = self.log_batch_of(last)
+        return reacquired + list(range(self._speo, last + 1))
 
     def _count_after_acquisition(self, offset: int) -> int:
         # SP-4: the count goes up by one; a record past SPEO has count 0.
         return self._records[offset].delivery_count + 1 if offset < self._speo else 1
 
-    def check_acquisition(self, max_records: int, records: Sequence[Sequence[int]]) -> None:
+    def check_acquisition(self, max_records: int, records: Sequence[Sequence[int]], record_limit: bool = False) -> None:
         """Raise Violation unless `records` (runs [first, last, delivery_count]) is an allowed acquisition."""
-        violation = acquisition_violation(self, max_records, records)
+        violation = acquisition_violation(self, max_records, records, record_limit)
         if violation is not None:
             raise violation
 
@@ -387,12 +394,24 @@ class SharePartition:
         following = self._batch_firsts[index + 1] if index + 1 < len(self._batch_firsts) else self._log_end
         return self._batch_firsts[index], following - 1
 
-    def acquire(self, at_ms: int, actor: str, max_records: int, records: Sequence[Sequence[int]]) -> None:
-        """Check the observed acquisition (SP-3: it may be empty), then apply it: the model continues from it."""
+    def acquire(self, at_ms: int, actor: str, max_records: int, records: Sequence[Sequence[int]],
+                record_limit: bool = False) -> None:
+        """Check the observed acquisition (SP-3: it may be empty), then apply it: the model continues from it.
+        `record_limit`: Kafka 4.2's record_limit acquire mode (SP-42; batch_optimized otherwise)."""
         self.advance(at_ms)  # SP-20: locks fire before the op
-        self.check_acquisition(max_records, records)
+        self.check_acquisition(max_records, records, record_limit)
+        speo = self._speo
         for first, last, count in records:
             self._acquire_run(first, last, count, actor, at_ms + self.record_lock_duration_ms)
+        if self._speo > speo:
+            self.speo_clause = "SP-24"
+            if record_limit and self.kafka:
+                # SP-42: the rest of the log batch enters the window, available with count 0.
+                _, batch_last = self.log_batch_of(self._speo - 1)
+                for offset in range(self._speo, batch_last + 1):
+                    self._records[offset] = Record()
+                if batch_last >= self._speo:
+                    self._speo, self.speo_clause = batch_last + 1, "SP-42"
 
     def _acquire_run(self, first: int, last: int, count: int, actor: str, deadline: int) -> None:
         # SP-24: SPEO becomes the offset after the highest acquired record;
@@ -490,8 +509,10 @@ class SharePartition:
 # state_of, delivery_count_of, owner_of, deciding_clause, log_batch_of and the settings), so the fast
 # acceptor (impl/fastcheck/share_partition.py) explains its refusals with these very words.
 
-def acquisition_violation(partition, max_records: int, records: Sequence[Sequence[int]]) -> Violation | None:
-    """Why `records` (runs [first, last, delivery_count]) is not an allowed acquisition now; None if it is."""
+def acquisition_violation(partition, max_records: int, records: Sequence[Sequence[int]],
+                          record_limit: bool = False) -> Violation | None:
+    """Why `records` (runs [first, last, delivery_count]) is not an allowed acquisition now; None if it is.
+    `record_limit`: Kafka 4.2's record_limit acquire mode (SP-42)."""
     spso, speo, log_end = partition.spso, partition.speo, partition.log_end_offset
     previous_last, total = spso - 1, 0
     new_runs: list[tuple[int, int]] = []  # the parts of the runs at or past SPEO
@@ -514,7 +535,9 @@ def acquisition_violation(partition, max_records: int, records: Sequence[Sequenc
         total += last + 1 - first
         previous_last = last
     if partition.kafka:
-        return _new_batches_violation(partition, max_records, total, new_runs) if new_runs else None
+        if record_limit and total > max_records:  # SP-42: a hard limit
+            return Violation("SP-42", f"at most {max_records} records (record_limit)", f"{total} records")
+        return _new_batches_violation(partition, max_records, total, new_runs, record_limit) if new_runs else None
     if total > max_records:  # SP-5
         return Violation("SP-5", f"at most {max_records} records", f"{total} records")
     if previous_last >= speo and previous_last + 1 - spso > partition.max_inflight_records:
@@ -556,7 +579,8 @@ def _run_violation(partition, first: int, last: int, count: int) -> Violation | 
     return None
 
 
-def _new_batches_violation(partition, max_records: int, total: int, new_runs: list[tuple[int, int]]) -> Violation | None:
+def _new_batches_violation(partition, max_records: int, total: int, new_runs: list[tuple[int, int]],
+                           record_limit: bool) -> Violation | None:
     spso, speo = partition.spso, partition.speo
     new_first, new_last = new_runs[0][0], new_runs[-1][1]
     window = speo - spso
@@ -569,6 +593,12 @@ def _new_batches_violation(partition, max_records: int, total: int, new_runs: li
     if new_first != speo:
         return Violation("SP-6", f"new records starting at SPEO {speo}", f"new records from {new_first}")
     batch_first, batch_last = partition.log_batch_of(new_last)
+    if record_limit:  # SP-42: exactly the room left, or fewer ending at a log batch's end (the fetched data's)
+        count = new_last + 1 - speo
+        if count > room or (count < room and batch_last != new_last):
+            return Violation("SP-42", f"{max(room, 0)} new records from SPEO {speo}, or fewer ending at the end "
+                                      f"of a log batch", f"records {new_first}-{new_last}")
+        return None
     if batch_last != new_last:
         return Violation("SP-6", "new records ending at the end of a log batch", f"new records ending at {new_last}")
     if room <= 0 or batch_first - speo >= room:

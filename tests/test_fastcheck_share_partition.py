@@ -87,12 +87,16 @@ class TraceWriter:
 
     def acquire(self, actor):
         max_records = self.data.draw(st.integers(1, 6))
+        record_limit = self.data.draw(st.booleans())  # SP-42: Kafka 4.2's record_limit acquire mode
         if self.profile == "kafka-4.2" or self.data.draw(st.booleans()):
-            records = self.partition.lowest_acquisition(max_records)
+            records = self.partition.lowest_acquisition(max_records, record_limit)
         else:  # SP-3: any ascending set of acquirable records
             records = self._any_acquisition(max_records)
-        self.emit(actor, "acquire", {"max_records": max_records}, {"records": copy.deepcopy(records)})
-        self.partition.acquire(self.at_ms, actor, max_records, records)
+        args = {"max_records": max_records}
+        if record_limit:
+            args["acquire_mode"] = "record_limit"
+        self.emit(actor, "acquire", args, {"records": copy.deepcopy(records)})
+        self.partition.acquire(self.at_ms, actor, max_records, records, record_limit)
 
     def _any_acquisition(self, max_records):
         offsets = [offset for first, last in self.partition.acquirable_ranges() for offset in range(first, last + 1)]
@@ -188,6 +192,8 @@ def corrupt(draw, steps):
         run = draw(st.sampled_from(observed["records"]))
         field = draw(st.integers(0, 2))
         run[field] = max(0, _nudge(draw, run[field]))
+    elif op == "acquire" and choice == 2 and draw(st.booleans()):
+        args["acquire_mode"] = "batch_optimized" if args.get("acquire_mode") == "record_limit" else "record_limit"
     elif op == "acquire":
         args["max_records"] = max(1, _nudge(draw, args["max_records"]))
     elif op == "acknowledge" and choice == 2 and draw(st.booleans()):
@@ -277,7 +283,7 @@ def test_reference_flag_judges_with_the_model(monkeypatch):
              json.dumps({"step": 2, "at_ms": 0, "actor": "c1", "op": "acquire", "args": {"max_records": 1},
                          "observed": {"records": [[0, 1, 1]]}})]
     assert [verdict[:4] for verdict in verdicts(lines)] == [("violation", 2, "SP-5", None)] * 2
-    monkeypatch.setattr(model.SharePartition, "check_acquisition", lambda self, max_records, records: None)
+    monkeypatch.setattr(model.SharePartition, "check_acquisition", lambda self, max_records, records, record_limit: None)
     assert [verdict[:4] for verdict in verdicts(lines)] == [("violation", 2, "SP-5", None), ("ok", None, None, None)]
 
 

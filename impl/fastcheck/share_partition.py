@@ -84,6 +84,7 @@ class SharePartition:
         self.max_inflight_records = max_inflight_records
         # SP-1: the window starts empty at start_offset.
         self._spso = self._speo = self._log_end = self._base = start_offset
+        self.speo_clause = "SP-24"  # the clause that put SPEO where it is (SP-42 after a record_limit acquisition)
         self._state: list[str] = []
         self._count: list[int] = []
         self._owner: list[str | None] = []        # set only while acquired
@@ -267,8 +268,9 @@ class SharePartition:
             last = self._speo - 1
         return self._speo, last
 
-    def lowest_acquisition(self, max_records: int) -> list[list[int]]:
-        """One allowed answer: the lowest acquirable records (Kafka 4.2: rounded up to whole new batches)."""
+    def lowest_acquisition(self, max_records: int, record_limit: bool = False) -> list[list[int]]:
+        """One allowed answer: the lowest acquirable records (Kafka 4.2: rounded up to whole new batches,
+        or under `record_limit` exactly as many new records as there is room for, SP-42)."""
         offsets: list[int] = []
         index, stop = max(self._spso, self._no_available_below) - self._base, self._speo - self._base
         while len(offsets) < max_records:
@@ -282,17 +284,19 @@ class SharePartition:
         _, new_last = self.acquirable_new_records()
         offsets.extend(range(self._speo, min(new_last + 1, self._speo + max_records - len(offsets))))
         if self.kafka:
-            offsets = self._round_up_new_records(offsets, max_records)
+            offsets = self._round_up_new_records(offsets, max_records, record_limit)
         return self._runs(offsets)
 
-    def _round_up_new_records(self, offsets: list[int], max_records: int) -> list[int]:
-        # SP-6: Kafka completes the log batch holding the last new record.
+    def _round_up_new_records(self, offsets: list[int], max_records: int, record_limit: bool) -> list[int]:
+        # SP-6: Kafka completes the log batch holding the last new record; SP-42: not under record_limit.
         reacquired = [offset for offset in offsets if offset < self._speo]
         room = min(max_records, self.max_inflight_records - (self._speo - self._spso)) - len(reacquired)
         if room <= 0 or len(offsets) == len(reacquired):
             return reacquired
-        _, batch_end = self._log_batch_around(min(self._speo + room, self._log_end) - 1)
-        return reacquired + list(range(self._speo, batch_end + 1))
+        last = min(self._speo + room, self._log_end) - 1
+        if not record_limit:
+            _, last = self._log_batch_around(last)
+        return reacquired + list(range(self._speo, last + 1))
 
     def _runs(self, offsets: Iterable[int]) -> list[list[int]]:
         runs: list[list[int]] = []
@@ -304,14 +308,14 @@ class SharePartition:
                 runs.append([offset, offset, count])
         return runs
 
-    def check_acquisition(self, max_records: int, records: Sequence[Sequence[int]]) -> None:
+    def check_acquisition(self, max_records: int, records: Sequence[Sequence[int]], record_limit: bool = False) -> None:
         """Raise Violation unless `records` (runs [first, last, delivery_count]) is an allowed acquisition.
 
         Only detects: a refusal is explained by the model's own words (acquisition_violation)."""
-        if not self._allowed_acquisition(max_records, records):
-            raise _explained(acquisition_violation(self, max_records, records))
+        if not self._allowed_acquisition(max_records, records, record_limit and self.kafka):
+            raise _explained(acquisition_violation(self, max_records, records, record_limit))
 
-    def _allowed_acquisition(self, max_records: int, records: Sequence[Sequence[int]]) -> bool:
+    def _allowed_acquisition(self, max_records: int, records: Sequence[Sequence[int]], record_limit: bool) -> bool:
         speo, base = self._speo, self._base
         previous_last = self._spso - 1
         total = reacquired = 0
@@ -338,19 +342,25 @@ class SharePartition:
                 new_last = last
             total += last - first + 1
             previous_last = last
+        if record_limit and total > max_records:  # SP-42: a hard limit
+            return False
         if self.kafka:
-            return new_first < 0 or self._allowed_new_batches(max_records, reacquired, new_first, new_last)
+            return new_first < 0 or self._allowed_new_batches(max_records, reacquired, new_first, new_last, record_limit)
         # SP-5, and SP-7 for the window after an acquisition of new records (a loaded one may be over, SP-26).
         return total <= max_records and not (previous_last >= speo
                                              and previous_last - self._spso >= self.max_inflight_records)
 
-    def _allowed_new_batches(self, max_records: int, reacquired: int, new_first: int, new_last: int) -> bool:
+    def _allowed_new_batches(self, max_records: int, reacquired: int, new_first: int, new_last: int,
+                             record_limit: bool) -> bool:
         window = self._speo - self._spso
         if window >= self.max_inflight_records:  # SP-8
             return False
-        # SP-6: new records are whole log batches from SPEO, overshooting only to complete a batch.
         room = min(max_records, self.max_inflight_records - window) - reacquired
         previous_end, end = self._log_batch_around(new_last)
+        if record_limit:  # SP-42: exactly the room left, or fewer ending at a log batch's end
+            count = new_last + 1 - self._speo
+            return new_first == self._speo and (count == room or (count < room and end == new_last))
+        # SP-6: new records are whole log batches from SPEO, overshooting only to complete a batch.
         return new_first == self._speo and end == new_last and 0 < room and previous_end + 1 - self._speo < room
 
     def log_batch_of(self, offset: int) -> tuple[int, int]:
@@ -367,16 +377,28 @@ class SharePartition:
             previous_end = end
         return previous_end, self._log_end - 1
 
-    def acquire(self, at_ms: int, actor: str, max_records: int, records: Sequence[Sequence[int]]) -> None:
-        """Check the observed acquisition, then apply it: the model continues from the observed answer."""
+    def acquire(self, at_ms: int, actor: str, max_records: int, records: Sequence[Sequence[int]],
+                record_limit: bool = False) -> None:
+        """Check the observed acquisition, then apply it: the model continues from the observed answer.
+        `record_limit`: Kafka 4.2's record_limit acquire mode (SP-42; batch_optimized otherwise)."""
         if at_ms >= self._next_deadline_ms:  # SP-20: locks fire before the op
             self._fire_locks(at_ms)
         if not records:  # SP-3: an acquisition may be empty
             return
-        self.check_acquisition(max_records, records)
+        self.check_acquisition(max_records, records, record_limit)
         deadline = at_ms + self.record_lock_duration_ms
+        speo, new_last = self._speo, records[-1][1]
         for first, last, count in records:
             self._acquire_run(first, last, count, actor, deadline)
+        if new_last >= speo:
+            self.speo_clause = "SP-24"
+            if record_limit and self.kafka:
+                # SP-42: the rest of the log batch enters the window, available with count 0.
+                _, batch_end = self._log_batch_around(new_last)
+                if batch_end > new_last:
+                    self._append_records(batch_end - new_last, AVAILABLE, 0, None)
+                    self._no_available_below = min(self._no_available_below, new_last + 1)
+                    self.speo_clause = "SP-42"
         # One lock entry per acquisition, holding its runs (the caller must not change them).
         self._locks.append((deadline, records, actor))
         self._next_deadline_ms = min(self._next_deadline_ms, deadline)

@@ -22,6 +22,7 @@ from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.trace import Malformed, Step
 
 _STATE_NAMES = {state: state for state in STATES}
+ACQUIRE_MODES = ("batch_optimized", "record_limit")
 
 
 def _is_int(value: object) -> bool:
@@ -68,7 +69,7 @@ class SharePartitionJudge(Judge):
         self.model.advance(step.at_ms)
         self.model.append(count)
 
-    @op(args=["max_records"], observed=["records"])
+    @op(args=["max_records", "acquire_mode"], observed=["records"])
     def op_acquire(self, step: Step) -> None:
         max_records = step.args.get("max_records")
         if type(max_records) is not int or max_records < 1:
@@ -82,7 +83,12 @@ class SharePartitionJudge(Judge):
         for run in records:
             if type(run) is not list or len(run) != 3 or type(run[0]) is not int or type(run[1]) is not int or type(run[2]) is not int:
                 self._bad_run(step, run)
-        self.model.acquire(step.at_ms, step.actor, max_records, records)
+        # SP-42: the request's acquire mode (ShareFetch v2 ShareAcquireMode; a trace format extension).
+        mode = step.args.get("acquire_mode", "batch_optimized")
+        if mode not in ACQUIRE_MODES:
+            raise Malformed(step.line, f"args.acquire_mode of 'acquire' must be one of {', '.join(ACQUIRE_MODES)}, "
+                                       f"found {mode!r}")
+        self.model.acquire(step.at_ms, step.actor, max_records, records, mode == "record_limit")
 
     @staticmethod
     def _bad_run(step: Step, run: object) -> NoReturn:
@@ -131,7 +137,7 @@ class SharePartitionJudge(Judge):
     def op_check(self, step: Step) -> None:
         self.model.advance(step.at_ms)
         self.expect("SP-23", "spso", self.model.spso, self.observed(step, "spso", int))
-        self.expect("SP-24", "speo", self.model.speo, self.observed(step, "speo", int))
+        self.expect(self.model.speo_clause, "speo", self.model.speo, self.observed(step, "speo", int))
         states = self.observed(step, "states", list)
         if states is not None:
             self.model.compare_snapshot([self._state_run(step, run) for run in states])
