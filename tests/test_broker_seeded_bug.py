@@ -25,9 +25,9 @@ def install_seeded_bug() -> None:
     class UncountedRedelivery(partition.SharePartition):
         """Seeded bug: re-acquiring an available record does not increment its delivery count."""
 
-        def _acquire_cached(self, member_id, budget, lock_id, acquired):
+        def _acquire_cached(self, member_id, budget, lock_id, acquired, record_limit=False):
             start = len(acquired)
-            remaining = super()._acquire_cached(member_id, budget, lock_id, acquired)
+            remaining = super()._acquire_cached(member_id, budget, lock_id, acquired, record_limit)
             for position in range(start, len(acquired)):
                 first, last, count = acquired[position]
                 acquired[position] = (first, last, count - 1)

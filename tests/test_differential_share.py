@@ -66,7 +66,9 @@ class Scenario:
         self.partition.on_append(self.partition.log_end_offset, self.chooser.randint(1, 5), self.now_ms)
 
     def acquire(self) -> None:
-        self.partition.acquire(self.chooser.choice(MEMBERS), self.chooser.randint(1, 8), self.now_ms)
+        # Kafka 4.2's record_limit acquire mode, now and then (SP-42).
+        self.partition.acquire(self.chooser.choice(MEMBERS), self.chooser.randint(1, 8), self.now_ms,
+                               record_limit=self.chooser.random() < 0.3)
 
     def acknowledge(self) -> None:
         member = self.chooser.choice(MEMBERS)
@@ -156,9 +158,9 @@ def test_every_engine_trace_is_allowed_by_the_models(profile, chooser):
 class ForgetsRedelivery(SharePartition):
     """A redelivered record keeps its old delivery count (SP-4 broken)."""
 
-    def _acquire_cached(self, member_id, budget, lock_id, acquired):
+    def _acquire_cached(self, member_id, budget, lock_id, acquired, record_limit=False):
         start = len(acquired)
-        budget = super()._acquire_cached(member_id, budget, lock_id, acquired)
+        budget = super()._acquire_cached(member_id, budget, lock_id, acquired, record_limit)
         for batch in self._batches:
             if batch[LOCK] == lock_id:
                 batch[COUNT] -= 1
@@ -184,10 +186,21 @@ class IgnoresRenew(SharePartition):
         pass
 
 
+class RecordLimitTakesWholeBatches(SharePartition):
+    """record_limit acquires whole log batches, as batch_optimized does (SP-42 broken)."""
+
+    def _acquire_cached(self, member_id, budget, lock_id, acquired, record_limit=False):
+        return super()._acquire_cached(member_id, budget, lock_id, acquired)
+
+    def _acquire_new(self, member_id, budget, room, lock_id, acquired, record_limit=False):
+        super()._acquire_new(member_id, budget, room, lock_id, acquired)
+
+
 @pytest.mark.parametrize("profile, mutant, clauses", [
     *((profile, ForgetsRedelivery, {"SP-4", "SP-25"}) for profile in PROFILES),
     *((profile, StartPassesAcquired, {"SP-23", "SP-25", "SP-3"}) for profile in PROFILES),
-    ("kafka-4.2", IgnoresRenew, {"SP-41"}),
+    ("kafka-4.2", IgnoresRenew, {"SP-41", "SP-3"}),   # a record still locked is delivered again: SP-3
+    ("kafka-4.2", RecordLimitTakesWholeBatches, {"SP-42"}),
 ])
 def test_a_broken_partition_is_caught(profile, mutant, clauses):
     for seed in range(200):

@@ -21,6 +21,7 @@ from kipcheck.oracle.check import check_file
 
 PRODUCE, CREATE_TOPICS, SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 0, 19, 76, 78, 79
 ACCEPT, REJECT, RENEW = 1, 3, 4
+RECORD_LIMIT = 1
 KEY = "g:orders:0"
 
 
@@ -187,3 +188,56 @@ def test_renew_on_the_wire_versions_1_and_2(start_broker, raw_client):
                 for line in path.read_text().splitlines() if '"type":"renew"' in line]
     # The fetch's renewal and two ShareAcknowledges, one without IsRenewAck; v1's never reached the partition.
     assert [args.get("renew", False) for args in renewals] == [True, False, True], renewals
+
+
+def fetch_v2(client, member: str, epoch: int, topic: str, partitions: int, max_records: int, mode: int):
+    """A ShareFetch v2 of `partitions` partitions: {partition: [(first, last, delivery count)]}."""
+    answer = client.request(
+        SHARE_FETCH, 2, group_id="g", member_id=member, share_session_epoch=epoch, max_wait=500, min_bytes=1,
+        max_bytes=1 << 20, max_records=max_records, batch_size=max_records, share_acquire_mode=mode,
+        is_renew_ack=False, forgotten_topics_data=[], topics=[{"topic_id": topic_id_of(topic), "partitions": [
+            {"partition_index": index, "acknowledgement_batches": []} for index in range(partitions)]}])
+    assert answer.error_code == ErrorCode.none
+    return {partition.partition_index: [(batch.first_offset, batch.last_offset, batch.delivery_count)
+                                        for batch in partition.acquired_records]
+            for topic in answer.responses for partition in topic.partitions}
+
+
+def test_record_limit_acquires_exactly_max_records_and_the_rest_of_the_batch_waits(start_broker, raw_client):
+    """SP-42 through ShareFetch v2's ShareAcquireMode; an unknown mode is refused; the traces are judged."""
+    broker = start_broker(share_auto_offset_reset="earliest")
+    client = raw_client(broker)
+    topic_with_records(client, "orders", 5)
+    ShareMember(client, "orders", "m1")
+    ShareMember(client, "orders", "m2")
+    assert fetch_v2(client, "m1", 0, "orders", 1, 3, RECORD_LIMIT) == {0: [(0, 2, 1)]}
+    assert fetch_v2(client, "m2", 0, "orders", 1, 3, RECORD_LIMIT) == {0: [(3, 4, 1)]}   # the rest of the batch
+    refused = client.request(SHARE_FETCH, 2, group_id="g", member_id="m1", share_session_epoch=1, max_wait=0,
+                             min_bytes=1, max_bytes=1 << 20, max_records=3, batch_size=3, share_acquire_mode=2,
+                             is_renew_ack=False, forgotten_topics_data=[], topics=[])
+    assert refused.error_code == ErrorCode.invalid_request
+    verdicts = judged(broker)
+    assert verdicts and all(line.startswith("ok") for line in verdicts), verdicts
+    modes = [json.loads(line)["args"].get("acquire_mode") for path in broker.trace_dir.rglob("share-partition*.jsonl")
+             for line in path.read_text().splitlines() if '"op":"acquire"' in line]
+    assert modes == ["record_limit", "record_limit"]
+
+
+def test_each_partition_of_a_share_fetch_gets_what_the_ones_before_it_left(start_broker, raw_client):
+    """The max_records of a share-partition trace is what was left of the ShareFetch's MaxRecords."""
+    broker = start_broker(share_auto_offset_reset="earliest")
+    client = raw_client(broker)
+    created = client.request(CREATE_TOPICS, 7, timeout=5000, validate_only=False, topics=[
+        {"name": "orders", "num_partitions": 2, "replication_factor": 1, "assignments": [], "configs": []}])
+    assert created.topics[0].error_code == ErrorCode.none
+    for index in range(2):
+        client.request(PRODUCE, 9, transactional_id=None, acks=-1, timeout=5000, topic_data=[
+            {"name": "orders", "partition_data": [{"index": index, "records": harness.record_batch(4)}]}])
+    ShareMember(client, "orders")
+    acquired = fetch_v2(client, "m1", 0, "orders", 2, 6, RECORD_LIMIT)
+    assert sorted(last - first + 1 for runs in acquired.values() for first, last, _ in runs) == [2, 4]
+    verdicts = judged(broker)
+    assert verdicts and all(line.startswith("ok") for line in verdicts), verdicts
+    asked = sorted(json.loads(line)["args"]["max_records"] for path in broker.trace_dir.rglob("share-partition*.jsonl")
+                   for line in path.read_text().splitlines() if '"op":"acquire"' in line)
+    assert asked == [2, 6]

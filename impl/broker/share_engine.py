@@ -91,8 +91,9 @@ class ShareEngine:
             for first, last in batch_ranges:
                 share_partition.on_append(first, last - first + 1, at_ms)
 
-    def acquire(self, group: str, member: str, tp: str, max_records: int, at_ms: int) -> list[tuple[int, int, int]]:
-        return self.partition(group, tp, at_ms).acquire(member, max_records, at_ms)
+    def acquire(self, group: str, member: str, tp: str, max_records: int, at_ms: int,
+                record_limit: bool = False) -> list[tuple[int, int, int]]:
+        return self.partition(group, tp, at_ms).acquire(member, max_records, at_ms, record_limit)
 
     def acknowledge(self, group: str, member: str, tp: str, batches: list[tuple[int, int, str]], at_ms: int,
                     renew: bool = False) -> str:

@@ -254,25 +254,30 @@ class SharePartition:
 
     # -- acquire ---------------------------------------------------------------------------
 
-    def acquire(self, member_id: str, max_records: int, now_ms: int) -> list[tuple[int, int, int]]:
-        """Acquire up to max_records (soft under kafka-4.2) for member_id; see the module docstring."""
+    def acquire(self, member_id: str, max_records: int, now_ms: int,
+                record_limit: bool = False) -> list[tuple[int, int, int]]:
+        """Acquire up to max_records (soft under kafka-4.2) for member_id; see the module docstring.
+        `record_limit`: Kafka 4.2's record_limit acquire mode (kafka-4.2 only)."""
         self._tick(now_ms)
         if max_records < 1:
             return []   # nothing asked; not a step a trace can hold (max_records >= 1)
+        record_limit = record_limit and self._whole_batches
         lock_id = self._next_lock_id
         acquired: list[tuple[int, int, int]] = []
-        budget = self._acquire_cached(member_id, max_records, lock_id, acquired)
+        budget = self._acquire_cached(member_id, max_records, lock_id, acquired, record_limit)
         room = self.config.max_inflight_records - (self._cache_end - self._spso)
         if self._whole_batches:
             # Kafka 4.2 (SP-6, SP-8): re-acquired records use up the in-flight room too.
             budget = room = min(max_records, room) - (max_records - budget)
         if budget > 0 and room > 0:
-            self._acquire_new(member_id, budget, room, lock_id, acquired)
+            self._acquire_new(member_id, budget, room, lock_id, acquired, record_limit)
         if acquired:
             self._lock(lock_id, acquired, now_ms)
         records = _coalesce(acquired)
-        self._record(now_ms, member_id, "acquire", {"max_records": max_records},
-                     {"records": [list(run) for run in records]})
+        args: dict = {"max_records": max_records}
+        if record_limit:
+            args["acquire_mode"] = "record_limit"
+        self._record(now_ms, member_id, "acquire", args, {"records": [list(run) for run in records]})
         return records
 
     def _lock(self, lock_id: int, acquired: list[tuple[int, int, int]], now_ms: int) -> None:
@@ -282,7 +287,8 @@ class SharePartition:
         self._lock_ranges[lock_id] = (acquired[0][0], acquired[-1][1])
         self._locks.append((now_ms + self.config.record_lock_duration_ms, lock_id))
 
-    def _acquire_cached(self, member_id: str, budget: int, lock_id: int, acquired: list) -> int:
+    def _acquire_cached(self, member_id: str, budget: int, lock_id: int, acquired: list,
+                        record_limit: bool = False) -> int:
         if self._available_records == 0:
             return budget
         index = 0
@@ -290,7 +296,7 @@ class SharePartition:
             batch = self._batches[index]
             if batch[STATE] == AVAILABLE:
                 size = batch[LAST] - batch[FIRST] + 1
-                if not self._whole_batches and size > budget:
+                if (not self._whole_batches or record_limit) and size > budget:
                     self._split_after(index, batch[FIRST] + budget - 1)
                     size = budget
                 self._available_records -= size
@@ -301,7 +307,8 @@ class SharePartition:
             index += 1
         return budget
 
-    def _acquire_new(self, member_id: str, budget: int, room: int, lock_id: int, acquired: list) -> None:
+    def _acquire_new(self, member_id: str, budget: int, room: int, lock_id: int, acquired: list,
+                     record_limit: bool = False) -> None:
         log_batches = self._log_batches
         while budget > 0 and room > 0 and log_batches:
             first, last = log_batches[0]
@@ -311,6 +318,16 @@ class SharePartition:
                 log_batches[0][0] = first + size
             else:
                 log_batches.popleft()
+            if record_limit and size > min(budget, room):
+                # Kafka 4.2 record_limit: the whole log batch is cached, only what is left is acquired;
+                # the rest of the batch waits in the window, available with count 0.
+                size = min(budget, room)
+                self._insert_new(first + size, last, AVAILABLE, 0)
+                self._batches.insert(-1, [first, first + size - 1, ACQUIRED, 1, member_id, lock_id, None])
+                self._firsts.insert(-1, first)
+                self._cache_end = last + 1
+                acquired.append((first, first + size - 1, 1))
+                return
             last = first + size - 1
             self._batches.append([first, last, ACQUIRED, 1, member_id, lock_id, None])
             self._firsts.append(first)

@@ -35,7 +35,11 @@ SP-41): a request with IsRenewAck may carry RENEW acknowledgements, which
 restart the records' locks and persist nothing; a RENEW without IsRenewAck
 is INVALID_REQUEST for its partition. A ShareFetch with IsRenewAck must set
 MaxBytes, MinBytes, MaxRecords and MaxWaitMs to 0 (else the whole request is
-INVALID_REQUEST, before its session is looked at) and acquires nothing. Acknowledgement errors go back per partition (ShareFetch:
+INVALID_REQUEST, before its session is looked at) and acquires nothing.
+ShareFetch v2's ShareAcquireMode picks batch_optimized (0, Kafka's default:
+whole log batches, MaxRecords a soft limit) or record_limit (1, KIP-1206:
+exactly MaxRecords, spec SP-42); another value is INVALID_REQUEST for the
+whole request (Kafka has no third mode). Acknowledgement errors go back per partition (ShareFetch:
 `acknowledge_error_code`; ShareAcknowledge: `error_code`); session errors are
 the top-level error. A share-partition whose state the coordinator cannot
 initialize answers its error (COORDINATOR_NOT_AVAILABLE when the disk refuses
@@ -56,6 +60,7 @@ from kipcheck.impl.share.partition import ACK_TYPES_BY_WIRE, PersisterError
 
 MEMBER_ID_MAX_CHARS = 36
 RENEW = 4   # the acknowledge type of KIP-1222
+BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1   # ShareFetch v2 ShareAcquireMode (KIP-1206)
 
 
 def handlers(broker) -> dict:
@@ -85,6 +90,9 @@ def handlers(broker) -> dict:
         renew = _renews(request)
         if renew and (body.max_bytes or body.min_bytes or body.max_records or body.max_wait.total_seconds()):
             return _share_fetch_reply(broker, request, "INVALID_REQUEST", {}, [])   # KIP-1222: all must be 0
+        acquire_mode = body.share_acquire_mode if request.api_version >= 2 else BATCH_OPTIMIZED
+        if acquire_mode not in (BATCH_OPTIMIZED, RECORD_LIMIT):
+            return _share_fetch_reply(broker, request, "INVALID_REQUEST", {}, [])
         wanted, unknown = _partitions(broker, body.topics)
         forget = [f"{topic.name}:{partition}" for forgotten in body.forgotten_topics_data
                   if (topic := broker.topics.get_by_id(forgotten.topic_id)) for partition in forgotten.partitions]
@@ -103,7 +111,7 @@ def handlers(broker) -> dict:
                     readable.append(tp)
                 else:
                     results.setdefault(tp, {})["error_code"] = "UNKNOWN_SERVER_ERROR"
-            await _acquire(broker, group, member, readable, body, results, next(rotation))
+            await _acquire(broker, group, member, readable, body, results, next(rotation), acquire_mode == RECORD_LIMIT)
         return _share_fetch_reply(broker, request, "NONE", results, unknown)
 
     async def share_acknowledge(connection, request):
@@ -201,8 +209,10 @@ def _valid_member_id(member: str) -> bool:
     return 0 < len(member) <= MEMBER_ID_MAX_CHARS
 
 
-async def _acquire(broker, group: str, member: str, partitions: list[str], body, results: dict, turn: int) -> None:
-    """Acquire up to max_records over the session's partitions, waiting up to max_wait for some."""
+async def _acquire(broker, group: str, member: str, partitions: list[str], body, results: dict, turn: int,
+                   record_limit: bool) -> None:
+    """Acquire up to max_records over the session's partitions (each gets what the ones before it left,
+    as Kafka's ShareFetchUtils), waiting up to max_wait for some."""
     deadline_ms = now_ms() + min(int(body.max_wait.total_seconds() * 1000), MAX_WAIT_MS)
     if partitions:
         start = turn % len(partitions)
@@ -213,7 +223,7 @@ async def _acquire(broker, group: str, member: str, partitions: list[str], body,
             if budget <= 0 or not broker.engine.has_session(group, member):
                 break
             try:
-                acquired = broker.engine.acquire(group, member, tp, budget, now_ms())
+                acquired = broker.engine.acquire(group, member, tp, budget, now_ms(), record_limit)
             except PersisterError as error:
                 results.setdefault(tp, {})["error_code"] = error.error
                 continue
