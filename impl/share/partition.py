@@ -440,18 +440,10 @@ class SharePartition:
             first = max(first, self._spso)
             if first > last:
                 continue
-            index = self._index_of(first)
-            if self._batches[index][FIRST] < first:
-                self._split_after(index, first - 1)
-                index += 1
-            while index < len(self._batches) and self._batches[index][FIRST] <= last:
-                batch = self._batches[index]
-                if batch[LAST] > last:
-                    self._split_after(index, last)
+            for batch in self._split_to(first, last):
                 self._unlock(batch)
                 batch[LOCK] = lock_id
                 renewed.append((batch[FIRST], batch[LAST], batch[COUNT]))
-                index += 1
         if renewed:
             self._lock(lock_id, renewed, now_ms)
 
@@ -512,18 +504,24 @@ class SharePartition:
 
     def _transition(self, first: int, last: int, target: int, expired: bool = False) -> None:
         """Move the ACQUIRED records in [first, last] to target (release lands on ARCHIVED at the limit)."""
+        for batch in self._split_to(first, last):
+            if expired:
+                batch[EXPIRED] = batch[MEMBER]
+            self._leave_acquired(batch, self._landing(target, batch[COUNT]))
+
+    def _split_to(self, first: int, last: int) -> list[list]:
+        """The cached batches holding exactly [first, last], split where they reach past it."""
         index = self._index_of(first)
         if self._batches[index][FIRST] < first:
             self._split_after(index, first - 1)
             index += 1
+        covered = []
         while index < len(self._batches) and self._batches[index][FIRST] <= last:
-            batch = self._batches[index]
-            if batch[LAST] > last:
+            if self._batches[index][LAST] > last:
                 self._split_after(index, last)
-            if expired:
-                batch[EXPIRED] = batch[MEMBER]
-            self._leave_acquired(batch, self._landing(target, batch[COUNT]))
+            covered.append(self._batches[index])
             index += 1
+        return covered
 
     def _leave_acquired(self, batch: list, state: int) -> None:
         self._unlock(batch)
