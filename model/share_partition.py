@@ -370,6 +370,12 @@ class SharePartition:
     def _round_up_new_records(self, offsets: list[int], max_records: int, record_limit: bool) -> list[int]:
         # SP-6: Kafka completes the log batch holding the last new record; SP-42: not under record_limit.
         reacquired = [offset for offset in offsets if offset < self._speo]
+        # SP-43: a throttled redelivery comes alone, or ends the acquisition before it.
+        threshold = throttle_threshold(self.delivery_count_limit)
+        throttled = [index for index, offset in enumerate(reacquired)
+                     if self._records[offset].delivery_count >= threshold]
+        if throttled:
+            return reacquired[:throttled[0]] or reacquired[:1]
         room = min(max_records, self.max_inflight_records - (self._speo - self._spso)) - len(reacquired)
         if room <= 0 or len(offsets) == len(reacquired):
             return reacquired
@@ -537,6 +543,9 @@ def acquisition_violation(partition, max_records: int, records: Sequence[Sequenc
     if partition.kafka:
         if record_limit and total > max_records:  # SP-42: a hard limit
             return Violation("SP-42", f"at most {max_records} records (record_limit)", f"{total} records")
+        violation = throttle_violation(partition, records, total, bool(new_runs)) if records else None
+        if violation is not None:
+            return violation
         return _new_batches_violation(partition, max_records, total, new_runs, record_limit) if new_runs else None
     if total > max_records:  # SP-5
         return Violation("SP-5", f"at most {max_records} records", f"{total} records")
@@ -576,6 +585,26 @@ def _run_violation(partition, first: int, last: int, count: int) -> Violation | 
         if count != expected:
             return Violation("SP-4", f"record {offset} with delivery count {expected}",
                              f"record {offset} with delivery count {count}")
+    return None
+
+
+def throttle_threshold(delivery_count_limit: int) -> int:
+    """SP-43: the delivery count from which Kafka 4.2 throttles a record's redelivery."""
+    return max(2, -(-delivery_count_limit // 2))
+
+
+def throttle_violation(partition, records: Sequence[Sequence[int]], total: int, new_records: bool) -> Violation | None:
+    """SP-43: Kafka 4.2 delivers a record on its last attempt alone, and acquires nothing new with a record
+    whose redelivery it throttles (delivered `throttle_threshold` times or more before)."""
+    limit = partition.delivery_count_limit
+    highest = max(count for _, _, count in records)
+    if limit > 2 and highest == limit and total > 1:
+        return Violation("SP-43", f"a record on its last delivery ({limit}) acquired alone",
+                         f"{total} records, one with delivery count {limit}")
+    if new_records and highest > throttle_threshold(limit):
+        return Violation("SP-43", f"no new record with a redelivery throttled (delivered "
+                                  f"{throttle_threshold(limit)} times or more)",
+                         f"new records beside a record with delivery count {highest}")
     return None
 
 

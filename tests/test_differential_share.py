@@ -196,11 +196,20 @@ class RecordLimitTakesWholeBatches(SharePartition):
         super()._acquire_new(member_id, budget, room, lock_id, acquired)
 
 
+class NeverThrottles(SharePartition):
+    """Redelivery near the delivery limit is not throttled (SP-43 broken)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._throttle_from = 10**9
+
+
 @pytest.mark.parametrize("profile, mutant, clauses", [
     *((profile, ForgetsRedelivery, {"SP-4", "SP-25"}) for profile in PROFILES),
     *((profile, StartPassesAcquired, {"SP-23", "SP-25", "SP-3"}) for profile in PROFILES),
     ("kafka-4.2", IgnoresRenew, {"SP-41", "SP-3"}),   # a record still locked is delivered again: SP-3
     ("kafka-4.2", RecordLimitTakesWholeBatches, {"SP-42"}),
+    ("kafka-4.2", NeverThrottles, {"SP-43"}),
 ])
 def test_a_broken_partition_is_caught(profile, mutant, clauses):
     for seed in range(200):

@@ -57,7 +57,7 @@ from typing import Iterable, Sequence
 
 from kipcheck.model.share_partition import (
     ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_LOCK_EXPIRED, LOCK_EXPIRED, NOT_ACQUIRED,
-    NONE, LimitArchives, acknowledgement_answer, acquisition_violation, cached_runs, check_config, loaded_runs,
+    NONE, LimitArchives, throttle_threshold, acknowledgement_answer, acquisition_violation, cached_runs, check_config, loaded_runs,
     snapshot_violation,
 )
 from kipcheck.model.violation import Ruled, Violation
@@ -80,6 +80,7 @@ class SharePartition:
         self.straddle_npe = straddle_npe
         self.kafka = profile == "kafka-4.2"
         self.delivery_count_limit = delivery_count_limit
+        self._throttle_threshold = throttle_threshold(delivery_count_limit)  # SP-43
         self.record_lock_duration_ms = record_lock_duration_ms
         self.max_inflight_records = max_inflight_records
         # SP-1: the window starts empty at start_offset.
@@ -290,6 +291,12 @@ class SharePartition:
     def _round_up_new_records(self, offsets: list[int], max_records: int, record_limit: bool) -> list[int]:
         # SP-6: Kafka completes the log batch holding the last new record; SP-42: not under record_limit.
         reacquired = [offset for offset in offsets if offset < self._speo]
+        # SP-43: a throttled redelivery comes alone, or ends the acquisition before it.
+        threshold = throttle_threshold(self.delivery_count_limit)
+        throttled = [index for index, offset in enumerate(reacquired)
+                     if self._count[offset - self._base] >= threshold]
+        if throttled:
+            return reacquired[:throttled[0]] or reacquired[:1]
         room = min(max_records, self.max_inflight_records - (self._speo - self._spso)) - len(reacquired)
         if room <= 0 or len(offsets) == len(reacquired):
             return reacquired
@@ -318,9 +325,10 @@ class SharePartition:
     def _allowed_acquisition(self, max_records: int, records: Sequence[Sequence[int]], record_limit: bool) -> bool:
         speo, base = self._speo, self._base
         previous_last = self._spso - 1
-        total = reacquired = 0
+        total = reacquired = highest = 0
         new_first = new_last = -1
         for first, last, count in records:
+            highest = max(highest, count)
             # SP-3: ascending runs, each record once, within [SPSO, log end).
             if first > last or first <= previous_last or last >= self._log_end:
                 return False
@@ -344,6 +352,10 @@ class SharePartition:
             previous_last = last
         if record_limit and total > max_records:  # SP-42: a hard limit
             return False
+        if self.kafka and highest > self._throttle_threshold:  # SP-43: last deliveries alone, no new beside
+            limit = self.delivery_count_limit
+            if (limit > 2 and highest == limit and total > 1) or new_first >= 0:
+                return False
         if self.kafka:
             return new_first < 0 or self._allowed_new_batches(max_records, reacquired, new_first, new_last, record_limit)
         # SP-5, and SP-7 for the window after an acquisition of new records (a loaded one may be over, SP-26).

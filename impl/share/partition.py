@@ -72,7 +72,11 @@ indices: keep those names stable.
 
 Delivery count: incremented on acquisition (the returned count is the new
 one). Release, lock expiry and member leave at count >= delivery_count_limit
-archive the record instead of making it available.
+archive the record instead of making it available. kafka-4.2 throttles
+redelivery as Kafka 4.2 does (spec SP-43): records delivered max(2,
+ceil(limit / 2)) times or more are acquired only first in a fetch, half as
+many per extra delivery, alone on their last delivery, and nothing follows
+them in that fetch.
 
 Durability (when built by `load` with a coordinator): every transition out of
 ACQUIRED (acknowledge, release, lock expiry, member leave) is written to the
@@ -144,6 +148,8 @@ class SharePartition:
         self._trace = trace
         self._whole_batches = config.profile == "kafka-4.2"
         self._ack_types = _PROFILE_ACK_TYPES[config.profile]
+        # Kafka 4.2 throttles redelivery from this delivery count on (SharePartition.throttleRecordsDeliveryLimit).
+        self._throttle_from = max(2, -(-config.delivery_count_limit // 2))
         self._spso = start_offset
         self._cache_end = start_offset          # exclusive end of the cached window (the trace's speo)
         self._log_end = start_offset            # exclusive end of the log as far as we know it
@@ -291,21 +297,37 @@ class SharePartition:
                         record_limit: bool = False) -> int:
         if self._available_records == 0:
             return budget
-        index = 0
+        index, taken = 0, len(acquired)
         while index < len(self._batches) and budget > 0 and self._available_records > 0:
             batch = self._batches[index]
             if batch[STATE] == AVAILABLE:
                 size = batch[LAST] - batch[FIRST] + 1
+                if self._whole_batches and batch[COUNT] >= self._throttle_from:
+                    # Kafka 4.2 throttles redelivery near the delivery limit: such records come first or not at
+                    # all, half as many per extra delivery, one alone on its last; nothing else, nothing new.
+                    if len(acquired) > taken:
+                        return 0
+                    last_attempt = 2 < self.config.delivery_count_limit == batch[COUNT] + 1
+                    size = 1 if last_attempt else max(1, size >> (batch[COUNT] - self._throttle_from + 1))
+                    self._acquire_batch(index, min(size, budget) if record_limit else size, member_id, lock_id,
+                                        acquired)
+                    return 0
                 if (not self._whole_batches or record_limit) and size > budget:
-                    self._split_after(index, batch[FIRST] + budget - 1)
                     size = budget
-                self._available_records -= size
-                batch[STATE], batch[COUNT], batch[MEMBER], batch[LOCK] = ACQUIRED, batch[COUNT] + 1, member_id, lock_id
-                batch[EXPIRED] = None
-                acquired.append((batch[FIRST], batch[LAST], batch[COUNT]))
+                self._acquire_batch(index, size, member_id, lock_id, acquired)
                 budget -= size
             index += 1
         return budget
+
+    def _acquire_batch(self, index: int, size: int, member_id: str, lock_id: int, acquired: list) -> None:
+        """Acquire the first `size` records of the AVAILABLE cached batch `index` (split off the rest)."""
+        batch = self._batches[index]
+        if batch[LAST] - batch[FIRST] + 1 > size:
+            self._split_after(index, batch[FIRST] + size - 1)
+        self._available_records -= size
+        batch[STATE], batch[COUNT], batch[MEMBER], batch[LOCK] = ACQUIRED, batch[COUNT] + 1, member_id, lock_id
+        batch[EXPIRED] = None
+        acquired.append((batch[FIRST], batch[LAST], batch[COUNT]))
 
     def _acquire_new(self, member_id: str, budget: int, room: int, lock_id: int, acquired: list,
                      record_limit: bool = False) -> None:
