@@ -6,9 +6,10 @@ confluent-kafka (librdkafka 2.16) sends neither RENEW nor ShareAcquireMode, so
 these scenarios speak ShareFetch and ShareAcknowledge v1 and v2 themselves,
 through kio's own schemas (WireMember), after a real producer wrote the
 records. Each checks the answers the client gets, then the broker's traces are
-judged (spec/share-partition.md SP-11, SP-40, SP-41, SP-42): the record_limit
-mode, RENEW (v2, IsRenewAck; a renewing ShareFetch fetches nothing), and
-acknowledgements around SPSO. Under `kip` the same requests must get the KIP
+judged (spec/share-partition.md SP-11, SP-40, SP-41, SP-42, SP-43): the
+record_limit mode, RENEW (v2, IsRenewAck; a renewing ShareFetch fetches
+nothing), acknowledgements around SPSO, and redelivery throttled near the
+delivery limit. Under `kip` the same requests must get the KIP
 text's answers: RENEW and shared offsets are malformed (INVALID_REQUEST), and
 every fetch is held to MaxRecords anyway.
 """
@@ -173,7 +174,29 @@ def acknowledgements_around_spso(work_dir: Path, launcher: tuple[str, ...] = DEF
     return run_scenario("kafka42-acks-around-spso", work_dir, EARLIEST, body, launcher, profile)
 
 
+def throttled_redelivery(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
+                         profile: str = "kafka-4.2") -> ScenarioResult:
+    """Delivery limit 3: records released twice come back one by one on their last delivery (SP-43);
+    under `kip` they come back together."""
+    def body(broker: EmbeddedBroker) -> str:
+        _produce_one_partition(broker, "orders", 3)
+        member = WireMember(broker.port, "g", "m1", "orders")
+        for delivery in (1, 2):
+            runs = member.acquired(100)
+            check(runs == [(0, 2, delivery)], f"delivery {delivery} acquired {runs}")
+            _expect(member.acknowledge([(0, 2, RELEASE)]), ErrorCode.none, "release")
+        last = [member.acquired(100) for _ in range(3 if profile == "kafka-4.2" else 1)]
+        expected = [[(offset, offset, 3)] for offset in range(3)] if profile == "kafka-4.2" else [[(0, 2, 3)]]
+        check(last == expected, f"the last deliveries were {last}")
+        member.close()
+        return f"last deliveries: {last}"
+
+    return run_scenario("kafka42-throttled-redelivery", work_dir,
+                        {**EARLIEST, "group.share.delivery.count.limit": "3"}, body, launcher, profile)
+
+
 KAFKA42_SCENARIOS: dict[str, Callable[..., ScenarioResult]] = {
+    "kafka42-throttled-redelivery": throttled_redelivery,
     "kafka42-record-limit": record_limit,
     "kafka42-renew": renew,
     "kafka42-acks-around-spso": acknowledgements_around_spso,
