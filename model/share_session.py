@@ -18,6 +18,8 @@ Library API (pure; callers compare an observed error with `Answer.error`):
     answer.clause        # the clause that decides this answer
     answer.acknowledges  # the request's acknowledgements are processed
     answer.releases      # the member's acquired records are released (session discarded)
+    answer.released      # kafka-4.2: the topic-partitions they are released in, the session's (SS-30)
+    answer.group_empty   # kafka-4.2: a disconnect left the group no session; its share-partitions go (SS-31)
     cache.sessions()     # Ruled({member: epoch}, clause of the last request)
     cache.by_member      # {member: Session(epoch, partitions)}: readable, and settable to
                          # start from any state (e.g. an epoch of Integer.MAX_VALUE)
@@ -51,6 +53,8 @@ class Answer(NamedTuple):
     clause: str
     acknowledges: bool = False
     releases: bool = False
+    released: frozenset[str] = frozenset()
+    group_empty: bool = False
 
 
 @dataclass(frozen=True)
@@ -107,8 +111,13 @@ class ShareSessionCache:
         """The member's connection closed: never refused; `releases` says whether it had a session."""
         # SS-17: the session, if any, is removed and its records released, in both profiles
         # (kip: read as a final request without acknowledgements, SS-12).
-        had_session = self.by_member.pop(member, None) is not None
-        return self._decided(Answer(NONE, "SS-17", releases=had_session))
+        session = self.by_member.pop(member, None)
+        # SS-30 (kafka-4.2): the records are released in the session's share-partitions only.
+        # SS-31 (kafka-4.2): a group left with no session drops its share-partitions.
+        released = session.partitions if session is not None else frozenset()
+        group_empty = self.profile == "kafka-4.2" and session is not None and not self.by_member
+        return self._decided(Answer(NONE, "SS-17", releases=session is not None, released=released,
+                                    group_empty=group_empty))
 
     def storage_failure(self, error: str) -> Answer:
         """A request refused with `error`, one of STORAGE_ERRORS: allowed, and it changes nothing."""
@@ -169,6 +178,7 @@ class ShareSessionCache:
             # SS-6: a final epoch needs a session in the cache.
             return Answer(SHARE_SESSION_NOT_FOUND, "SS-6")
         # SS-12: -1 is the final request's only epoch, never checked against the cached one;
-        # acknowledgements are processed, then the session goes and its records are released.
-        del self.by_member[member]
-        return Answer(NONE, "SS-12", acknowledges=True, releases=True)
+        # acknowledgements are processed, then the session goes and its records are released
+        # (SS-30, kafka-4.2: in the session's share-partitions only).
+        session = self.by_member.pop(member)
+        return Answer(NONE, "SS-12", acknowledges=True, releases=True, released=session.partitions)

@@ -116,7 +116,7 @@ class Scenario:
     def _after_session_answer(self, member: str, answer, acks: list) -> None:
         if answer.process and acks:
             self.partition.acknowledge(member, [(first, last, kind) for _, first, last, kind in acks], self.now_ms)
-        if answer.release:
+        if answer.release and (answer.released is None or TOPIC_PARTITION in answer.released):
             self.partition.release_member(member, self.now_ms)
 
     def wait(self) -> None:

@@ -128,7 +128,7 @@ def test_ss9_epoch_after_integer_max_value_is_one(profile):
 @pytest.mark.parametrize("lists", [{"add": ["orders:1"]}, {"forget": ["orders:0"]}])
 def test_ss10_kip_final_fetch_with_topics_is_invalid_before_lookup(lists):
     """SS-10: A final ShareFetch cannot add or forget topic-partitions."""
-    assert ShareSessionCache("kip").share_fetch("c1", -1, **lists) == ("INVALID_REQUEST", "SS-10", False, False)
+    assert ShareSessionCache("kip").share_fetch("c1", -1, **lists)[:4] == ("INVALID_REQUEST", "SS-10", False, False)
     cache = opened("kip")
     assert cache.share_fetch("c1", -1, **lists).error == "INVALID_REQUEST"
     assert epochs(cache) == {"c1": 1}
@@ -149,14 +149,14 @@ def test_ss12_final_request_closes_releases_and_is_not_epoch_checked(profile, re
     cache = opened(profile)
     cache.share_fetch("c1", 1)
     answer = cache.share_fetch("c1", -1, has_acks=True) if request_kind == "fetch" else cache.share_acknowledge("c1", -1)
-    assert answer == ("NONE", "SS-12", True, True)
+    assert answer[:5] == ("NONE", "SS-12", True, True, {"orders:0"})
     assert cache.sessions() == ({}, "SS-12")
 
 
 @pytest.mark.parametrize("profile", BOTH)
 def test_ss13_acknowledge_epoch_zero_is_refused_with_or_without_session(profile):
     """SS-13: A ShareAcknowledge with epoch 0 fails with INVALID_SHARE_SESSION_EPOCH."""
-    assert ShareSessionCache(profile).share_acknowledge("c1", 0) == ("INVALID_SHARE_SESSION_EPOCH", "SS-13", False, False)
+    assert ShareSessionCache(profile).share_acknowledge("c1", 0)[:4] == ("INVALID_SHARE_SESSION_EPOCH", "SS-13", False, False)
     cache = opened(profile)
     assert cache.share_acknowledge("c1", 0).clause == "SS-13"
     assert epochs(cache) == {"c1": 1}
@@ -166,7 +166,7 @@ def test_ss13_acknowledge_epoch_zero_is_refused_with_or_without_session(profile)
 def test_ss14_incremental_acknowledge_keeps_partitions_and_increments(profile):
     """SS-14: A successful incremental ShareAcknowledge increments the epoch."""
     cache = opened(profile)
-    assert cache.share_acknowledge("c1", 1) == ("NONE", "SS-14", True, False)
+    assert cache.share_acknowledge("c1", 1)[:4] == ("NONE", "SS-14", True, False)
     assert cache.by_member["c1"] == Session(2, frozenset({"orders:0"}))
 
 
@@ -196,7 +196,7 @@ def test_ss17_disconnect_removes_the_session_and_releases_its_records(profile):
     cache = opened(profile)
     cache.share_fetch("c2", 0)
     cache.share_fetch("c1", 1)
-    assert cache.disconnect("c1") == ("NONE", "SS-17", False, True)
+    assert cache.disconnect("c1")[:5] == ("NONE", "SS-17", False, True, {"orders:0"})
     assert epochs(cache) == {"c2": 1}
     assert cache.sessions().clause == "SS-17"
     assert cache.share_acknowledge("c1", 2).error == "SHARE_SESSION_NOT_FOUND"
@@ -206,7 +206,7 @@ def test_ss17_disconnect_removes_the_session_and_releases_its_records(profile):
 def test_ss17_disconnect_without_a_session_releases_nothing(profile):
     """SS-17: A closed connection removes the member's session and releases its records."""
     cache = opened(profile)
-    assert cache.disconnect("c2") == ("NONE", "SS-17", False, False)
+    assert cache.disconnect("c2")[:5] == ("NONE", "SS-17", False, False, set())
     assert epochs(cache) == {"c1": 1}
 
 
@@ -219,3 +219,27 @@ def test_ss18_a_storage_refusal_changes_nothing(profile, error):
     assert (answer.error, answer.clause, answer.acknowledges, answer.releases) == (error, "SS-18", False, False)
     assert cache.sessions() == ({"c1": 1}, "SS-15")
     assert cache.share_fetch("c1", 1).error == "NONE", "the member retries with the same epoch"
+
+
+def test_ss30_a_closing_session_releases_only_its_share_partitions():
+    """SS-30: the records are released in the partitions still in the session, not in forgotten ones."""
+    cache = ShareSessionCache("kafka-4.2")
+    cache.share_fetch("c1", 0, add=["orders:0", "orders:1"])
+    cache.share_fetch("c1", 1, forget=["orders:1"])
+    assert cache.share_fetch("c1", -1).released == {"orders:0"}
+    cache.share_fetch("c1", 0, add=["orders:1"])
+    assert cache.disconnect("c1").released == {"orders:1"}
+
+
+def test_ss31_a_disconnect_that_leaves_no_session_empties_the_group():
+    """SS-31: the last session's disconnect drops the group's share-partitions; a final request does not."""
+    cache = ShareSessionCache("kafka-4.2")
+    cache.share_fetch("c1", 0, add=["orders:0"])
+    cache.share_fetch("c2", 0, add=["orders:0"])
+    assert not cache.disconnect("c1").group_empty
+    assert cache.share_fetch("c2", -1).group_empty is False
+    cache.share_fetch("c2", 0)
+    assert cache.disconnect("c2").group_empty
+    assert not cache.disconnect("c2").group_empty                 # no session: nothing left to empty
+    assert not ShareSessionCache("kip").disconnect("c1").group_empty
+

@@ -12,8 +12,13 @@ them to the broker:
   share-partition that failed to initialize;
 - produced batches are passed to every loaded SharePartition of their
   topic-partition (`on_produced`);
-- a member's records are released in every partition of its group when its
-  session closes (final epoch) or its connection closes. A connection close
+- a member's records are released when its session closes (final epoch) or
+  its connection closes: kafka-4.2 in the session's share-partitions only,
+  kip in every share-partition of its group. Under kafka-4.2 a connection
+  close that leaves the group no session drops the group's share-partitions
+  (records still acquired in them, e.g. in partitions the session forgot,
+  come back from their last persisted state when the partition is loaded
+  again). A connection close
   only ends the sessions last used successfully on that connection, so a
   member that reconnected keeps its new session, and a request that failed
   (say, a stranger naming the member) claims nothing (Kafka keys sessions by
@@ -103,9 +108,19 @@ class ShareEngine:
             return error.error
         return share_partition.acknowledge(member, batches, at_ms, renew)
 
-    def release_member(self, group: str, member: str, at_ms: int) -> int:
+    def release_member(self, group: str, member: str, at_ms: int, partitions: frozenset[str] | None = None) -> int:
+        """Release the member's records in `partitions` of its group (None: in all of them)."""
         return sum(share_partition.release_member(member, at_ms)
-                   for (owner, _), share_partition in self.partitions.items() if owner == group)
+                   for (owner, tp), share_partition in self.partitions.items()
+                   if owner == group and (partitions is None or tp in partitions))
+
+    def drop_group(self, group: str, at_ms: int) -> None:
+        """The group has no session left: forget its share-partitions (each trace ends with a check); the
+        next use loads them again from the share coordinator (Kafka 4.2's onGroupEmpty)."""
+        for owner, tp in [key for key in self.partitions if key[0] == group]:
+            self.partitions.pop((owner, tp)).trace_check(at_ms)
+            self.groups_of_tp[tp].discard(group)
+            self.persisted_keys.add(f"{group}:{tp}")   # initialized: readable again
 
     def expire_locks(self, at_ms: int) -> int:
         expired = 0
@@ -136,15 +151,18 @@ class ShareEngine:
         self.connection_of[(group, member)] = connection.connection_id
 
     def connection_closed(self, connection, at_ms: int) -> None:
-        released = 0
+        released, dropped = 0, False
         for group, member in connection.attachments.get("share_members", ()):
             if self.connection_of.get((group, member)) != connection.connection_id:
                 continue
             del self.connection_of[(group, member)]
             answer = self.sessions.close_member(group, member, at_ms)
             if answer.release:
-                released += self.release_member(group, member, at_ms)
-        if released:
+                released += self.release_member(group, member, at_ms, answer.released)
+            if answer.group_empty:
+                self.drop_group(group, at_ms)
+                dropped = True
+        if released or dropped:
             self.broker.notify_changed()
 
     # -- shutdown --------------------------------------------------------------------------

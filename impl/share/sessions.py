@@ -13,7 +13,12 @@ records when the answer says so.
     answer = cache.close_member(group, member, now_ms)    # connection closed / member left
     answer.error        "NONE" or Kafka's error name; on an error nothing changed
     answer.process      True: process this request's acks (and fetch) now
-    answer.release      True: release every record the member holds (after processing acks)
+    answer.release      True: release the member's records (after processing acks)
+    answer.released     where: kafka-4.2, the closed session's topic-partitions (Kafka 4.2's releaseSession,
+                        spec SS-30); None (kip), every share-partition of the group
+    answer.group_empty  kafka-4.2: a closed connection left the group no session, so the broker drops the
+                        group's share-partitions and reloads them from the share coordinator when next used
+                        (Kafka 4.2's onGroupEmpty, spec SS-31)
     answer.partitions   the session's topic-partitions after the request (empty once closed)
     cache.epoch_of(group, member) -> int | None ; cache.sessions() -> {(group, member): epoch}
 
@@ -64,6 +69,8 @@ class SessionAnswer:
     partitions: frozenset[str] = frozenset()
     opened: bool = False
     closed: bool = False
+    released: frozenset[str] | None = None
+    group_empty: bool = False
 
 
 @dataclass(slots=True)
@@ -115,8 +122,14 @@ class ShareSessionCache:
             answer = self._advance(group, member, epoch, add, forget)
         if self._trace_writer is not None:
             self._trace_writer.sessions(group).share_fetch(now_ms, member, epoch, add, forget, list(acks), answer.error,
-                                                           other_sessions)
+                                                           other_sessions, self._traced_release(answer))
         return answer
+
+    def _traced_release(self, answer: SessionAnswer) -> list[str] | None:
+        """The `released` a kafka-4.2 trace records (spec SS-30): where the answer releases records."""
+        if self._kip or answer.error != "NONE":
+            return None
+        return sorted(answer.released or ()) if answer.release else []
 
     def share_acknowledge(self, group: str, member: str, epoch: int, acks: Sequence[Ack] = (),
                           now_ms: int = 0) -> SessionAnswer:
@@ -127,17 +140,22 @@ class ShareSessionCache:
         else:
             answer = self._advance(group, member, epoch, (), ())
         if self._trace_writer is not None:
-            self._trace_writer.sessions(group).share_acknowledge(now_ms, member, epoch, list(acks), answer.error)
+            self._trace_writer.sessions(group).share_acknowledge(now_ms, member, epoch, list(acks), answer.error,
+                                                                 self._traced_release(answer))
         return answer
 
     def close_member(self, group: str, member: str, now_ms: int = 0) -> SessionAnswer:
         """The member's connection closed (or it left the group): drop its session, release its records."""
         session = self._sessions.pop((group, member), None)
         if session is None:
-            return SessionAnswer("NONE", release=True)
-        if self._trace_writer is not None:
-            self._trace_writer.sessions(group).disconnect(now_ms, member)  # SS-17
-        return SessionAnswer("NONE", release=True, closed=True)
+            return SessionAnswer("NONE", release=True, released=None if self._kip else frozenset())
+        group_empty = not self._kip and not any(owner == group for owner, _ in self._sessions)
+        answer = SessionAnswer("NONE", release=True, closed=True, group_empty=group_empty,
+                               released=None if self._kip else frozenset(session.partitions))
+        if self._trace_writer is not None:   # SS-17; kafka-4.2: SS-30, SS-31
+            self._trace_writer.sessions(group).disconnect(now_ms, member, self._traced_release(answer),
+                                                          None if self._kip else group_empty)
+        return answer
 
     def _other_sessions(self, group: str, member: str) -> int:
         """Sessions of other groups in the cache, when `member` of `group` asks for a new one."""
@@ -178,4 +196,4 @@ class ShareSessionCache:
         if session is None:
             return SessionAnswer("SHARE_SESSION_NOT_FOUND")
         return SessionAnswer("NONE", process=True, release=True, partitions=frozenset(session.partitions),
-                             closed=True)
+                             closed=True, released=None if self._kip else frozenset(session.partitions))

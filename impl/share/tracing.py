@@ -122,23 +122,29 @@ class Trace:
 class SessionTrace(Trace):
     """The share-session trace: ShareSessionCache reports its requests here."""
 
+    # Optional observed fields (spec/share-session.md, "Trace format extensions") are written when not None.
+
     def share_fetch(self, at_ms: int, member: str, epoch: int, add: list[str], forget: list[str],
-                    acks: list, error: str, other_sessions: int | None = None) -> None:
-        observed: dict = {"error": error}
-        if other_sessions is not None:  # spec/share-session.md, "Trace format extensions"
-            observed["other_sessions"] = other_sessions
+                    acks: list, error: str, other_sessions: int | None = None, released: list[str] | None = None) -> None:
+        observed = _present(error=error, other_sessions=other_sessions, released=released)
         self.step(at_ms, member, "share_fetch",
                   {"epoch": epoch, "add": list(add), "forget": list(forget), "acks": _acks_json(acks)}, observed)
 
-    def share_acknowledge(self, at_ms: int, member: str, epoch: int, acks: list, error: str) -> None:
+    def share_acknowledge(self, at_ms: int, member: str, epoch: int, acks: list, error: str,
+                          released: list[str] | None = None) -> None:
         self.step(at_ms, member, "share_acknowledge", {"epoch": epoch, "acks": _acks_json(acks)},
-                  {"error": error})
+                  _present(error=error, released=released))
 
-    def disconnect(self, at_ms: int, member: str) -> None:
-        self.step(at_ms, member, "disconnect", {})
+    def disconnect(self, at_ms: int, member: str, released: list[str] | None = None,
+                   group_empty: bool | None = None) -> None:
+        self.step(at_ms, member, "disconnect", {}, _present(released=released, group_empty=group_empty) or None)
 
     def check(self, at_ms: int, sessions: dict[str, int]) -> None:
         self.step(at_ms, "check", "check", {}, {"sessions": dict(sessions)})
+
+
+def _present(**fields) -> dict:
+    return {name: value for name, value in fields.items() if value is not None}
 
 
 class TraceWriter:

@@ -16,6 +16,7 @@ every fetch is held to MaxRecords anyway.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -24,7 +25,7 @@ from kio.schema.errors import ErrorCode
 from kipcheck.impl.broker.metadata import topic_id_of
 from kipcheck.oracle.conformance.clients import create_topic, produce
 from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
-from kipcheck.oracle.conformance.runner import ScenarioResult, check, run_scenario
+from kipcheck.oracle.conformance.runner import WAIT_S, ScenarioResult, check, run_scenario
 from kipcheck.oracle.conformance.wire import RawClient
 
 SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
@@ -55,15 +56,18 @@ class WireMember:
             {"first_offset": first, "last_offset": last, "acknowledge_types": [kind]} for first, last, kind in acks]}]}]
 
     def fetch(self, max_records: int, acks: list[Batch] = (), version: int = 2, mode: int = BATCH_OPTIMIZED,
-              renew: bool = False, wait_ms: int = 500):
-        """One ShareFetch; its body (a renewing one, as KIP-1222 asks, with every limit 0)."""
+              renew: bool = False, wait_ms: int = 500, forget: bool = False):
+        """One ShareFetch; its body (a renewing one, as KIP-1222 asks, with every limit 0). `forget`: take the
+        topic-partition out of the session instead of fetching it."""
         limits = dict(max_wait=0, min_bytes=0, max_bytes=0) if renew else dict(max_wait=wait_ms, min_bytes=1,
                                                                                max_bytes=1 << 20)
         v2 = dict(share_acquire_mode=mode, is_renew_ack=renew) if version >= 2 else {}
         answer = self.client.request(SHARE_FETCH, version, group_id=self.group, member_id=self.member,
                                      share_session_epoch=self.epoch, max_records=max_records,
-                                     batch_size=max(max_records, 1), forgotten_topics_data=[],
-                                     topics=self.topics(list(acks)), **limits, **v2)
+                                     batch_size=max(max_records, 1),
+                                     forgotten_topics_data=[{"topic_id": topic_id_of(self.topic), "partitions": [0]}]
+                                     if forget else [], topics=[] if forget else self.topics(list(acks)),
+                                     **limits, **v2)
         if answer.error_code == ErrorCode.none:
             self.epoch += 1
         return answer
@@ -195,7 +199,33 @@ def throttled_redelivery(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAU
                         {**EARLIEST, "group.share.delivery.count.limit": "3"}, body, launcher, profile)
 
 
+def forgotten_partition_and_empty_group(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
+                                        profile: str = "kafka-4.2") -> ScenarioResult:
+    """A member acquires, forgets the partition, and its connection closes as the group's last session:
+    kafka-4.2 releases nothing there (SS-30) but drops the group's share-partitions (SS-31), so the next
+    member gets the records from their persisted state, delivery count 1 again; kip releases them (count 2)."""
+    def body(broker: EmbeddedBroker) -> str:
+        _produce_one_partition(broker, "orders", 3)
+        first = WireMember(broker.port, "g", "m1", "orders")
+        check(first.acquired(100) == [(0, 2, 1)], "the first member did not acquire 0-2")
+        check(first.fetch(0, forget=True).error_code == ErrorCode.none, "forgetting the partition was refused")
+        first.close()
+        second = WireMember(broker.port, "g", "m2", "orders")
+        deadline = time.monotonic() + WAIT_S
+        runs: list[Batch] = []
+        while not runs and time.monotonic() < deadline:   # until the broker has seen the first connection close
+            runs = second.acquired(100)
+        expected = [(0, 2, 1)] if profile == "kafka-4.2" else [(0, 2, 2)]
+        check(runs == expected, f"the second member acquired {runs}, expected {expected}")
+        _expect(second.acknowledge([(0, 2, ACCEPT)]), ErrorCode.none, "accept")
+        second.close()
+        return f"after the first member's connection closed, the second acquired {runs}"
+
+    return run_scenario("kafka42-forgotten-and-empty-group", work_dir, EARLIEST, body, launcher, profile)
+
+
 KAFKA42_SCENARIOS: dict[str, Callable[..., ScenarioResult]] = {
+    "kafka42-forgotten-and-empty-group": forgotten_partition_and_empty_group,
     "kafka42-throttled-redelivery": throttled_redelivery,
     "kafka42-record-limit": record_limit,
     "kafka42-renew": renew,

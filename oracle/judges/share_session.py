@@ -23,24 +23,41 @@ class ShareSessionJudge(Judge):
             raise Malformed(1, f"config 'max_sessions' must be >= 0, found {self.config['max_sessions']}")
         self.model = ShareSessionCache(self.profile, self.config["max_sessions"])
 
-    @op(args=["epoch", "add", "forget", "acks"], observed=["error", "other_sessions"], objects={"args.acks": ACK_FIELDS})
+    @op(args=["epoch", "add", "forget", "acks"], observed=["error", "other_sessions", "released"],
+        objects={"args.acks": ACK_FIELDS})
     def op_share_fetch(self, step: Step) -> None:
         epoch, add, forget = self.arg(step, "epoch", int), self._partitions(step, "add"), self._partitions(step, "forget")
         has_acks, other_sessions = bool(self._acks(step)), self._other_sessions(step)
         if not self._failed_on_storage(step):
             answer = self.model.share_fetch(step.actor, epoch, add, forget, has_acks, other_sessions)
             self._expect_error(step, answer)
+            self._expect_released(step, answer)
 
-    @op(args=["epoch", "acks"], observed=["error"], objects={"args.acks": ACK_FIELDS})
+    @op(args=["epoch", "acks"], observed=["error", "released"], objects={"args.acks": ACK_FIELDS})
     def op_share_acknowledge(self, step: Step) -> None:
         self._acks(step)
         epoch = self.arg(step, "epoch", int)
         if not self._failed_on_storage(step):
-            self._expect_error(step, self.model.share_acknowledge(step.actor, epoch))
+            answer = self.model.share_acknowledge(step.actor, epoch)
+            self._expect_error(step, answer)
+            self._expect_released(step, answer)
 
-    @op()
+    @op(observed=["released", "group_empty"])
     def op_disconnect(self, step: Step) -> None:
-        self.model.disconnect(step.actor)
+        answer = self.model.disconnect(step.actor)
+        self._expect_released(step, answer)
+        if self.profile == "kafka-4.2":  # SS-31
+            self.expect("SS-31", "group_empty", answer.group_empty, self.observed(step, "group_empty", bool))
+
+    def _expect_released(self, step: Step, answer: Answer) -> None:
+        """SS-30 (kafka-4.2; a trace format extension): the topic-partitions the member's records were released in."""
+        observed = self.observed(step, "released", list)
+        if observed is None or self.profile != "kafka-4.2":
+            return
+        if not all(isinstance(partition, str) for partition in observed):
+            raise Malformed(step.line, f'observed.released must list "topic:partition" strings, found {observed!r}')
+        expected = sorted(answer.released) if answer.error == NONE and answer.releases else []
+        self.expect("SS-30", "released", expected, sorted(observed))
 
     @op(observed=["sessions"])
     def op_check(self, step: Step) -> None:

@@ -148,7 +148,7 @@ def _apply_session_answer(broker, connection, group: str, member: str, answer, a
     results = {tp: {error_field: _acknowledge(broker, group, member, tp, batches, at_ms, renew)}
                for tp, batches in acks.items()}
     if answer.release:
-        broker.engine.release_member(group, member, at_ms)
+        broker.engine.release_member(group, member, at_ms, answer.released)
         broker.notify_changed()
     return results
 
