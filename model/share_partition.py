@@ -72,6 +72,7 @@ LOCK_EXPIRED = Ruled(REQUEST_TIMED_OUT, "SP-16")
 KAFKA_LOCK_EXPIRED = Ruled(INVALID_RECORD_STATE, "SP-17")
 SHARED_OFFSET_SKIPPED = Ruled(NONE, "SP-11")
 RENEW_NOT_ANNOUNCED = Ruled(INVALID_REQUEST, "SP-41")
+ACCEPTED_IN_PROGRESS = Ruled(NONE, "SP-44")
 KAFKA_HOLE = Ruled(INVALID_REQUEST, "SP-14")
 # SP-40: a batch straddling SPSO when no cached record is at SPSO. Kafka 4.2 fails the whole request
 # (a NullPointerException); `straddle_npe="flag"` expects the answer Kafka gives such a batch not straddling SPSO.
@@ -432,9 +433,15 @@ class SharePartition:
 
     # Acknowledgement.
 
-    def acknowledge(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]], renew: bool = False) -> Ruled:
+    def acknowledge(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]], renew: bool = False,
+                    received_ms: int | None = None) -> Ruled:
         """Judge one request of batches (first, last, type); apply it when the answer is NONE (SP-19).
-        `renew`: the request announced renewals (IsRenewAck, SP-41)."""
+        `renew`: the request announced renewals (IsRenewAck, SP-41). `received_ms` (kafka-4.2): the request
+        was received then and answered at `at_ms`, its records' locks held back meanwhile (SP-44)."""
+        if self.kafka and received_ms is not None:
+            ruled = self.acknowledge(min(received_ms, at_ms), actor, batches, renew)
+            self.advance(at_ms)  # SP-44: the locks of records still acquired fire once it is answered
+            return ACCEPTED_IN_PROGRESS if ruled.value == NONE else ruled
         self.advance(at_ms)  # SP-20: locks fire before the op
         ruled, handled = acknowledgement_answer(batches, self.kafka, actor, self._spso, self._speo,
                                                 self._not_owned_error, self._holes, self.straddle_npe, renew)

@@ -74,10 +74,16 @@ class TraceWriter:
 
     def one_step(self):
         draw = self.data.draw
+        previous_ms = self.at_ms
         self.at_ms += draw(st.sampled_from((0, 0, 1, 5, self.config["record_lock_duration_ms"])))
-        self.partition.advance(self.at_ms)  # SP-20: what the judge does first at every step
         op = draw(st.sampled_from(("append", "acquire", "acquire", "acknowledge", "acknowledge", "leave", "tick", "check")))
         actor = draw(st.sampled_from(ACTORS))
+        # SP-44: an acknowledgement received earlier than answered, its records' locks held back meanwhile.
+        self.received_ms = None
+        if op == "acknowledge" and self.profile == "kafka-4.2" and draw(st.booleans()):
+            self.received_ms = draw(st.integers(previous_ms, self.at_ms))
+        # SP-20: what the judge does first at every step.
+        self.partition.advance(self.at_ms if self.received_ms is None else self.received_ms)
         getattr(self, op)(actor)
 
     def append(self, _actor):
@@ -127,12 +133,14 @@ class TraceWriter:
             last = first + self.data.draw(st.integers(-1, 3))
             batches.append((first, max(last, 0), self.data.draw(st.sampled_from(model.ACK_TYPES))))
         renew = self.data.draw(st.booleans())  # SP-41: the request announced renewals
-        if self.data.draw(st.integers(0, 5)) == 0:  # SP-27: the state write failed, nothing changes
+        args = {"batches": [{"first": f, "last": l, "type": t} for f, l, t in batches]}
+        if self.received_ms is None and self.data.draw(st.integers(0, 5)) == 0:  # SP-27: the write failed
             self.partition.storage_failure(self.at_ms, actor, batches, renew)
             error = self.data.draw(st.sampled_from(sorted(STORAGE_ERRORS)))
         else:
-            error = self.partition.acknowledge(self.at_ms, actor, batches, renew).value
-        args = {"batches": [{"first": f, "last": l, "type": t} for f, l, t in batches]}
+            error = self.partition.acknowledge(self.at_ms, actor, batches, renew, self.received_ms).value
+        if self.received_ms is not None:
+            args["received_ms"] = self.received_ms
         if renew:
             args["renew"] = True
         self.emit(actor, "acknowledge", args, {"error": error})

@@ -57,7 +57,7 @@ from typing import Iterable, Sequence
 
 from kipcheck.model.share_partition import (
     ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_LOCK_EXPIRED, LOCK_EXPIRED, NOT_ACQUIRED,
-    NONE, LimitArchives, throttle_threshold, acknowledgement_answer, acquisition_violation, cached_runs, check_config, loaded_runs,
+    ACCEPTED_IN_PROGRESS, NONE, LimitArchives, throttle_threshold, acknowledgement_answer, acquisition_violation, cached_runs, check_config, loaded_runs,
     snapshot_violation,
 )
 from kipcheck.model.violation import Ruled, Violation
@@ -457,9 +457,15 @@ class SharePartition:
 
     # Acknowledgement.
 
-    def acknowledge(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]], renew: bool = False) -> Ruled:
+    def acknowledge(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]], renew: bool = False,
+                    received_ms: int | None = None) -> Ruled:
         """Judge one request of batches (first, last, type); apply it when the answer is NONE (SP-19).
-        `renew`: the request announced renewals (IsRenewAck, SP-41)."""
+        `renew`: the request announced renewals (IsRenewAck, SP-41). `received_ms` (kafka-4.2): the request
+        was received then and answered at `at_ms`, its records' locks held back meanwhile (SP-44)."""
+        if self.kafka and received_ms is not None:
+            ruled = self.acknowledge(min(received_ms, at_ms), actor, batches, renew)
+            self.advance(at_ms)  # SP-44: the locks of records still acquired fire once it is answered
+            return ACCEPTED_IN_PROGRESS if ruled.value == NONE else ruled
         if at_ms >= self._next_deadline_ms:  # SP-20: locks fire before the op
             self._fire_locks(at_ms)
         ruled, handled = acknowledgement_answer(batches, self.kafka, actor, self._spso, self._speo,

@@ -94,7 +94,7 @@ class SharePartitionJudge(Judge):
     def _bad_run(step: Step, run: object) -> NoReturn:
         raise Malformed(step.line, f"observed.records entries must be [first, last, delivery_count] integers, found {run!r}")
 
-    @op(args=["batches", "renew"], observed=["error"], objects={"args.batches": ["first", "last", "type"]})
+    @op(args=["batches", "renew", "received_ms"], observed=["error"], objects={"args.batches": ["first", "last", "type"]})
     def op_acknowledge(self, step: Step) -> None:
         batches = step.args.get("batches")
         if type(batches) is not list:
@@ -111,12 +111,17 @@ class SharePartitionJudge(Judge):
         renew = step.args.get("renew", False)
         if type(renew) is not bool:
             self.arg(step, "renew", bool)
+        # SP-44: when the request was received, if it was answered later (a trace format extension).
+        received_ms = step.args.get("received_ms")
+        if received_ms is not None and (type(received_ms) is not int or not 0 <= received_ms <= step.at_ms):
+            raise Malformed(step.line, f"args.received_ms of 'acknowledge' must be an integer from 0 to at_ms "
+                                       f"{step.at_ms}, found {received_ms!r}")
         observed = step.observed
         error = observed.get("error") if observed is not None else None
         if type(error) is str and error in STORAGE_ERRORS:  # SP-27: the state could not be written: no change
             self.model.storage_failure(step.at_ms, step.actor, requests, renew)
             return
-        ruled = self.model.acknowledge(step.at_ms, step.actor, requests, renew)
+        ruled = self.model.acknowledge(step.at_ms, step.actor, requests, renew, received_ms)
         if error is not None and error != ruled.value:
             self.expect(ruled.clause, "error", ruled.value, self.observed(step, "error", str))
 
