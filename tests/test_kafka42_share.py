@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 
 import harness  # tests/harness.py
+import pytest
 from kio.schema.errors import ErrorCode
 
 from kipcheck.impl.broker.metadata import topic_id_of
@@ -21,6 +22,7 @@ from kipcheck.impl.share.coordinator import ShareCoordinator
 from kipcheck.impl.share.partition import ACKNOWLEDGED, SharePartition
 from kipcheck.impl.share.tracing import TraceWriter
 from kipcheck.oracle.check import check_file
+from kipcheck.oracle.conformance.clients import produce
 from kipcheck.oracle.conformance.kafka42_scenarios import (KAFKA42_SCENARIOS, RECORD_LIMIT, SHARE_FETCH,
                                                          WireMember)
 
@@ -111,3 +113,34 @@ def test_the_broker_tells_the_oracle_it_flags_kafkas_straddling_failure(tmp_path
     headers = [json.loads(path.read_text().splitlines()[0])
                for path in (tmp_path / "scenario" / "traces").glob("share-partition*.jsonl")]
     assert headers and all(header["config"]["straddle_npe"] == "flag" for header in headers)
+
+
+@pytest.mark.parametrize("value, duration_ms", [
+    ("by_duration:PT1H", 3_600_000), ("by_duration:P1DT2H3M4.05S", 93_784_050), ("by_duration:pt0.5s", 500),
+    ("by_duration:P", None), ("by_duration:PT", None), ("by_duration:1h", None), ("by_duration:-PT1H", None),
+])
+def test_share_auto_offset_reset_by_duration_reads_java_durations(value, duration_ms):
+    if duration_ms is None:
+        with pytest.raises(ValueError, match="share.auto.offset.reset must be one of latest, earliest, by_duration"):
+            ShareConfig.from_properties({"share.auto.offset.reset": value})
+    else:
+        assert ShareConfig.from_properties({"share.auto.offset.reset": value}).reset_duration_ms == duration_ms
+
+
+def test_by_duration_starts_a_new_share_partition_at_the_first_recent_batch(start_broker, raw_client):
+    """share.auto.offset.reset=by_duration:PT1H: records stamped long ago are skipped, recent ones delivered;
+    the traces, whose start_offset says where the share-partition began, are judged."""
+    broker = start_broker(share_auto_offset_reset="by_duration:PT1H")
+    client = raw_client(broker)
+    created = client.request(CREATE_TOPICS, 7, timeout=5000, validate_only=False, topics=[
+        {"name": "orders", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}])
+    assert created.topics[0].error_code == ErrorCode.none
+    old = client.request(PRODUCE, 9, transactional_id=None, acks=-1, timeout=5000, topic_data=[
+        {"name": "orders", "partition_data": [{"index": 0, "records": harness.record_batch(3)}]}])   # 2026-01-01
+    assert old.responses[0].partition_responses[0].error_code == ErrorCode.none
+    produce(broker.bootstrap, "orders", [(0, None, b"recent")])                                    # stamped now
+    member = WireMember(broker.port, "g", "m1", "orders")
+    assert member.acquired(100) == [(3, 3, 1)]
+    member.close()
+    verdicts = judged(broker)
+    assert verdicts and all(line.startswith("ok") for line in verdicts), verdicts

@@ -5,7 +5,9 @@ them to the broker:
 - one ShareCoordinator on `<data dir>/share-state/`, one ShareSessionCache,
   and one SharePartition per (group, "topic:partition"), loaded on first use
   with SharePartition.load (reads the persisted state, or initializes it at
-  the log end or start per `share.auto.offset.reset`) and then told about
+  the log end or start, or by_duration at the first batch with a record that
+  recent, per `share.auto.offset.reset`; where Kafka 4.2 fails to initialize
+  when no record is that recent, the broker starts at the log end) and then told about
   every stored log batch past what it knows, so it can replay the log. A load
   whose initialization the coordinator cannot write raises PersisterError
   (acknowledge answers its error; the next use tries again), as Kafka drops a
@@ -35,6 +37,7 @@ test may inject another (see tests/broker_bugs.py), never the production path.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -72,9 +75,13 @@ class ShareEngine:
         if share_partition is None:
             topic, index = tp.rsplit(":", 1)
             partition_log = self.broker.partition_log(topic, int(index))
+            reset_offset = None
+            if self.config.reset_duration_ms is not None:
+                # by_duration: the first batch with a record at most that old (Kafka 4.2 offsetForTimestamp).
+                reset_offset = partition_log.offset_for_timestamp(int(time.time() * 1000) - self.config.reset_duration_ms)
             share_partition = self.partition_factory(
                 self.config, self.coordinator, f"{group}:{tp}", partition_log.start_offset,
-                partition_log.end_offset, at_ms, trace_writer=self.trace_writer)
+                partition_log.end_offset, at_ms, trace_writer=self.trace_writer, reset_offset=reset_offset)
             for first, last in partition_log.batch_ranges(share_partition.log_end_offset):
                 share_partition.on_append(first, last - first + 1, at_ms)
             self.partitions[(group, tp)] = share_partition

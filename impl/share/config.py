@@ -16,11 +16,15 @@ what the broker serves) or "kip" (the KIP-932 text of seed 002).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from typing import Mapping
 
 PROFILES = ("kafka-4.2", "kip")
-AUTO_OFFSET_RESETS = ("latest", "earliest")
+AUTO_OFFSET_RESETS = ("latest", "earliest", "by_duration:<ISO-8601 duration, e.g. PT1H>")
+BY_DURATION = "by_duration:"
+# java.time.Duration.parse's days, hours, minutes and seconds, as Kafka's AutoOffsetResetStrategy reads them.
+_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)(?:\.(\d{1,3})\d*)?S)?)?", re.IGNORECASE)
 
 # Kafka's config name -> (field name, parser); one place lists every setting.
 _PROPERTIES = {
@@ -50,11 +54,24 @@ class ShareConfig:
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ValueError(f"{_kafka_name(name)} must be a positive integer, found {value!r}")
-        if self.auto_offset_reset not in AUTO_OFFSET_RESETS:
+        if self.auto_offset_reset not in AUTO_OFFSET_RESETS[:2] and self.reset_duration_ms is None:
             raise ValueError(f"share.auto.offset.reset must be one of {', '.join(AUTO_OFFSET_RESETS)}, "
                              f"found {self.auto_offset_reset!r}")
         if self.profile not in PROFILES:
             raise ValueError(f"profile must be one of {', '.join(PROFILES)}, found {self.profile!r}")
+
+    @property
+    def reset_duration_ms(self) -> int | None:
+        """The duration of `share.auto.offset.reset=by_duration:<duration>` in ms; None for another value."""
+        if not self.auto_offset_reset.startswith(BY_DURATION):
+            return None
+        text = self.auto_offset_reset[len(BY_DURATION):]
+        match = _DURATION.fullmatch(text)
+        if match is None or text.upper().endswith(("P", "T")):   # "P" or "PT" alone name no duration
+            return None
+        days, hours, minutes, seconds = (int(part or 0) for part in match.groups()[:4])
+        milliseconds = int((match.group(5) or "").ljust(3, "0"))
+        return (((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000 + milliseconds
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str | int]) -> "ShareConfig":

@@ -167,18 +167,22 @@ class SharePartition:
 
     @classmethod
     def load(cls, config: ShareConfig, coordinator, key: str, log_start_offset: int, log_end_offset: int,
-             now_ms: int, trace_writer=None) -> "SharePartition":
+             now_ms: int, trace_writer=None, reset_offset: int | None = None) -> "SharePartition":
         """Read the persisted state of `key` from `coordinator`, initializing it on first use.
 
         A new share-partition starts at the log end (share.auto.offset.reset=latest)
-        or the log start (earliest). `trace_writer` (a tracing.TraceWriter) gets a
+        or the log start (earliest), or at `reset_offset` when the caller gives
+        it (by_duration: the first offset of the records that recent); a persisted
+        start offset always wins. `trace_writer` (a tracing.TraceWriter) gets a
         share-partition trace for this incarnation, headed by the loaded SPSO and
         in-flight records (config start_offset and initial_state, spec SP-26).
         """
         error, state_epoch, start_offset, batches = coordinator.read(key, now_ms)
         if error != "NONE":
             state_epoch, batches = 0, []
-            start_offset = log_end_offset if config.auto_offset_reset == "latest" else log_start_offset
+            if reset_offset is None:
+                reset_offset = log_end_offset if config.auto_offset_reset == "latest" else log_start_offset
+            start_offset = reset_offset
             error = persister_answer(coordinator.initialize(key, state_epoch, start_offset, now_ms))
             if error != "NONE":
                 raise PersisterError(key, error)

@@ -22,7 +22,8 @@ DescribeGroups. Prints "listening on HOST:PORT" when ready.
 
 Settings (--set NAME=VALUE, Kafka's names): group.share.record.lock.duration.ms
 (30000), group.share.delivery.count.limit (5), group.share.partition.max.record.locks
-(2000), group.share.max.share.sessions (2000), share.auto.offset.reset (latest),
+(2000), group.share.max.share.sessions (2000), share.auto.offset.reset (latest;
+earliest; by_duration:<ISO-8601 duration such as PT1H>),
 share.coordinator.snapshot.update.records.per.snapshot (500),
 group.share.session.timeout.ms (45000), group.share.heartbeat.interval.ms (5000),
 group.share.max.size (200), group.consumer.session.timeout.ms (45000),
