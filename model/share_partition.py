@@ -21,18 +21,20 @@ Library API (time comes in as `at_ms`, which never decreases):
     partition.acquire(at_ms, actor, max_records, records, record_limit=False)
                                                # check, then apply the observed answer (SP-3..SP-8);
                                                # record_limit: Kafka 4.2's record_limit acquire mode (SP-42)
-    partition.acknowledge(at_ms, actor, [(first, last, type), ...], renew=False) -> Ruled(error, clause)
-                                               # applied only when the error is "NONE" (SP-9..SP-19);
-                                               # renew: the request announced renewals (IsRenewAck, SP-41)
+    partition.acknowledge(at_ms, actor, [(first, last, type), ...], renew=False, received_ms=None)
+                                               # -> Ruled(error, clause), applied only when the error is
+                                               # "NONE" (SP-9..SP-19); renew: the request announced
+                                               # renewals (IsRenewAck, SP-41); received_ms: received
+                                               # earlier than answered (SP-44)
     partition.storage_failure(at_ms, actor, batches, renew=False)
                                                # the acknowledgement failed on storage: no change (SP-27)
     partition.leave(at_ms, actor)              # release the actor's records (SP-22)
 
 `acquire`, `acknowledge` and `leave` fire the expired locks themselves; call
 `advance(at_ms)` before `append`. A Violation from `acquire` leaves the model as
-it was. Read-only: `spso`, `speo` (exclusive), `speo_clause` (the clause that put SPEO there), `log_end_offset`, `state_of`,
-`delivery_count_of`, `owner_of`, `lock_deadline_of` (None unless acquired) of
-an offset in the window, `snapshot()` (runs [first, last, state, delivery_count]),
+it was. Read-only: `spso`, `speo` (exclusive), `speo_clause` (the clause that put
+SPEO there), `log_end_offset`, `state_of`, `delivery_count_of`, `owner_of`,
+`lock_deadline_of` (None unless acquired) of an offset in the window, `snapshot()` (runs [first, last, state, delivery_count]),
 `deciding_clause(offset)`, `log_batch_of(offset)` and `compare_snapshot(states)` (SP-25).
 `acquisition_violation(partition, max_records, records)` and
 `snapshot_violation(partition, states)` explain a refusal (Violation or None)

@@ -19,16 +19,17 @@ Library API (time comes in as `at_ms`, which never decreases):
     partition.append(count)           # one log batch of `count` records (SP-2)
     partition.acquirable_ranges()     # [(first, last)]: records that may be acquired now (SP-3, SP-7)
     partition.acquirable_new_records()  # (first, last) of those past SPEO (empty when last < first)
-    partition.lowest_acquisition(max_records)
+    partition.lowest_acquisition(max_records, record_limit=False)
                                       # one allowed answer: the lowest acquirable records,
                                       # as observed runs [[first, last, delivery_count], ...]
-    partition.check_acquisition(max_records, records)
+    partition.check_acquisition(max_records, records, record_limit=False)
                                       # raise Violation unless `records` is an allowed answer
-    partition.acquire(at_ms, actor, max_records, records)
-                                      # check, then apply the observed answer (SP-3..SP-8)
-    partition.acknowledge(at_ms, actor, [(first, last, type), ...]) -> Ruled(error, clause)
-                                      # applied only when the error is "NONE" (SP-9..SP-19)
-    partition.storage_failure(at_ms, actor, batches)
+    partition.acquire(at_ms, actor, max_records, records, record_limit=False)
+                                      # check, then apply the observed answer (SP-3..SP-8, SP-42)
+    partition.acknowledge(at_ms, actor, [(first, last, type), ...], renew=False, received_ms=None)
+                                      # -> Ruled(error, clause), applied only when the error is
+                                      # "NONE" (SP-9..SP-19, SP-41, SP-44)
+    partition.storage_failure(at_ms, actor, batches, renew=False)
                                       # the acknowledgement failed on storage: no change (SP-27)
     partition.leave(at_ms, actor)     # release the actor's records (SP-22)
 
