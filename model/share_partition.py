@@ -164,14 +164,16 @@ def acknowledgement_answer(batches: Sequence[tuple[int, int, str]], kafka: bool,
             if last < spso:  # SP-18: wholly below SPSO, ignored
                 previous_last = last
                 continue
-            ruled = _kafka_lookup_error(first, last, spso, speo, holes, straddle_npe)
+            # SP-14, SP-40: the cache lookup (without holes, only a batch past SPEO can fail it).
+            ruled = _kafka_lookup_error(first, last, spso, speo, holes, straddle_npe) if holes or last >= speo else None
             if ruled is None and first == previous_last:
                 if first >= spso:  # SP-11: the shared record is in a pending transition
                     ruled = SHARED_OFFSET
                 else:
                     answer = SHARED_OFFSET_SKIPPED  # SP-11: the shared offset is below SPSO, skipped (SP-18)
             if ruled is None:  # SP-18: offsets below SPSO are skipped
-                ruled = _kafka_not_owned_error(actor, max(first, spso), last, holes, not_owned_error)
+                ruled = _kafka_not_owned_error(actor, max(first, spso), last, holes, not_owned_error) if holes \
+                    else not_owned_error(actor, max(first, spso), last)
         elif last >= speo:  # SP-13
             ruled = PAST_THE_END
         elif first < spso:  # SP-15: records below SPSO are terminal, not acquired
@@ -187,8 +189,8 @@ def acknowledgement_answer(batches: Sequence[tuple[int, int, str]], kafka: bool,
 def _kafka_lookup_error(first: int, last: int, spso: int, speo: int, holes: Set[int], straddle_npe: str) -> Ruled | None:
     """SP-14, SP-40: Kafka 4.2's search of its cache for a batch reaching SPSO (fetchSubMapForAcknowledgementBatch).
     The cache holds the window's records except the holes."""
-    start = max(first, spso)
-    if not any(offset not in holes for offset in range(spso, min(start + 1, speo))):  # no cached batch at or before
+    if spso == speo or (holes and all(offset in holes for offset in range(spso, min(max(first, spso), speo - 1) + 1))):
+        # No cached batch at or before the batch's first offset (or SPSO).
         return STRADDLE_NPE[straddle_npe] if first < spso else KAFKA_NOT_CACHED  # SP-40, SP-14
     if last >= speo:
         return KAFKA_PAST_THE_END
@@ -201,8 +203,6 @@ def _kafka_not_owned_error(actor: str, first: int, last: int, holes: Set[int],
                            not_owned_error: Callable[[str, int, int], Ruled | None]) -> Ruled | None:
     """SP-14, SP-15: the records of [first, last] in Kafka's cache; a batch starting in a hole is looked up
     from the cached record before it, whose owner Kafka checks too."""
-    if not holes:
-        return not_owned_error(actor, first, last)
     if first in holes:
         first = _cached_before(first, holes)
     for run_first, run_last in cached_runs(first, last, holes):
