@@ -186,6 +186,15 @@ def acknowledgement_answer(batches: Sequence[tuple[int, int, str]], kafka: bool,
     return answer, len(batches)
 
 
+def acknowledged_in_progress(partition, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]], renew: bool,
+                             received_ms: int) -> Ruled:
+    """SP-44: a request received at `received_ms` and answered at `at_ms` is judged as at `received_ms`;
+    the locks of the records still acquired then fire once it is answered."""
+    ruled = partition.acknowledge(min(received_ms, at_ms), actor, batches, renew)
+    partition.advance(at_ms)
+    return ACCEPTED_IN_PROGRESS if ruled.value == NONE else ruled
+
+
 def _kafka_lookup_error(first: int, last: int, spso: int, speo: int, holes: Set[int], straddle_npe: str) -> Ruled | None:
     """SP-14, SP-40: Kafka 4.2's search of its cache for a batch reaching SPSO (fetchSubMapForAcknowledgementBatch).
     The cache holds the window's records except the holes."""
@@ -441,9 +450,7 @@ class SharePartition:
         `renew`: the request announced renewals (IsRenewAck, SP-41). `received_ms` (kafka-4.2): the request
         was received then and answered at `at_ms`, its records' locks held back meanwhile (SP-44)."""
         if self.kafka and received_ms is not None:
-            ruled = self.acknowledge(min(received_ms, at_ms), actor, batches, renew)
-            self.advance(at_ms)  # SP-44: the locks of records still acquired fire once it is answered
-            return ACCEPTED_IN_PROGRESS if ruled.value == NONE else ruled
+            return acknowledged_in_progress(self, at_ms, actor, batches, renew, received_ms)
         self.advance(at_ms)  # SP-20: locks fire before the op
         ruled, handled = acknowledgement_answer(batches, self.kafka, actor, self._spso, self._speo,
                                                 self._not_owned_error, self._holes, self.straddle_npe, renew)

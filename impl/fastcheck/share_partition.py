@@ -57,9 +57,9 @@ from collections import deque
 from typing import Iterable, Sequence
 
 from kipcheck.model.share_partition import (
-    ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_LOCK_EXPIRED, LOCK_EXPIRED, NOT_ACQUIRED,
-    ACCEPTED_IN_PROGRESS, NONE, LimitArchives, throttle_threshold, acknowledgement_answer, acquisition_violation, cached_runs, check_config, loaded_runs,
-    snapshot_violation,
+    ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_LOCK_EXPIRED, LOCK_EXPIRED, NONE, NOT_ACQUIRED, LimitArchives,
+    acknowledged_in_progress, acknowledgement_answer, acquisition_violation, cached_runs, check_config, loaded_runs,
+    snapshot_violation, throttle_threshold,
 )
 from kipcheck.model.violation import Ruled, Violation
 
@@ -460,13 +460,10 @@ class SharePartition:
 
     def acknowledge(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]], renew: bool = False,
                     received_ms: int | None = None) -> Ruled:
-        """Judge one request of batches (first, last, type); apply it when the answer is NONE (SP-19).
-        `renew`: the request announced renewals (IsRenewAck, SP-41). `received_ms` (kafka-4.2): the request
-        was received then and answered at `at_ms`, its records' locks held back meanwhile (SP-44)."""
+        """As the model's `acknowledge`: one request of batches (first, last, type), applied when its
+        answer is NONE (SP-9..SP-19, SP-41, SP-44)."""
         if self.kafka and received_ms is not None:
-            ruled = self.acknowledge(min(received_ms, at_ms), actor, batches, renew)
-            self.advance(at_ms)  # SP-44: the locks of records still acquired fire once it is answered
-            return ACCEPTED_IN_PROGRESS if ruled.value == NONE else ruled
+            return acknowledged_in_progress(self, at_ms, actor, batches, renew, received_ms)
         if at_ms >= self._next_deadline_ms:  # SP-20: locks fire before the op
             self._fire_locks(at_ms)
         ruled, handled = acknowledgement_answer(batches, self.kafka, actor, self._spso, self._speo,
