@@ -22,8 +22,12 @@ killed -9) and through consumer groups (classic range, roundrobin and
 cooperative-sticky, KIP-848 uniform and range, as members leave, join and are
 killed -9; committed offsets across a broker kill -9; KIP-983 consumers beside
 confluent-kafka ones, as members join, leave and are fenced while they delay a
-revoke), and every trace the broker and the KIP-983 consumers wrote is judged. A scenario passes when the clients saw what the
-protocol promises and every trace is allowed.
+revoke), Kafka 4.2's share-group additions through kio's ShareFetch and
+ShareAcknowledge v2 (RENEW, record_limit, throttled redelivery,
+acknowledgements around SPSO, a group emptied by its last connection), and
+every trace the broker and the KIP-983 consumers wrote is judged. A scenario
+passes when the clients saw what the protocol promises and every trace is
+allowed.
 
 exit status: 0 every check behaved as expected, 1 otherwise."""
 
