@@ -34,6 +34,7 @@ from kipcheck.impl.consumer.config import ConsumerConfig
 from kipcheck.impl.consumer.connection import BrokerConnection, ConnectionFailed
 from kipcheck.impl.consumer.errors import KafkaError
 from kipcheck.impl.consumer.records import ConsumerRecord, TopicPartition, decode_batch, last_offset, split_batches
+from kipcheck.impl.ic.wire import error_name
 
 FETCH, LIST_OFFSETS = 1, 2
 VERSIONS = {FETCH: 12, LIST_OFFSETS: 7}
@@ -137,7 +138,7 @@ class Fetcher:
                 self._fetched(TopicPartition(topic.topic, part.partition_index), part)
 
     def _fetched(self, tp: TopicPartition, part) -> None:
-        error = part.error_code.name.upper()
+        error = error_name(part.error_code)
         if tp not in self.positions:
             return
         if error == "OFFSET_OUT_OF_RANGE":

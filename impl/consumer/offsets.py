@@ -33,6 +33,7 @@ from kipcheck.impl.consumer.config import ConsumerConfig
 from kipcheck.impl.consumer.connection import BrokerConnection, ConnectionFailed, Sent
 from kipcheck.impl.consumer.errors import KafkaError
 from kipcheck.impl.consumer.records import TopicPartition
+from kipcheck.impl.ic.wire import error_name
 
 OFFSET_COMMIT, OFFSET_FETCH, VERSION = 8, 9, 9
 RETRIED = {"STALE_MEMBER_EPOCH", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS",
@@ -90,7 +91,7 @@ class GroupOffsets:
         except ConnectionFailed:
             self._connection = None
             return {tp: "NETWORK_EXCEPTION" for tp in pending.offsets}
-        answered = {TopicPartition(topic.name, part.partition_index): part.error_code.name.upper()
+        answered = {TopicPartition(topic.name, part.partition_index): error_name(part.error_code)
                     for topic in answer.topics for part in topic.partitions}
         return {tp: answered.get(tp, "UNKNOWN_SERVER_ERROR") for tp in pending.offsets}
 
@@ -121,7 +122,7 @@ class GroupOffsets:
         offsets, error = {}, fetched.error_code.name.upper()
         for topic in fetched.topics:
             for part in topic.partitions:
-                error = part.error_code.name.upper() if error == "NONE" else error
+                error = error_name(part.error_code) if error == "NONE" else error
                 offsets[TopicPartition(topic.name, part.partition_index)] = part.committed_offset
         return error, offsets
 
