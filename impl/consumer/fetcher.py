@@ -20,7 +20,8 @@ Partition errors: OFFSET_OUT_OF_RANGE resets the position by
 auto.offset.reset ("none" raises it); NOT_LEADER_OR_FOLLOWER and
 UNKNOWN_TOPIC_OR_PARTITION refresh the metadata and fetch again later; any
 other raises KafkaError. `fetch_partition` builds one partition's entry of the
-request: the place where a key-range fetch adds its ranges.
+request, with the partition's KeyRanges from `key_ranges` (impl/ic/wire.py) when
+it is fetched by key range.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from kipcheck.impl.consumer.config import ConsumerConfig
 from kipcheck.impl.consumer.connection import BrokerConnection, ConnectionFailed
 from kipcheck.impl.consumer.errors import KafkaError
 from kipcheck.impl.consumer.records import ConsumerRecord, TopicPartition, decode_batch, last_offset, split_batches
-from kipcheck.impl.ic.wire import error_name
+from kipcheck.impl.ic.wire import error_name, flat
 
 FETCH, LIST_OFFSETS = 1, 2
 VERSIONS = {FETCH: 12, LIST_OFFSETS: 7}
@@ -54,6 +55,7 @@ class Fetcher:
     def __init__(self, config: ConsumerConfig, cluster: Cluster):
         self.config, self.cluster = config, cluster
         self.positions: dict[TopicPartition, int] = {}
+        self.key_ranges: dict[TopicPartition, list[tuple[int, int]]] = {}   # set by the consumer
         self._buffers: dict[TopicPartition, Buffered] = {}
         self._connections: dict[int, BrokerConnection] = {}
         self._next_start = 0  # take() starts at a different partition each time: fairness
@@ -117,7 +119,8 @@ class Fetcher:
     def fetch_partition(self, tp: TopicPartition) -> dict:
         return {"partition": tp.partition, "current_leader_epoch": -1, "fetch_offset": self.positions[tp],
                 "last_fetched_epoch": -1, "log_start_offset": -1,
-                "partition_max_bytes": self.config.max_partition_fetch_bytes}
+                "partition_max_bytes": self.config.max_partition_fetch_bytes,
+                "key_ranges": flat(self.key_ranges.get(tp, ()))}
 
     def _fetch_from(self, leader: int, partitions: list[TopicPartition], max_wait_ms: int) -> None:
         topics: dict[str, list[dict]] = {}
