@@ -49,6 +49,7 @@ class Buffered:
     batches: deque = field(default_factory=deque)       # raw batches not yet decoded
     records: deque = field(default_factory=deque)       # decoded, not yet returned
     size_bytes: int = 0
+    batch_end: int = 0                                   # the offset after the batch being returned
 
 
 class Fetcher:
@@ -56,6 +57,7 @@ class Fetcher:
         self.config, self.cluster = config, cluster
         self.positions: dict[TopicPartition, int] = {}
         self.key_ranges: dict[TopicPartition, list[tuple[int, int]]] = {}   # set by the consumer
+        self.fetched_bytes = 0       # record bytes received, for measurements
         self._buffers: dict[TopicPartition, Buffered] = {}
         self._connections: dict[int, BrokerConnection] = {}
         self._next_start = 0  # take() starts at a different partition each time: fairness
@@ -96,10 +98,15 @@ class Fetcher:
                 buffer.size_bytes -= len(batch)
                 buffer.records.extend(record for record in decode_batch(tp.topic, tp.partition, batch)
                                       if record.offset >= self.positions[tp])
-                continue
-            record = buffer.records.popleft()
-            taken.append(record)
-            self.positions[tp] = record.offset + 1
+                buffer.batch_end = last_offset(batch) + 1
+            if buffer.records:
+                record = buffer.records.popleft()
+                taken.append(record)
+                self.positions[tp] = record.offset + 1
+            if not buffer.records:
+                # The batch is done: the position passes its offsets without records (a key-range fetch
+                # sends batches emptied by filtering), as Kafka's consumer moves to the batch's next offset.
+                self.positions[tp] = max(self.positions[tp], buffer.batch_end)
         if not buffer.records and not buffer.batches:
             del self._buffers[tp]
         return taken
@@ -151,6 +158,7 @@ class Fetcher:
         elif error != "NONE":
             raise KafkaError(error, f"fetching {tp}")
         elif part.records:
+            self.fetched_bytes += len(part.records)
             batches = [batch for batch in split_batches(part.records) if last_offset(batch) >= self.positions[tp]]
             if batches:
                 self._buffers[tp] = Buffered(deque(batches), deque(), sum(len(batch) for batch in batches))
