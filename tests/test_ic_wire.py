@@ -79,9 +79,39 @@ def assert_traces_pass(*directories: Path) -> list[Path]:
     return paths
 
 
+def test_the_fields_ride_as_tagged_fields_that_only_the_extended_schemas_read():
+    """IC-20: OffsetRanges round-trips through the extended OffsetCommit v9 schema; kio's own schema refuses the
+    unknown tag (so both ends use impl/ic/wire.py), and a plain commit carries no tag at all."""
+    import io
+
+    from kio.index import load_request_schema
+    from kio.serial import entity_reader, entity_writer
+
+    from kipcheck.impl.broker.codec import build
+    from kipcheck.impl.ic.wire import flat, pairs, request_schema
+
+    def encoded(schema, partition: dict) -> bytes:
+        buffer = io.BytesIO()
+        entity_writer(schema)(buffer, build(schema, {"group_id": "g", "member_id": "", "topics": [
+            {"name": TOPIC, "partitions": [{"partition_index": 0, "committed_offset": -1, "committed_metadata": None,
+                                            **partition}]}]}))
+        return buffer.getvalue()
+
+    extended, plain = request_schema(8, 9), load_request_schema(8, 9)
+    frame = encoded(extended, {"offset_ranges": flat([(41, 42), (46, 47)])})
+    body, _ = entity_reader(extended)(frame, 0)
+    assert pairs(body.topics[0].partitions[0].offset_ranges) == [(41, 42), (46, 47)]
+    with pytest.raises(Exception, match="tag"):
+        entity_reader(plain)(frame, 0)
+    assert encoded(extended, {}) == encoded(plain, {})
+    assert len(frame) - len(encoded(plain, {})) == 2 + 1 + 1 + 2 * 16   # tag, size, count, 16 bytes a range
+    with pytest.raises(ValueError):
+        pairs((1, 2, 3))
+
+
 def test_four_consumers_share_one_partition_by_key_range(tmp_path):
-    """KR-10, IC-2, IC-11: every record processed exactly once, by the owner of its key; the plain committed
-    offset a confluent-kafka consumer reads is the IC stable offset + 1; every trace passes."""
+    """KR-10, IC-2, IC-11, IC-21: every record processed exactly once, by the owner of its key; the plain
+    committed offset a confluent-kafka consumer reads is the IC stable offset + 1; every trace passes."""
     traces = KeySharingTraces(tmp_path / "client-traces")
     with EmbeddedBroker(tmp_path) as broker:
         create_topic(broker.bootstrap, TOPIC, accept_range_fetch=True)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from kipcheck.impl.consumer.records import TopicPartition
 from kipcheck.impl.share.tracing import Trace
-from kipcheck.model.ic import merge
+from kipcheck.model.ic import answered, merge, subtract
 from kipcheck.model.key_hash import HASH_MAX
 
 Range = tuple[int, int]
@@ -47,41 +47,27 @@ class IndividualCommits:
         self._stable.pop(tp, None)
         self._held.pop(tp, None)
 
-    def learned(self, tp: TopicPartition, stable_offset: int, ranges: list[Range]) -> None:
+    def learned(self, tp: TopicPartition, stable_offset: int, ranges) -> None:
         self._stable[tp] = stable_offset
         self._held[tp] = merge(ranges)
 
     def answered(self, tp: TopicPartition, stable_offset: int, sent: list[Range]) -> None:
-        """A commit answered NONE with LastStableOffset: held ranges at or below it are purged (seed 000)."""
-        stable_offset = max(stable_offset, self._stable.get(tp, -1))
-        held = merge([*self._held.get(tp, ()), *sent])
-        self.learned(tp, stable_offset, [(max(first, stable_offset + 1), last) for first, last in held
-                                         if last > stable_offset])
+        """A commit answered NONE with LastStableOffset (IC-21)."""
+        self.learned(tp, *answered(max(stable_offset, self.stable_offset(tp)), self._held.get(tp, ()), sent))
 
     def stable_offset(self, tp: TopicPartition) -> int:
         return self._stable.get(tp, -1)
 
     def committed(self, tp: TopicPartition, offset: int) -> bool:
-        if offset <= self._stable.get(tp, -1):
+        if offset <= self.stable_offset(tp):
             return True
         return any(first <= offset <= last for first, last in self._held.get(tp, ()))
 
     def amend(self, tp: TopicPartition, processed: list[Range]) -> list[Range]:
         """IC-11: the processed offsets not committed yet, as merged ranges."""
-        stable_offset, amended = self._stable.get(tp, -1), []
-        for first, last in merge(processed):
-            first = max(first, stable_offset + 1)
-            for held_first, held_last in self._held.get(tp, ()):
-                if first > last or held_first > last:
-                    break
-                if held_last < first:
-                    continue
-                if held_first > first:
-                    amended.append((first, held_first - 1))
-                first = held_last + 1
-            if first <= last:
-                amended.append((first, last))
-        return list(merge(amended))
+        stable_offset = self.stable_offset(tp)
+        committed = [(0, stable_offset), *self._held.get(tp, ())] if stable_offset >= 0 else self._held.get(tp, ())
+        return list(subtract(processed, committed))
 
 
 class KeySharingTraces:

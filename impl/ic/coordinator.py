@@ -44,7 +44,8 @@ from kipcheck.impl.ic.logs import IcLogs, StorageError
 from kipcheck.impl.ic.ranges import Range, RangeSet
 from kipcheck.impl.ic.state import PartitionIc, Plan
 from kipcheck.impl.ic.tracing import IcTraces
-from kipcheck.model.ic import INVALID_REQUEST, MAX_REACHED, NONE, NOT_ALLOWED, NOT_COORDINATOR, OFFSET_MAX, TOO_OLD
+from kipcheck.model.ic import (INVALID_REQUEST, MAX_REACHED, NONE, NOT_ALLOWED, NOT_COORDINATOR, OFFSET_MAX, TOO_OLD,
+                               plain_commit)
 
 log = logging.getLogger("kipcheck.ic")
 Key = tuple[str, str, int]
@@ -123,9 +124,10 @@ class IcCoordinator:
         only, and a rewind below it is INDIVIDUAL_COMMIT_TOO_OLD (IC-5). Committing the current position
         again (auto-commit does it every interval) is answered NONE and changes nothing, as in Kafka."""
         stable_offset = self._state((group, topic, partition)).stable_offset
-        if next_offset - 1 == stable_offset:
+        ranges = plain_commit(stable_offset, next_offset)
+        if ranges is None:
             return CommitAnswer(NONE, stable_offset)
-        return self.commit(group, topic, partition, [(0, max(next_offset - 1, 0))], member, now_ms)
+        return self.commit(group, topic, partition, ranges, member, now_ms)
 
     def fetch(self, group: str, topic: str, partition: int, member: str = "", now_ms: int = 0) -> tuple[int, list[Range]]:
         """IC-9: the stable offset and the held ranges (CommittedRangeOffsets)."""

@@ -2,7 +2,7 @@
 
     request_schema(8, 9)       # OffsetCommitRequest v9 whose partitions carry `offset_ranges`
     response_schema(9, 8)      # OffsetFetchResponse v8 whose partitions carry `committed_range_offsets`
-    pairs((0, 4, 9, 9)) -> [(0, 4), (9, 9)];  flat([(0, 4), (9, 9)]) -> (0, 4, 9, 9)
+    pairs((0, 4, 9, 9)) -> [(0, 4), (9, 9)];  flat([(0, 4), (9, 9)]) -> (0, 4, 9, 9)   # model/ic.py, IC-20
     error_code_of("INDIVIDUAL_COMMIT_TOO_OLD") -> 1091;  error_name(1091) -> "INDIVIDUAL_COMMIT_TOO_OLD"
 
 The seed's new fields ride as tagged fields of the flexible versions, so a
@@ -32,6 +32,8 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i64
 from kipcheck.model.ic import WIRE_CODES
+from kipcheck.model.ic import from_wire as pairs
+from kipcheck.model.ic import to_wire as flat
 
 TAG = 1000
 _NAMES = {code: name for name, code in WIRE_CODES.items()}
@@ -96,17 +98,6 @@ def _subclass(entity: type, fields: list[tuple]) -> type:
     return subclass
 
 
-def pairs(bounds: typing.Sequence[int]) -> list[tuple[int, int]]:
-    """The ranges of a flat bounds array; ValueError for an odd count (INVALID_REQUEST at the broker)."""
-    if len(bounds) % 2:
-        raise ValueError(f"a ranges array holds pairs of bounds, found {len(bounds)} values")
-    return [(int(bounds[index]), int(bounds[index + 1])) for index in range(0, len(bounds), 2)]
-
-
-def flat(ranges: typing.Iterable[typing.Iterable[int]]) -> tuple[int, ...]:
-    return tuple(int(bound) for pair in ranges for bound in pair)
-
-
 def error_code_of(name: str) -> int:
     """The int16 of an error name: Kafka's own, or the seed's (IC-17)."""
     return WIRE_CODES[name] if name in WIRE_CODES else ErrorCode[name.lower()].value
@@ -121,3 +112,6 @@ def error_name(code: int | ErrorCode) -> str:
         return ErrorCode(code).name.upper()
     except ValueError:
         return f"UNKNOWN_ERROR_CODE_{code}"
+
+
+__all__ = ["TAG", "error_code_of", "error_name", "flat", "pairs", "request_schema", "response_schema"]
