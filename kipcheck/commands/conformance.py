@@ -22,7 +22,9 @@ killed -9) and through consumer groups (classic range, roundrobin and
 cooperative-sticky, KIP-848 uniform and range, as members leave, join and are
 killed -9; committed offsets across a broker kill -9; KIP-983 consumers beside
 confluent-kafka ones, as members join, leave and are fenced while they delay a
-revoke), and every trace the broker and the KIP-983 consumers wrote is judged. A scenario passes when the clients saw what the
+revoke), and with individual commit (kio consumers sharing one partition by
+key range, handing a range over, the broker killed -9 between range commits),
+and every trace the broker and the kio consumers wrote is judged. A scenario passes when the clients saw what the
 protocol promises and every trace is allowed.
 
 exit status: 0 every check behaved as expected, 1 otherwise."""
