@@ -21,6 +21,7 @@ from kipcheck.model.key_range_assign import split
 from kipcheck.oracle.check import check_file
 from kipcheck.oracle.conformance.clients import QUIET, create_topic, produce
 from kipcheck.oracle.conformance.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.wire import RawClient
 from kipcheck.oracle.conformance.ic_scenarios import (GROUP, IC_SCENARIOS, TOPIC, key_range_consumer, plain_committed,
                                                       prepare)
 
@@ -140,3 +141,47 @@ def test_a_plain_commit_of_an_individually_committed_partition(tmp_path):
         consumer.close()
         assert plain_committed(broker.bootstrap) == 25
     assert_traces_pass(broker.trace_dir)
+
+
+def test_the_cap_is_an_error_never_a_silent_drop_and_its_callout_fences_the_owners(tmp_path):
+    """IC-6: past individual.commit.max.ranges the commit is refused with MAX_INDIVIDUAL_COMMIT_REACHED (at the
+    wire, through the consumer), nothing is dropped; the callout fences the KIP-848 members owning the partition."""
+    from kipcheck.impl.groups.config import GroupConfig
+    from kipcheck.impl.groups.consumer import HeartbeatRequest
+    from kipcheck.impl.groups.coordinator import GroupCoordinator
+
+    with EmbeddedBroker(tmp_path / "broker", settings={"individual.commit.max.ranges": "2"}) as broker:
+        prepare(broker, 20)
+        consumer = key_range_consumer(broker.bootstrap)
+        consumer.assign({TP: []})
+        consumer.commit_ranges({TP: [(1, 1), (3, 3)]})
+        with pytest.raises(KafkaError) as capped:
+            consumer.commit_ranges({TP: [(5, 5)]})
+        assert capped.value.error == "MAX_INDIVIDUAL_COMMIT_REACHED"
+        assert consumer.commit_ranges({TP: [(0, 0), (2, 2)]}) == {TP: "NONE"}   # filling the gaps still works
+        consumer.close()
+        assert plain_committed(broker.bootstrap) == 4
+        assert "individual-commit ranges (cap 2" in broker.log_tail(50)
+    groups = GroupCoordinator(tmp_path / "groups", GroupConfig(), lambda topic: 1, lambda: [TOPIC], lambda group: False)
+    answer = groups.consumer_heartbeat(HeartbeatRequest(GROUP, "m1", 0, rebalance_timeout_ms=30000,
+                                                        subscribed_names=(TOPIC,), owned={}), 0)
+    assert answer.assignment == {TOPIC: frozenset({0})}
+    assert groups.fence_owners(GROUP, TOPIC, 0, 10) == ["m1"]
+    assert not groups.consumer.groups[GROUP].members
+    groups.close()
+
+
+def test_offset_delete_of_an_individually_committed_partition_is_refused(tmp_path):
+    """IC-19: deleting the offset would leave the held ranges behind, so it is refused; plain partitions still go."""
+    with EmbeddedBroker(tmp_path) as broker:
+        prepare(broker, 10)
+        consumer = key_range_consumer(broker.bootstrap)
+        consumer.assign({TP: []})
+        consumer.commit_ranges({TP: [(0, 3), (6, 6)]})
+        consumer.close()
+        client = RawClient(int(broker.bootstrap.rsplit(":", 1)[1]))
+        deleted = client.request(47, 0, group_id=GROUP, topics=[{"name": TOPIC, "partitions": [{"partition_index": 0}]}])
+        client.close()
+        assert deleted.error_code.name == "none"
+        assert [part.error_code.name for part in deleted.topics[0].partitions] == ["invalid_request"]
+        assert plain_committed(broker.bootstrap) == 4

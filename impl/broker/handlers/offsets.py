@@ -15,7 +15,8 @@ commit, to the IC coordinator, and answers its error and LastStableOffset; a
 plain commit of a partition that is individually committed is the IC commit
 of every offset below it (IC-19). OffsetFetch answers an individually
 committed partition's held ranges in CommittedRangeOffsets; its committed
-offset is the stable offset + 1, from the same store.
+offset is the stable offset + 1, from the same store. OffsetDelete of an
+individually committed partition answers INVALID_REQUEST for it (IC-19).
 """
 
 from __future__ import annotations
@@ -79,7 +80,11 @@ def handlers(broker) -> dict:
     async def offset_delete(connection, request):
         body = request.body
         keys = [(topic.name, part.partition_index) for topic in body.topics for part in topic.partitions]
-        error, errors = coordinator.delete_offsets(body.group_id, keys) if body.group_id else ("INVALID_GROUP_ID", {})
+        # IC-19: an individually committed partition's offset is its IC state's; deleting it is not served.
+        individual = {key: "INVALID_REQUEST" for key in keys if broker.ic.individually_committed((body.group_id, *key))}
+        error, errors = coordinator.delete_offsets(body.group_id, [key for key in keys if key not in individual]) \
+            if body.group_id else ("INVALID_GROUP_ID", {})
+        errors = {**errors, **individual}
         if error != "NONE":
             return reply(request, throttle_time=0, error_code=error, topics=[])
         topics: dict[str, list[dict]] = {}
