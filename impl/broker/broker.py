@@ -82,7 +82,7 @@ class Broker:
             trace_dir=trace_dir, storage=self.storage)
         self.ic = IcCoordinator(self.data_dir / "consumer-offsets", config.ic, trace_dir=trace_dir,
                                 on_cap_reached=self._ic_cap_reached, offsets=self.consumer_groups.offsets,
-                                now_ms=now_ms())
+                                now_ms=now_ms(), storage=self.storage)
         self.key_range_cache = KeyRangeCache(config.ic.key_range_cache_bytes)
         self.engine = ShareEngine(self, share_config, trace_dir)
         self.host, self.port = "127.0.0.1", 0

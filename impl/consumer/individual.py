@@ -7,7 +7,7 @@
     view.amend(tp, processed)                       # IC-11: processed ranges minus what is committed
     view.answered(tp, stable_offset, sent)          # a commit answered NONE: its ranges are committed
 
-    traces = KeySharingTraces(directory)            # one per process, shared by its consumers
+    traces = KeySharingTraces(directory, max_ranges=1_000_000, storage=None)   # one per process, shared
     traces.own(group, tp, member, ranges); traces.deliver(group, tp, member, records)
     traces.commit(group, tp, member, ranges, error)
 
@@ -26,6 +26,7 @@ from pathlib import Path
 
 from kipcheck.impl.consumer.records import TopicPartition
 from kipcheck.impl.share.tracing import Trace
+from kipcheck.impl.storage import Storage
 from kipcheck.model.ic import answered, merge, subtract
 from kipcheck.model.key_hash import HASH_MAX
 
@@ -73,9 +74,10 @@ class IndividualCommits:
 class KeySharingTraces:
     """The consumers' ic traces of one process (see the module docstring); thread-safe."""
 
-    def __init__(self, directory: str | Path, max_ranges: int = 1_000_000) -> None:
+    def __init__(self, directory: str | Path, max_ranges: int = 1_000_000, storage: Storage | None = None) -> None:
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._storage = storage or Storage()
+        self._storage.make_dirs(self.directory)
         self._header = {"machine": "ic", "config": {"max_ranges": max_ranges}}
         self._traces: dict[tuple[str, TopicPartition], Trace] = {}
         self._lock = threading.Lock()
@@ -103,5 +105,6 @@ class KeySharingTraces:
             trace = self._traces.get((group, tp))
             if trace is None:
                 name = urllib.parse.quote(f"{group}:{tp.topic}:{tp.partition}", safe="")
-                trace = self._traces[group, tp] = Trace(self.directory / f"ic-client.{name}.jsonl", self._header)
+                trace = self._traces[group, tp] = Trace(self.directory / f"ic-client.{name}.jsonl", self._header,
+                                                        self._storage)
             trace.step(at_ms, member, op, args, observed)

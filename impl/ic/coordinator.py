@@ -4,7 +4,7 @@ The real counterpart of model/ic.py, as a library the broker's OffsetCommit and
 OffsetFetch will call (spec/ic.md):
 
     coordinator = IcCoordinator(data_dir, IcConfig(), fsync=True, trace_dir=None, on_cap_reached=None,
-                                offsets=None)           # offsets: the consumer groups' OffsetStore (logs.py)
+                                offsets=None, storage=None)   # the groups' OffsetStore (logs.py); impl/storage
     answer = coordinator.commit("g", "orders", 0, [(45, 47), (50, 50)], member="m1", now_ms=0)
     answer.error, answer.stable_offset            # OffsetCommitResponse ErrorCode, LastStableOffset
     coordinator.fetch("g", "orders", 0)           # (stable_offset, [(first, last), ...]): CommittedRangeOffsets
@@ -44,6 +44,7 @@ from kipcheck.impl.ic.logs import IcLogs, StorageError
 from kipcheck.impl.ic.ranges import Range, RangeSet
 from kipcheck.impl.ic.state import PartitionIc, Plan
 from kipcheck.impl.ic.tracing import IcTraces
+from kipcheck.impl.storage import Storage
 from kipcheck.model.ic import (INVALID_REQUEST, MAX_REACHED, NONE, NOT_ALLOWED, NOT_COORDINATOR, OFFSET_MAX, TOO_OLD,
                                plain_commit)
 
@@ -73,15 +74,15 @@ class IcCoordinator:
     def __init__(self, data_dir: str | os.PathLike, config: IcConfig | None = None, *, fsync: bool = True,
                  trace_dir: str | os.PathLike | None = None, on_cap_reached: Callable[[CapReached], None] | None = None,
                  range_set: Callable[[], RangeSet] = RangeSet, now_ms: int = 0,
-                 offsets: OffsetStore | None = None) -> None:
+                 offsets: OffsetStore | None = None, storage: Storage | None = None) -> None:
         self.config = config or IcConfig()
         self._range_set = range_set
         self._on_cap_reached = on_cap_reached
-        self._logs = IcLogs(data_dir, fsync=fsync, offsets=offsets)
+        self._logs = IcLogs(data_dir, fsync=fsync, offsets=offsets, storage=storage)
         self._compaction_retry_bytes = 0
         self._states = {key: PartitionIc(stable_offset, ranges)
                         for key, (stable_offset, ranges) in self._logs.replay(range_set).items()}
-        self._traces = IcTraces(trace_dir, self.config) if trace_dir is not None else None
+        self._traces = IcTraces(trace_dir, self.config, storage) if trace_dir is not None else None
         if self._traces is not None:
             for key in self._traces.traced_keys():
                 state = self._state(key)

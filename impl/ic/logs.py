@@ -1,6 +1,6 @@
 """IcLogs: the two logs of individual commit on disk, written in an order no crash can hurt, and replayed.
 
-    logs = IcLogs(data_dir, fsync=True, offsets=None)   # offsets: the group coordinator's OffsetStore
+    logs = IcLogs(data_dir, fsync=True, offsets=None, storage=None)   # offsets: the groups' OffsetStore
     states = logs.replay(range_set)   # {(group, topic, partition): (stable_offset, ranges)}
     logs.stable_offset(key)           # a partition's stable offset in the primary log (-1: none)
     logs.write(key, plan, now_ms)     # durable before it returns; StorageError: files as before
@@ -43,6 +43,7 @@ import msgspec
 from kipcheck.impl.groups.offsets import CommittedOffset, OffsetStore, commit_record
 from kipcheck.impl.ic.ranges import Range, RangeSet
 from kipcheck.impl.ic.state import Plan
+from kipcheck.impl.storage import Storage
 from kipcheck.impl.storage.durable_log import DurableLog
 
 IC_LOG_NAME = "_individual_commit_offsets.log"
@@ -57,11 +58,12 @@ class StorageError(Exception):
 
 
 class IcLogs:
-    def __init__(self, data_dir: str | os.PathLike, fsync: bool = True, offsets: OffsetStore | None = None) -> None:
+    def __init__(self, data_dir: str | os.PathLike, fsync: bool = True, offsets: OffsetStore | None = None,
+                 storage: Storage | None = None) -> None:
         self._own_offsets = offsets is None
-        self.offsets = offsets if offsets is not None else OffsetStore(data_dir, fsync=fsync)
+        self.offsets = offsets if offsets is not None else OffsetStore(data_dir, fsync=fsync, storage=storage)
         self.primary = self.offsets.log
-        self.ic = DurableLog(Path(data_dir) / IC_LOG_NAME, fsync=fsync)
+        self.ic = DurableLog(Path(data_dir) / IC_LOG_NAME, fsync=fsync, storage=storage)
         self.ic_records = 0            # put and tombstone records in the IC log (compaction's dirt measure)
         self.keys: set[Key] = set()    # the partitions the IC log names (IC-19)
         self._undo: list[tuple[DurableLog, int]] = []
