@@ -185,3 +185,25 @@ def test_offset_delete_of_an_individually_committed_partition_is_refused(tmp_pat
         assert deleted.error_code.name == "none"
         assert [part.error_code.name for part in deleted.topics[0].partitions] == ["invalid_request"]
         assert plain_committed(broker.bootstrap) == 4
+
+
+def test_a_commit_too_large_for_one_request_is_split_and_nothing_is_dropped(tmp_path):
+    """IC-18: 70,000 ranges (more than the ~62,000 a 1,000,000-byte request holds) go as two OffsetCommits;
+    the coordinator holds every one of them and answers them in CommittedRangeOffsets."""
+    from kipcheck.impl.ic.client import PendingCommits
+
+    ranges = [(2 * number + 1, 2 * number + 1) for number in range(70_000)]
+    pending = PendingCommits(key_range_consumer("127.0.0.1:1").config.ic)
+    for first, last in ranges:
+        pending.add(TOPIC, 0, first, last)
+    assert len(pending.take()) == 2
+    with EmbeddedBroker(tmp_path) as broker:
+        prepare(broker, 10)
+        consumer = key_range_consumer(broker.bootstrap)
+        consumer.assign({TP: []})
+        assert consumer.commit_ranges({TP: ranges}) == {TP: "NONE"}
+        consumer.close()
+        reader = key_range_consumer(broker.bootstrap)
+        assert reader._offsets.committed([TP]) == {TP: -1}            # offset 0 is not committed (IC-1)
+        assert reader._offsets.committed_ranges[TP] == ranges
+        reader.close()
