@@ -179,7 +179,7 @@ class Consumer:
             self.fetcher.forget([tp])
         for tp, ranges in sorted(key_ranges.items()):
             ranges = [] if is_whole(ranges) else ranges
-            if self._individual.key_ranges.get(tp) != list(merge(ranges)) or tp not in self._individual.key_ranges:
+            if self._individual.key_ranges.get(tp) != list(merge(ranges)):
                 self.fetcher.forget([tp])
                 self._individual.own(tp, ranges)
                 self._trace_own(tp, list(self._individual.key_ranges[tp]) or WHOLE)
@@ -292,7 +292,7 @@ class Consumer:
         committed = self._offsets.committed(missing) if self._offsets is not None else {}
         for tp, offset in committed.items():
             if tp in self._individual.key_ranges:   # the stable offset and the held ranges (IC-9)
-                self._individual.learned(tp, offset - 1, self._offsets.committed_ranges.get(tp, []))
+                self._individual.learned(tp, max(offset, 0) - 1, self._offsets.committed_ranges.get(tp, []))
             if offset >= 0:
                 self.fetcher.seek(tp, offset)
         unset = [tp for tp in missing if tp not in self.fetcher.positions]
