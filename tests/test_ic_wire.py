@@ -70,7 +70,7 @@ def test_the_fields_ride_as_tagged_fields_that_only_the_extended_schemas_read():
 
 
 @pytest.mark.parametrize("name", list(IC_SCENARIOS))
-def test_scenario(tmp_path, name):
+def test_scenario(tmp_path, name, kipcheck_check):
     """KR-10, IC-2, IC-11, IC-21 (ic-key-range-sharing); IC-15, IC-16 (ic-key-handoff); IC-12 (ic-broker-killed):
     every record processed exactly once by the owner of its key, the plain committed offset equal to the stable
     offset + 1, and every ic trace (the coordinator's and the consumers') allowed."""
@@ -79,6 +79,9 @@ def test_scenario(tmp_path, name):
     assert {"ic"} == {verdict.machine for verdict in result.traces}
     if name != "ic-broker-killed":
         assert any(Path(verdict.name).name.startswith("ic-client.") for verdict in result.traces)
+    traces = sorted((tmp_path / "traces").glob("*.jsonl"))
+    checked = kipcheck_check(traces)                  # the command line, as a user's CI runs it
+    assert checked.returncode == 0 and checked.stdout.count("ok ") == len(traces), checked.stdout + checked.stderr
 
 
 def test_switches_answer_the_seeds_errors(tmp_path):
