@@ -31,6 +31,7 @@ from functools import cache
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i64
+
 from kipcheck.model.ic import WIRE_CODES
 from kipcheck.model.ic import from_wire as pairs
 from kipcheck.model.ic import to_wire as flat
