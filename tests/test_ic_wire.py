@@ -210,3 +210,26 @@ def test_a_commit_too_large_for_one_request_is_split_and_nothing_is_dropped(tmp_
         assert reader._offsets.committed([TP]) == {TP: -1}            # offset 0 is not committed (IC-1)
         assert reader._offsets.committed_ranges[TP] == ranges
         reader.close()
+
+
+def test_a_kip848_member_commits_ranges_validated_by_its_member_epoch(tmp_path):
+    """IC-21 in group mode: commit_ranges carries the member id and epoch the coordinator validates, as a plain
+    commit does; the ranges are held and a confluent-kafka consumer of the group reads the stable offset + 1."""
+    with EmbeddedBroker(tmp_path, settings={"group.consumer.heartbeat.interval.ms": "500"}) as broker:
+        prepare(broker, 30)
+        consumer = key_range_consumer(broker.bootstrap)
+        consumer.subscribe([TOPIC])
+        offsets: list[int] = []
+        for _ in range(100):
+            offsets += [record.offset for record in consumer.poll(200)]
+            if len(offsets) >= 30:
+                break
+        assert sorted(offsets) == list(range(30))
+        assert consumer.commit_ranges({TP: [(0, 9), (20, 29)]}) == {TP: "NONE"}
+        consumer.close()
+        assert plain_committed(broker.bootstrap) == 10
+        outsider = key_range_consumer(broker.bootstrap)
+        assert outsider._offsets.committed([TP]) == {TP: 10}
+        assert outsider._offsets.committed_ranges[TP] == [(20, 29)]
+        outsider.close()
+    assert_traces_pass(broker.trace_dir)
