@@ -17,6 +17,9 @@ Library API (all pure, deterministic):
 - `.unwritten() -> CommitResult`: the answer to a commit the coordinator could not write (IC-13).
 - `.restart(stable_offset, ranges) -> str | None`: judge and adopt a restarted coordinator's state (IC-12).
 - `commit_due(ranges_waiting, max_num_ranges_to_commit) -> bool`: the consumer's commit trigger (IC-18).
+- `plain_commit(stable_offset, next_offset) -> ranges | None`: a plain OffsetCommit as an IC commit (IC-19).
+- `to_wire(ranges) -> bounds`, `from_wire(bounds) -> ranges`: ranges as the wire's int64 pairs (IC-20).
+- `answered(stable_offset, held, sent) -> (stable_offset, ranges)`: the consumer's view after a commit (IC-21).
 - `WIRE_CODES`: the wire codes of the seed's five errors (IC-17).
 - `replay(appends) -> (stable_offset, ranges)`: rebuild the state from the IC and primary logs (IC-12).
 - `live_ic_ranges(appends) -> set of ranges`: the IC log keys left after compaction.
@@ -26,7 +29,7 @@ Library API (all pure, deterministic):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from kipcheck.model.key_hash import CONSUMER_RANGE_FETCH_NOT_ACCEPTED, TOPIC_RANGE_FETCH_NOT_ALLOWED
 
@@ -197,6 +200,31 @@ class IndividualCommit:
 def commit_due(ranges_waiting: int, max_num_ranges_to_commit: int) -> bool:
     # IC-18: passing max.num.ranges.to.commit makes a commit due; it never caps what is kept.
     return ranges_waiting > max_num_ranges_to_commit
+
+
+def plain_commit(stable_offset: int, next_offset: int) -> list[Range] | None:
+    """IC-19: a plain OffsetCommit of an individually committed partition, as the IC commit it is."""
+    if next_offset - 1 == stable_offset:
+        return None                       # the committed offset again: NONE, nothing to do
+    # Every offset below next_offset; a rewind is at or below the stable offset: TOO_OLD (IC-5).
+    return [(0, max(next_offset - 1, 0))]
+
+
+def to_wire(ranges: Iterable[Iterable[int]]) -> tuple[int, ...]:
+    # IC-20: a ranges field is one int64 array of bounds in pairs, 16 bytes a range.
+    return tuple(int(bound) for pair in ranges for bound in pair)
+
+
+def from_wire(bounds: Sequence[int]) -> list[Range]:
+    """IC-20: the ranges of a bounds array; ValueError for an odd count (INVALID_REQUEST)."""
+    if len(bounds) % 2:
+        raise ValueError(f"a ranges array holds pairs of bounds, found {len(bounds)} values")
+    return [(int(bounds[index]), int(bounds[index + 1])) for index in range(0, len(bounds), 2)]
+
+
+def answered(stable_offset: int, held: Iterable[Range], sent: Iterable[Range]) -> tuple[int, tuple[Range, ...]]:
+    # IC-21: a commit answered NONE is committed; LastStableOffset purges what is at or below it.
+    return normal_form(stable_offset, [*held, *sent])
 
 
 def live_ic_ranges(appends: Iterable[dict]) -> set[Range]:

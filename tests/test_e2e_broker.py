@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from kipcheck.oracle.conformance.group_scenarios import GROUP_SCENARIOS
+from kipcheck.oracle.conformance.ic_scenarios import IC_SCENARIOS
 from kipcheck.oracle.conformance.revoke_scenarios import REVOKE_SCENARIOS
 from kipcheck.oracle.conformance.scenarios import SCENARIOS
 
@@ -18,8 +19,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("profile", ["kafka-4.2", "kip"])
-@pytest.mark.parametrize("name", [name for name in SCENARIOS  # the others: tests/test_{groups,revoke}_e2e.py
-                                  if name not in GROUP_SCENARIOS and name not in REVOKE_SCENARIOS])
+@pytest.mark.parametrize("name", [name for name in SCENARIOS  # the others: tests/test_{groups,revoke,ic}_*.py
+                                  if name not in {**GROUP_SCENARIOS, **REVOKE_SCENARIOS, **IC_SCENARIOS}])
 def test_scenario(name, profile, tmp_path, kipcheck_check):
     result = SCENARIOS[name](tmp_path / name, profile=profile)
     assert result.checks_ok, result.detail

@@ -50,3 +50,16 @@ def test_kr_11_consumer_refuses_key_ranges_unless_it_allows_sharing():
             ConsumerIcConfig.from_properties(bad)
     with pytest.raises(ValueError):
         PendingCommits().add("orders", 0, 5, 4)
+
+
+def test_the_consumers_view_amends_gaps_and_purges_below_the_stable_offset():
+    """IC-11 with the seed's example, IC-10, and IC-21: an answered commit folds into LastStableOffset."""
+    from kipcheck.impl.consumer.individual import IndividualCommits
+    from kipcheck.impl.consumer.records import TopicPartition
+
+    view, tp = IndividualCommits(), TopicPartition("orders", 0)
+    view.learned(tp, 40, [(43, 45), (48, 49)])
+    assert view.amend(tp, [(40, 50)]) == [(41, 42), (46, 47), (50, 50)]
+    assert [offset for offset in range(39, 51) if not view.committed(tp, offset)] == [41, 42, 46, 47, 50]
+    view.answered(tp, 42, [(41, 42), (46, 47)])
+    assert view.stable_offset(tp) == 49 and view.amend(tp, [(45, 52)]) == [(50, 52)]

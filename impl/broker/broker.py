@@ -3,7 +3,9 @@
 Owns the topics (metadata.Topics), the partition logs (log.PartitionLog), the
 share groups (groups.ShareGroups), the classic and KIP-848 consumer groups
 with their committed offsets (impl/groups' GroupCoordinator, offsets in
-`<data dir>/consumer-offsets/`), and impl/share's engine: a
+`<data dir>/consumer-offsets/`), individual commit (impl/ic's IcCoordinator,
+whose primary log is the consumer groups' offsets log, its IC log beside it)
+with the key-range filter cache of Fetch, and impl/share's engine: a
 ShareSessionCache, a ShareCoordinator in `<data dir>/share-state/`, and one
 SharePartition per (group, topic, partition), loaded lazily on first
 ShareFetch. The request handlers live in handlers/; everything runs on one
@@ -43,6 +45,8 @@ from kipcheck.impl.broker.metadata import Topic, TopicError, Topics
 from kipcheck.impl.broker.server import Connection, Server
 from kipcheck.impl.broker.share_engine import ShareEngine
 from kipcheck.impl.groups.coordinator import GroupCoordinator
+from kipcheck.impl.ic.coordinator import CapReached, IcCoordinator
+from kipcheck.impl.ic.key_range_cache import KeyRangeCache
 from kipcheck.impl.share.config import ShareConfig
 from kipcheck.impl.storage import OPEN_FILES_MAX, Storage, StorageError
 
@@ -76,6 +80,10 @@ class Broker:
             self.data_dir / "consumer-offsets", config.groups, self._partition_count,
             lambda: [topic.name for topic in self.topics], lambda group_id: group_id in self.groups.groups,
             trace_dir=trace_dir, storage=self.storage)
+        self.ic = IcCoordinator(self.data_dir / "consumer-offsets", config.ic, trace_dir=trace_dir,
+                                on_cap_reached=self._ic_cap_reached, offsets=self.consumer_groups.offsets,
+                                now_ms=now_ms(), storage=self.storage)
+        self.key_range_cache = KeyRangeCache(config.ic.key_range_cache_bytes)
         self.engine = ShareEngine(self, share_config, trace_dir)
         self.host, self.port = "127.0.0.1", 0
         self.advertised = (self.host, self.port)  # what Metadata and FindCoordinator tell clients
@@ -106,6 +114,7 @@ class Broker:
         if self._timer is not None:
             self._timer.cancel()
         self.engine.close()
+        self.ic.close()
         self.consumer_groups.close()
         for partition_log in self.logs.values():
             try:
@@ -134,10 +143,10 @@ class Broker:
             raise TopicError("POLICY_VIOLATION", f"the broker hosts {hosted} partitions: {partitions} more would "
                                                  f"exceed max.broker.partitions ({limit})")
 
-    def create_topic(self, name: str, partitions: int) -> Topic:
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
         if self.topics.get(name) is None:  # an existing name is TOPIC_ALREADY_EXISTS whatever the budget
             self.check_partition_budget(partitions)
-        topic = self.topics.create(name, partitions)
+        topic = self.topics.create(name, partitions, configs)
         for partition in range(partitions):
             self.partition_log(name, partition)
         log.info("created topic %s with %d partition(s), id %s", name, partitions, topic.topic_id)
@@ -154,6 +163,13 @@ class Broker:
     def find_log(self, topic: str, partition: int) -> PartitionLog | None:
         known = self.topics.get(topic)
         return self.partition_log(topic, partition) if known and 0 <= partition < known.partitions else None
+
+    def _ic_cap_reached(self, event: CapReached) -> None:
+        """The seed's "callout rebalance": the partition's owners are fenced and the group rebalances it."""
+        fenced = self.consumer_groups.fence_owners(event.group, event.topic, event.partition, now_ms())
+        log.warning("group %s: %s-%d holds %d individual-commit ranges (cap %d, stable offset %d): fenced %s",
+                    event.group, event.topic, event.partition, event.ranges_held, event.max_ranges,
+                    event.stable_offset, fenced or "no KIP-848 member")
 
     def _partition_count(self, name: str) -> int:
         topic = self.topics.get(name)

@@ -1,6 +1,7 @@
 """Kafka frames in and out, through kio: request decoding, response encoding, typed building.
 
-Every request and response goes through kio's generated schemas; this module
+Every request and response goes through kio's generated schemas (with the
+individual-commit tagged fields of impl/ic/wire.py); this module
 adds only the frame length prefix and `build`, which turns plain Python values
 (ints, strings, dicts, lists) into a version's own kio dataclasses. kio does not
 check types when a message is built, so `build` converts by the schema's type
@@ -20,12 +21,12 @@ import typing
 from functools import lru_cache
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i32Timedelta
+from kio.static.primitive import i16, i32Timedelta
 
 from kipcheck.impl.broker.frame_check import FrameError, check_frame
+from kipcheck.impl.ic.wire import error_code_of, request_schema, response_schema
 
 API_VERSIONS_KEY = 18
 
@@ -71,7 +72,7 @@ def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Reque
     low, high = supported.get(api_key, (1, 0))
     if not low <= api_version <= high:
         raise UnsupportedApi(api_key, api_version, correlation_id)
-    request_class = load_request_schema(api_key, api_version)
+    request_class = request_schema(api_key, api_version)
     try:
         check_frame(request_class, frame)
     except FrameError as error:
@@ -88,7 +89,7 @@ def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Reque
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
     """The response frame, length prefix included."""
-    response_class = load_response_schema(api_key, api_version)
+    response_class = response_schema(api_key, api_version)
     header_class = response_class.__header_schema__
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")
@@ -100,7 +101,7 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
 
 
 def response_class(api_key: int, api_version: int) -> type:
-    return load_response_schema(api_key, api_version)
+    return response_schema(api_key, api_version)
 
 
 @lru_cache(maxsize=None)
@@ -135,6 +136,8 @@ def _convert(hint: Any, value: Any) -> Any:
         return tuple(_convert(typing.get_args(hint)[0], item) for item in value)
     if hint is ErrorCode:
         return error_code(value)
+    if hint is i16 and isinstance(value, str):   # an error code kio's ErrorCode does not know (impl/ic/wire.py)
+        return i16(error_code_of(value))
     if isinstance(hint, type) and issubclass(hint, datetime.timedelta):
         delta = value if isinstance(value, datetime.timedelta) else datetime.timedelta(milliseconds=value)
         return i32Timedelta.parse(delta)

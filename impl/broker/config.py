@@ -7,7 +7,10 @@ group.share.max.share.sessions, share.auto.offset.reset, ...) to ShareConfig,
 the consumer-group settings (group.consumer.*, group.min/max.session.timeout.ms,
 group.initial.rebalance.delay.ms, group.max.size, offset.metadata.max.bytes,
 offsets.topic.segment.bytes) to impl/groups' GroupConfig, kept in
-`BrokerConfig.groups`, the rest below to BrokerConfig. An unknown name or a
+`BrokerConfig.groups`, the individual-commit settings (accept.individual.commit,
+individual.commit.max.ranges, individual.commit.log.segment.bytes,
+max.bytes.key.range.cache, max.bytes.fetcher.filtering) to impl/ic's IcConfig,
+kept in `BrokerConfig.ic`, the rest below to BrokerConfig. An unknown name or a
 bad value raises ValueError naming it.
 """
 
@@ -18,6 +21,8 @@ from typing import Mapping
 
 from kipcheck.impl.groups.config import GroupConfig
 from kipcheck.impl.groups.config import known_names as group_names
+from kipcheck.impl.ic.config import IcConfig
+from kipcheck.impl.ic.config import known_names as ic_names
 from kipcheck.impl.share.config import ShareConfig, parse_integer
 
 _PROPERTIES = {
@@ -69,6 +74,7 @@ class BrokerConfig:
     # PLAINTEXT://HOST:PORT given to clients in Metadata and FindCoordinator; empty: the address listened on.
     advertised_listener: str = ""
     groups: GroupConfig = field(default_factory=GroupConfig)
+    ic: IcConfig = field(default_factory=IcConfig)
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
@@ -81,21 +87,23 @@ class BrokerConfig:
 
 def split_properties(properties: Mapping[str, str]) -> tuple[BrokerConfig, dict[str, str]]:
     """(BrokerConfig, the share properties for ShareConfig.from_properties); ValueError on a bad one."""
-    values, share, groups = {}, {}, {}
+    values, share, groups, ic = {}, {}, {}, {}
     for name, raw in properties.items():
         field_name = _PROPERTIES.get(name)
         if name in group_names():
             groups[name] = raw
+        elif name in ic_names():
+            ic[name] = raw
         elif field_name is None:
             share[name] = raw
         else:
             values[field_name] = _parse(name, field_name, raw)
     ShareConfig.from_properties(share)  # raises ValueError for unknown names of either kind
-    return BrokerConfig(**values, groups=GroupConfig.from_properties(groups)), share
+    return BrokerConfig(**values, groups=GroupConfig.from_properties(groups), ic=IcConfig.from_properties(ic)), share
 
 
 def known_names() -> list[str]:
-    return sorted([*_PROPERTIES, *group_names()])
+    return sorted([*_PROPERTIES, *group_names(), *ic_names()])
 
 
 def advertised_address(listener: str) -> tuple[str, int]:

@@ -14,18 +14,26 @@ whole fetch, as librdkafka requires (fetch.max.bytes + 512).
 or later with delay_revoke; `callback` is what consumers do today, the mode the
 seed's compatibility section keeps available: the listener's on_revoke runs
 inside the poll that learns the revoke, which completes when it returns.
+
+Individual commit (seed 000's names, impl/ic/client.py ConsumerIcConfig, kept
+in `ConsumerConfig.ic`): `allow.individual.commit` (true: the consumer may
+fetch by key range and commit ranges) and `max.num.ranges.to.commit` (10,000:
+asynchronous range commits wait until this many ranges are pending, or the
+next poll).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Mapping
 
+from kipcheck.impl.ic.client import ConsumerIcConfig
 from kipcheck.impl.share.config import parse_integer
 
 DELAY, CALLBACK = "delay", "callback"
 AUTO_OFFSET_RESETS = ("latest", "earliest", "none")
 RECEIVE_MARGIN_BYTES = 512
+IC_PROPERTIES = ("allow.individual.commit", "max.num.ranges.to.commit")
 
 _PROPERTIES = {
     "bootstrap.servers": "bootstrap_servers",
@@ -66,17 +74,22 @@ class ConsumerConfig:
     receive_message_max_bytes: int = 100000000
     retry_backoff_ms: int = 100
     revoke_mode: str = DELAY
+    ic: ConsumerIcConfig = field(default_factory=ConsumerIcConfig)
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str | int]) -> "ConsumerConfig":
-        values = {}
+        values, ic = {}, {}
         for name, raw in properties.items():
             field_name = _PROPERTIES.get(name)
+            if name in IC_PROPERTIES:
+                ic[name] = raw
+                continue
             if field_name is None:
-                raise ValueError(f"unknown consumer setting {name!r} (known: {', '.join(sorted(_PROPERTIES))})")
+                raise ValueError(f"unknown consumer setting {name!r} "
+                                 f"(known: {', '.join(sorted([*_PROPERTIES, *IC_PROPERTIES]))})")
             values[field_name] = raw if isinstance(_default(field_name), str) or _default(field_name) is None \
                 else parse_integer(name, raw)
-        return replace(cls(), **values).checked()
+        return replace(cls(), **values, ic=ConsumerIcConfig.from_properties(ic)).checked()
 
     def checked(self) -> "ConsumerConfig":
         if not self.bootstrap_servers:

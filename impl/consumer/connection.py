@@ -24,9 +24,9 @@ import socket
 import struct
 from dataclasses import dataclass
 
-from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 from kipcheck.impl.broker.codec import build
+from kipcheck.impl.ic.wire import request_schema, response_schema
 
 
 class ConnectionFailed(Exception):
@@ -42,7 +42,7 @@ class Sent:
 
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: str, body: dict) -> bytes:
     """A request frame, length prefix included, from plain values (impl/broker/codec.build)."""
-    return encode_entity(build(load_request_schema(api_key, version), body), correlation_id, client_id)
+    return encode_entity(build(request_schema(api_key, version), body), correlation_id, client_id)
 
 
 def encode_entity(body, correlation_id: int, client_id: str) -> bytes:
@@ -60,7 +60,7 @@ def encode_entity(body, correlation_id: int, client_id: str) -> bytes:
 
 def decode_response(api_key: int, version: int, frame: bytes):
     """(correlation id, response body) of a response frame without its length prefix."""
-    response_class = load_response_schema(api_key, version)
+    response_class = response_schema(api_key, version)
     header, header_size = entity_reader(response_class.__header_schema__)(frame, 0)
     body, _ = entity_reader(response_class)(frame, header_size)
     return header.correlation_id, body

@@ -13,6 +13,23 @@
 
     consumer.assign([TopicPartition("orders", 0)])       # or standalone, without a group
 
+Individual commit and key-range fetch (seed 000, spec/ic.md; `allow.individual.commit`):
+
+    consumer.assign({TopicPartition("orders", 0): [(0, 2**62 - 1)]})   # key-hash ranges ([]: every key)
+    records = consumer.poll(100)                         # never a record already committed (IC-10)
+    consumer.commit_ranges({tp: [(41, 42), (46, 47)]})   # processed offsets; sent minus what is committed (IC-11)
+    consumer.commit_ranges({tp: ...}, asynchronous=True) # sent once max.num.ranges.to.commit wait, or next poll
+
+A partition assigned with key ranges is fetched with KeyRanges (the broker
+filters) and starts at its stable offset + 1, knowing the held ranges
+(OffsetFetch's CommittedRangeOffsets); changing its ranges drops what was
+fetched and starts again from there, so a key taken over is read from its
+first uncommitted record. A range commit larger than one request is split
+(impl/ic/client.py PendingCommits); a request refused with a retriable error
+waits for the next flush, any other refusal is raised by the next call.
+With `ic_traces` (KeySharingTraces, shared by the consumers of a process)
+the consumer writes its own, deliver and commit steps (impl/consumer/individual.py).
+
 KIP-983 (seed 001, spec/revoke-delay.md), the default `rebalance.revoke.mode=delay`:
 every poll first completes the revoke of the revoke-next partitions (after
 the answers of commits still in flight: a partition is never let go before its
@@ -51,11 +68,15 @@ from kipcheck.impl.consumer.cluster import Cluster
 from kipcheck.impl.consumer.config import CALLBACK, DELAY, ConsumerConfig
 from kipcheck.impl.consumer.errors import CommitFailed, IllegalState, KafkaError
 from kipcheck.impl.consumer.fetcher import Fetcher
+from kipcheck.impl.consumer.individual import WHOLE, IndividualCommits, KeySharingTraces
 from kipcheck.impl.consumer.membership import GroupMembership, now_ms
-from kipcheck.impl.consumer.offsets import GroupOffsets, PendingCommit
+from kipcheck.impl.consumer.offsets import RETRIED, GroupOffsets, PendingCommit
 from kipcheck.impl.consumer.ownership import ASSIGN, Decision, Ownership, PollStart
 from kipcheck.impl.consumer.records import ConsumerRecord, TopicPartition
 from kipcheck.impl.consumer.tracing import ConsumerTrace
+from kipcheck.impl.ic.client import PendingCommits
+from kipcheck.model.ic import TOO_OLD, merge
+from kipcheck.model.key_hash import is_whole, record_hash
 
 log = logging.getLogger("kipcheck.consumer")
 
@@ -71,10 +92,15 @@ def new_member_id() -> str:
 
 
 class Consumer:
-    def __init__(self, config: Mapping[str, str | int], trace_dir=None):
+    def __init__(self, config: Mapping[str, str | int], trace_dir=None, ic_traces: KeySharingTraces | None = None):
         self.config = ConsumerConfig.from_properties(config)
         self.cluster = Cluster(self.config)
         self.fetcher = Fetcher(self.config, self.cluster)
+        self._individual = IndividualCommits()
+        self.fetcher.key_ranges = self._individual.key_ranges
+        self._pending_ranges = PendingCommits(self.config.ic)
+        self._ic_failure: KafkaError | None = None
+        self._ic_traces = ic_traces
         self.member_id = new_member_id()
         self._trace_dir = trace_dir
         self._trace: ConsumerTrace | None = None
@@ -113,11 +139,21 @@ class Consumer:
         self._membership = GroupMembership(self.config, self.cluster, topics, self.member_id, self._trace)
         self._membership.start()
 
-    def assign(self, partitions: Iterable[TopicPartition]) -> None:
-        """Standalone: consume exactly `partitions` from the next poll on, without a group."""
+    def assign(self, partitions: Iterable[TopicPartition] | Mapping[TopicPartition, list]) -> None:
+        """Standalone: consume exactly `partitions` from the next poll on, without a group.
+
+        A mapping gives each partition its key-hash ranges (seed 000's assign; [] means every key): the
+        partition is then fetched by key range and committed by ranges (CONSUMER_RANGE_FETCH_NOT_ACCEPTED
+        if `allow.individual.commit` is false)."""
         self._check_usable()
         if self._membership is not None:
             raise IllegalState("assign after subscribe")
+        key_ranges = {TopicPartition(*tp): [tuple(pair) for pair in ranges] for tp, ranges in partitions.items()} \
+            if isinstance(partitions, Mapping) else {}
+        for tp, ranges in key_ranges.items():
+            error = self.config.ic.assignment_error(ranges)
+            if error != NONE:
+                raise KafkaError(error, f"key ranges {ranges} of {tp}: allow.individual.commit is false")
         wanted = frozenset(TopicPartition(*tp) for tp in partitions)
         connection = self.cluster.connect()
         try:
@@ -128,15 +164,37 @@ class Consumer:
         if unknown:
             raise KafkaError("UNKNOWN_TOPIC_OR_PARTITION", ", ".join(sorted(unknown)))
         dropped = self._ownership.held() - wanted
+        self._flush_ranges()            # what was processed is committed before a key range is given up
         self._ownership.complete(dropped)
         self._ended(dropped)
+        self._own(key_ranges, dropped)
         self._learned.append(Decision(ASSIGN, wanted, now_ms()))
+
+    def _own(self, key_ranges: dict[TopicPartition, list], dropped: frozenset[TopicPartition]) -> None:
+        """New key ranges: what was fetched for the old ones goes; the position is fetched again (IC-15)."""
+        for tp in sorted(dropped | (set(self._individual.key_ranges) - set(key_ranges))):
+            if tp in self._individual.key_ranges:
+                self._trace_own(tp, [])
+            self._individual.forget(tp)
+            self.fetcher.forget([tp])
+        for tp, ranges in sorted(key_ranges.items()):
+            ranges = [] if is_whole(ranges) else ranges
+            if self._individual.key_ranges.get(tp) != list(merge(ranges)):
+                self.fetcher.forget([tp])
+                self._individual.own(tp, ranges)
+                self._trace_own(tp, list(self._individual.key_ranges[tp]) or WHOLE)
+
+    def _trace_own(self, tp: TopicPartition, ranges: list) -> None:
+        if self._ic_traces is not None and self.config.group_id:
+            self._ic_traces.own(self.config.group_id, tp, self.member_id, ranges, now_ms())
 
     # -- polling -------------------------------------------------------------------------------
 
     def poll(self, timeout_ms: int) -> list[ConsumerRecord]:
         self._check_usable()
         deadline_ms = now_ms() + max(0, timeout_ms)
+        self._flush_ranges()
+        self._raise_ic_failure()
         self._settle_commits()
         if self._membership is not None:
             self._membership.polled(now_ms())
@@ -196,7 +254,7 @@ class Consumer:
     def _records(self, deadline_ms: int, news: bool) -> list[ConsumerRecord]:
         fetchable = self._ownership.fetchable() - self._paused
         self._ensure_positions(fetchable)
-        records = self.fetcher.take(fetchable, self.config.max_poll_records)
+        records = self._take(fetchable)
         while not records:
             remaining_ms = deadline_ms - now_ms()
             if remaining_ms <= 0 or (self._membership is not None and self._membership.changed.is_set()):
@@ -208,9 +266,23 @@ class Consumer:
                 self._membership.changed.wait(wait_ms / 1000)
             else:
                 time.sleep(wait_ms / 1000)
-            records = self.fetcher.take(fetchable, self.config.max_poll_records)
+            records = self._take(fetchable)
             if news:
                 break
+        return records
+
+    def _take(self, fetchable: frozenset[TopicPartition]) -> list[ConsumerRecord]:
+        """Buffered records, without those of key-range partitions already committed (IC-10)."""
+        records = [record for record in self.fetcher.take(fetchable, self.config.max_poll_records)
+                   if not self._individual.committed(TopicPartition(record.topic, record.partition), record.offset)]
+        if self._ic_traces is not None and self.config.group_id:
+            delivered: dict[TopicPartition, list] = {}
+            for record in records:
+                tp = TopicPartition(record.topic, record.partition)
+                if tp in self._individual.key_ranges:
+                    delivered.setdefault(tp, []).append((record.offset, record_hash(record.key, record.offset)))
+            for tp, pairs in sorted(delivered.items()):
+                self._ic_traces.deliver(self.config.group_id, tp, self.member_id, pairs, now_ms())
         return records
 
     def _ensure_positions(self, partitions: frozenset[TopicPartition]) -> None:
@@ -219,6 +291,8 @@ class Consumer:
             return
         committed = self._offsets.committed(missing) if self._offsets is not None else {}
         for tp, offset in committed.items():
+            if tp in self._individual.key_ranges:   # the stable offset and the held ranges (IC-9)
+                self._individual.learned(tp, max(offset, 0) - 1, self._offsets.committed_ranges.get(tp, []))
             if offset >= 0:
                 self.fetcher.seek(tp, offset)
         unset = [tp for tp in missing if tp not in self.fetcher.positions]
@@ -277,6 +351,63 @@ class Consumer:
         answers = {**(self._finish(pending) if pending is not None else {}), **refused}
         _raise_for(answers)
         return answers
+
+    def commit_ranges(self, ranges: Mapping[TopicPartition, Iterable], asynchronous: bool = False
+                      ) -> dict[TopicPartition, str] | None:
+        """Individual commit of processed offsets, `{tp: [(first, last), ...]}` (seed 000).
+
+        What is already committed is left out (gap amending, IC-11). Synchronous: every pending range is
+        sent (split into requests that fit) and the answers returned, {tp: "NONE" | error}; KafkaError if
+        one failed. Asynchronous: the ranges wait until more than max.num.ranges.to.commit are pending
+        (IC-18), or the next poll, commit_ranges or close; returns None."""
+        self._check_usable()
+        if self._offsets is None:
+            raise IllegalState("commit_ranges needs group.id")
+        if not self.config.ic.allow_individual_commit:
+            raise IllegalState("allow.individual.commit is false: this consumer does not commit ranges")
+        self._raise_ic_failure()
+        for tp, pairs in ranges.items():
+            tp = TopicPartition(*tp)
+            for first, last in self._individual.amend(tp, [tuple(pair) for pair in pairs]):
+                self._pending_ranges.add(tp.topic, tp.partition, first, last)
+        if asynchronous:
+            if self._pending_ranges.due():
+                self._flush_ranges()
+            return None
+        answers = self._flush_ranges(keep_failed=False)
+        failed = {str(tp): error for tp, error in answers.items() if error not in (NONE, TOO_OLD)}
+        if failed:
+            raise KafkaError(next(iter(failed.values())), f"individual commit failed: {failed}")
+        return answers
+
+    def _flush_ranges(self, keep_failed: bool = True) -> dict[TopicPartition, str]:
+        """Send every pending range, pipelined, and take the answers. A request refused with a retriable
+        error waits again; another refusal is kept for the next call to raise (`keep_failed`)."""
+        if self._offsets is None:
+            return {}
+        requests = [{TopicPartition(*key): pairs for key, pairs in request.items()}
+                    for request in self._pending_ranges.take()]
+        answers: dict[TopicPartition, str] = {}
+        for request, pending in [(request, self._offsets.send(request)) for request in requests]:
+            for tp, error in self._offsets.finish(pending).items():
+                answers[tp] = error if answers.get(tp, NONE) == NONE else answers[tp]
+                self._committed_ranges(tp, request[tp], error)
+                if error in RETRIED and keep_failed:
+                    self._pending_ranges.restore({(tp.topic, tp.partition): request[tp]})
+                elif error not in (NONE, TOO_OLD) and keep_failed:
+                    self._ic_failure = KafkaError(error, f"individual commit of {tp} failed")
+        return answers
+
+    def _committed_ranges(self, tp: TopicPartition, sent: list, error: str) -> None:
+        if error == NONE:
+            self._individual.answered(tp, self._offsets.stable_offsets.get(tp, -1), sent)
+        if self._ic_traces is not None and error not in RETRIED:   # a retried commit is traced once answered
+            self._ic_traces.commit(self.config.group_id, tp, self.member_id, sent, error, now_ms())
+
+    def _raise_ic_failure(self) -> None:
+        failure, self._ic_failure = self._ic_failure, None
+        if failure is not None:
+            raise failure
 
     def _refused(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, str]:
         """RD-10: in a group, a partition this consumer does not hold is refused without asking the coordinator."""
@@ -339,6 +470,7 @@ class Consumer:
             return
         self._closed = True
         try:
+            self._flush_ranges()
             self._settle_commits()
         finally:
             if self._membership is not None:

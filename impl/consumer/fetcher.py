@@ -20,7 +20,8 @@ Partition errors: OFFSET_OUT_OF_RANGE resets the position by
 auto.offset.reset ("none" raises it); NOT_LEADER_OR_FOLLOWER and
 UNKNOWN_TOPIC_OR_PARTITION refresh the metadata and fetch again later; any
 other raises KafkaError. `fetch_partition` builds one partition's entry of the
-request: the place where a key-range fetch adds its ranges.
+request, with the partition's KeyRanges from `key_ranges` (impl/ic/wire.py) when
+it is fetched by key range.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from kipcheck.impl.consumer.config import ConsumerConfig
 from kipcheck.impl.consumer.connection import BrokerConnection, ConnectionFailed
 from kipcheck.impl.consumer.errors import KafkaError
 from kipcheck.impl.consumer.records import ConsumerRecord, TopicPartition, decode_batch, last_offset, split_batches
+from kipcheck.impl.ic.wire import error_name, flat
 
 FETCH, LIST_OFFSETS = 1, 2
 VERSIONS = {FETCH: 12, LIST_OFFSETS: 7}
@@ -47,12 +49,15 @@ class Buffered:
     batches: deque = field(default_factory=deque)       # raw batches not yet decoded
     records: deque = field(default_factory=deque)       # decoded, not yet returned
     size_bytes: int = 0
+    batch_end: int = 0                                   # the offset after the batch being returned
 
 
 class Fetcher:
     def __init__(self, config: ConsumerConfig, cluster: Cluster):
         self.config, self.cluster = config, cluster
         self.positions: dict[TopicPartition, int] = {}
+        self.key_ranges: dict[TopicPartition, list[tuple[int, int]]] = {}   # set by the consumer
+        self.fetched_bytes = 0       # record bytes received, for measurements
         self._buffers: dict[TopicPartition, Buffered] = {}
         self._connections: dict[int, BrokerConnection] = {}
         self._next_start = 0  # take() starts at a different partition each time: fairness
@@ -93,10 +98,15 @@ class Fetcher:
                 buffer.size_bytes -= len(batch)
                 buffer.records.extend(record for record in decode_batch(tp.topic, tp.partition, batch)
                                       if record.offset >= self.positions[tp])
-                continue
-            record = buffer.records.popleft()
-            taken.append(record)
-            self.positions[tp] = record.offset + 1
+                buffer.batch_end = last_offset(batch) + 1
+            if buffer.records:
+                record = buffer.records.popleft()
+                taken.append(record)
+                self.positions[tp] = record.offset + 1
+            if not buffer.records:
+                # The batch is done: the position passes its offsets without records (a key-range fetch
+                # sends batches emptied by filtering), as Kafka's consumer moves to the batch's next offset.
+                self.positions[tp] = max(self.positions[tp], buffer.batch_end)
         if not buffer.records and not buffer.batches:
             del self._buffers[tp]
         return taken
@@ -116,7 +126,8 @@ class Fetcher:
     def fetch_partition(self, tp: TopicPartition) -> dict:
         return {"partition": tp.partition, "current_leader_epoch": -1, "fetch_offset": self.positions[tp],
                 "last_fetched_epoch": -1, "log_start_offset": -1,
-                "partition_max_bytes": self.config.max_partition_fetch_bytes}
+                "partition_max_bytes": self.config.max_partition_fetch_bytes,
+                "key_ranges": flat(self.key_ranges.get(tp, ()))}
 
     def _fetch_from(self, leader: int, partitions: list[TopicPartition], max_wait_ms: int) -> None:
         topics: dict[str, list[dict]] = {}
@@ -137,7 +148,7 @@ class Fetcher:
                 self._fetched(TopicPartition(topic.topic, part.partition_index), part)
 
     def _fetched(self, tp: TopicPartition, part) -> None:
-        error = part.error_code.name.upper()
+        error = error_name(part.error_code)
         if tp not in self.positions:
             return
         if error == "OFFSET_OUT_OF_RANGE":
@@ -147,6 +158,7 @@ class Fetcher:
         elif error != "NONE":
             raise KafkaError(error, f"fetching {tp}")
         elif part.records:
+            self.fetched_bytes += len(part.records)
             batches = [batch for batch in split_batches(part.records) if last_offset(batch) >= self.positions[tp]]
             if batches:
                 self._buffers[tp] = Buffered(deque(batches), deque(), sum(len(batch) for batch in batches))

@@ -4,6 +4,8 @@
     pending = offsets.send({tp: 42})                    # sent, answered later (pipelined, in order)
     errors = offsets.finish(pending)                    # {tp: "NONE" | error name}
     offsets.committed([tp]) -> {tp: offset or -1}
+    pending = offsets.send({tp: [(41, 42), (46, 47)]})  # individual commit: OffsetRanges (impl/ic/wire.py)
+    offsets.stable_offsets[tp], offsets.committed_ranges[tp]   # the last LastStableOffset, CommittedRangeOffsets
 
     processed = ProcessedOffsets()
     processed.start(tp, 40); processed.done(tp, 41); processed.done(tp, 40)
@@ -33,6 +35,7 @@ from kipcheck.impl.consumer.config import ConsumerConfig
 from kipcheck.impl.consumer.connection import BrokerConnection, ConnectionFailed, Sent
 from kipcheck.impl.consumer.errors import KafkaError
 from kipcheck.impl.consumer.records import TopicPartition
+from kipcheck.impl.ic.wire import error_name, flat, pairs
 
 OFFSET_COMMIT, OFFSET_FETCH, VERSION = 8, 9, 9
 RETRIED = {"STALE_MEMBER_EPOCH", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS",
@@ -41,7 +44,7 @@ RETRIED = {"STALE_MEMBER_EPOCH", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE",
 
 @dataclass
 class PendingCommit:
-    offsets: dict[TopicPartition, int]
+    offsets: dict[TopicPartition, int | list[tuple[int, int]]]   # a plain offset, or ranges (individual commit)
     generation: int
     connection: BrokerConnection | None
     sent: Sent | None
@@ -51,13 +54,16 @@ class GroupOffsets:
     def __init__(self, config: ConsumerConfig, cluster: Cluster, identity: Callable[[], tuple[str, int, int]]):
         self.config, self.cluster, self.identity = config, cluster, identity
         self._connection: BrokerConnection | None = None
+        self.stable_offsets: dict[TopicPartition, int] = {}
+        self.committed_ranges: dict[TopicPartition, list[tuple[int, int]]] = {}
 
-    def send(self, offsets: dict[TopicPartition, int]) -> PendingCommit:
+    def send(self, offsets: dict[TopicPartition, int | list[tuple[int, int]]]) -> PendingCommit:
         member_id, epoch, generation = self.identity()
         topics: dict[str, list[dict]] = {}
         for tp, offset in sorted(offsets.items()):
+            ranges = {} if type(offset) is int else {"committed_offset": -1, "offset_ranges": flat(offset)}
             topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "committed_offset": offset,
-                                                    "committed_leader_epoch": -1, "committed_metadata": ""})
+                                                    "committed_leader_epoch": -1, "committed_metadata": "", **ranges})
         try:
             connection = self._connect()
             sent = connection.send(OFFSET_COMMIT, VERSION, group_id=self.config.group_id, member_id=member_id,
@@ -90,8 +96,10 @@ class GroupOffsets:
         except ConnectionFailed:
             self._connection = None
             return {tp: "NETWORK_EXCEPTION" for tp in pending.offsets}
-        answered = {TopicPartition(topic.name, part.partition_index): part.error_code.name.upper()
+        answered = {TopicPartition(topic.name, part.partition_index): error_name(part.error_code)
                     for topic in answer.topics for part in topic.partitions}
+        self.stable_offsets.update({TopicPartition(topic.name, part.partition_index): part.last_stable_offset
+                                    for topic in answer.topics for part in topic.partitions})
         return {tp: answered.get(tp, "UNKNOWN_SERVER_ERROR") for tp in pending.offsets}
 
     def committed(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
@@ -121,8 +129,10 @@ class GroupOffsets:
         offsets, error = {}, fetched.error_code.name.upper()
         for topic in fetched.topics:
             for part in topic.partitions:
-                error = part.error_code.name.upper() if error == "NONE" else error
+                error = error_name(part.error_code) if error == "NONE" else error
                 offsets[TopicPartition(topic.name, part.partition_index)] = part.committed_offset
+                self.committed_ranges[TopicPartition(topic.name, part.partition_index)] = \
+                    pairs(part.committed_range_offsets)
         return error, offsets
 
     def _connect(self) -> BrokerConnection:

@@ -8,6 +8,7 @@
     coordinator.commit(OffsetCommit(...), now_ms) -> {(topic, partition): error}
     coordinator.fetch(group_id, member_id, member_epoch, keys | None) -> (error, {key: CommittedOffset | None})
     coordinator.delete_offsets(group_id, keys) -> (error, {key: error})
+    coordinator.fence_owners(group_id, topic, partition, now_ms) -> [member ids fenced]
     coordinator.group_type(group_id) -> "classic" | "consumer" | None; coordinator.tick(now_ms)
 
 A group id names one group of one type, as in Kafka 4.2: a share group's id
@@ -209,6 +210,16 @@ class GroupCoordinator:
             return "NOT_COORDINATOR", {}
         self._forget_if_unused(group_id)
         return "NONE", errors
+
+    def fence_owners(self, group_id: str, topic: str, partition: int, now_ms: int) -> list[str]:
+        """Fence the KIP-848 members that own a partition, so the group rebalances it (the seed's "callout
+        rebalance" when individual commits reach their cap, spec/ic.md IC-6)."""
+        group = self.consumer.groups.get(group_id)
+        owners = [member_id for member_id, member in group.members.items()
+                  if (topic, partition) in member.owned()] if group is not None else []
+        for member_id in owners:
+            self.consumer.fence(group, member_id, now_ms)
+        return owners
 
     # -- timers and housekeeping ----------------------------------------------------------------
 

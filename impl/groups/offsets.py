@@ -23,8 +23,11 @@ each group's offsets (split into records of at most MAX_RECORD_BYTES),
 atomically (temporary file, fsync, rename, fsync dir).
 
 Offsets do not expire (Kafka's offsets.retention.minutes is not served).
-The individual-commit work stores its committed ranges beside these, keyed
-the same way (group, topic, partition).
+This log is also individual commit's primary offsets log (impl/ic/logs.py,
+spec/ic.md IC-4): an individually committed partition's stable offset is its
+committed offset minus one, written as a `commit_record` to `log` and
+`applied` once the commit's IC log records are written too; one store, so a
+plain OffsetFetch and the IC stable offset always agree.
 """
 
 from __future__ import annotations
@@ -35,7 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
-
 from kipcheck.impl.storage import Storage
 from kipcheck.impl.storage.durable_log import DurableLog
 
@@ -74,6 +76,10 @@ class OffsetStore:
             self._apply(msgspec.json.decode(payload))
         self.truncated_bytes = self._log.truncated_bytes
 
+    @property
+    def log(self) -> DurableLog:
+        return self._log
+
     def close(self) -> None:
         self._log.close()
 
@@ -92,7 +98,7 @@ class OffsetStore:
     def commit(self, group_id: str, offsets: dict[Key, CommittedOffset]) -> None:
         """Store every offset or none (StorageError, RecordTooLarge)."""
         if offsets:
-            self._store({"group": group_id, "commit": _rows(offsets)})
+            self._store(commit_record(group_id, offsets))
 
     def delete(self, group_id: str, keys: list[Key]) -> None:
         """Forget these partitions' offsets, or nothing (StorageError)."""
@@ -108,6 +114,10 @@ class OffsetStore:
             self._log.append(payload)
         except OSError as error:
             raise StorageError(str(error)) from error
+        self.applied(record)
+
+    def applied(self, record: dict) -> None:
+        """A record now durable in `log` takes effect (individual commit appends its own, logs.py)."""
         self._apply(record)
         if self._log.size_bytes() > self._compact_bytes:
             self._compact()
@@ -129,6 +139,10 @@ class OffsetStore:
             self._log.rewrite(payloads)
         except OSError as error:  # the commit is stored; the long log stays correct and is compacted later
             log.warning("compacting %s failed: %s", LOG_NAME, error)
+
+
+def commit_record(group_id: str, offsets: dict[Key, CommittedOffset]) -> dict:
+    return {"group": group_id, "commit": _rows(offsets)}
 
 
 def _rows(offsets: dict[Key, CommittedOffset]) -> list[list]:

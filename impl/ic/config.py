@@ -66,6 +66,10 @@ class IcConfig:
         return {"max_ranges": self.max_ranges, "accept_individual_commit": self.accept_individual_commit}
 
 
+def known_names() -> list[str]:
+    return sorted(_PROPERTIES)
+
+
 def parse_boolean(name: str, raw: str | int | bool) -> bool:
     """A true/false setting given as a string or a bool; ValueError naming the setting otherwise."""
     if type(raw) is bool:

@@ -3,10 +3,13 @@
 The real counterpart of model/ic.py, as a library the broker's OffsetCommit and
 OffsetFetch will call (spec/ic.md):
 
-    coordinator = IcCoordinator(data_dir, IcConfig(), fsync=True, trace_dir=None, on_cap_reached=None)
+    coordinator = IcCoordinator(data_dir, IcConfig(), fsync=True, trace_dir=None, on_cap_reached=None,
+                                offsets=None, storage=None)   # the groups' OffsetStore (logs.py); impl/storage
     answer = coordinator.commit("g", "orders", 0, [(45, 47), (50, 50)], member="m1", now_ms=0)
     answer.error, answer.stable_offset            # OffsetCommitResponse ErrorCode, LastStableOffset
     coordinator.fetch("g", "orders", 0)           # (stable_offset, [(first, last), ...]): CommittedRangeOffsets
+    coordinator.individually_committed(("g", "orders", 0))   # True once an IC commit was accepted (IC-19)
+    coordinator.plain_commit("g", "orders", 0, 48)           # a plain OffsetCommit of such a partition (IC-19)
     coordinator.compact(); coordinator.close()
 
 Answers, in the order they are decided: INDIVIDUAL_COMMIT_NOT_ALLOWED when
@@ -35,12 +38,15 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from kipcheck.impl.groups.offsets import OffsetStore
 from kipcheck.impl.ic.config import IcConfig
 from kipcheck.impl.ic.logs import IcLogs, StorageError
 from kipcheck.impl.ic.ranges import Range, RangeSet
 from kipcheck.impl.ic.state import PartitionIc, Plan
 from kipcheck.impl.ic.tracing import IcTraces
-from kipcheck.model.ic import INVALID_REQUEST, MAX_REACHED, NONE, NOT_ALLOWED, NOT_COORDINATOR, OFFSET_MAX, TOO_OLD
+from kipcheck.impl.storage import Storage
+from kipcheck.model.ic import (INVALID_REQUEST, MAX_REACHED, NONE, NOT_ALLOWED, NOT_COORDINATOR, OFFSET_MAX, TOO_OLD,
+                               plain_commit)
 
 log = logging.getLogger("kipcheck.ic")
 Key = tuple[str, str, int]
@@ -67,15 +73,16 @@ class CapReached:
 class IcCoordinator:
     def __init__(self, data_dir: str | os.PathLike, config: IcConfig | None = None, *, fsync: bool = True,
                  trace_dir: str | os.PathLike | None = None, on_cap_reached: Callable[[CapReached], None] | None = None,
-                 range_set: Callable[[], RangeSet] = RangeSet, now_ms: int = 0) -> None:
+                 range_set: Callable[[], RangeSet] = RangeSet, now_ms: int = 0,
+                 offsets: OffsetStore | None = None, storage: Storage | None = None) -> None:
         self.config = config or IcConfig()
         self._range_set = range_set
         self._on_cap_reached = on_cap_reached
-        self._logs = IcLogs(data_dir, fsync=fsync)
+        self._logs = IcLogs(data_dir, fsync=fsync, offsets=offsets, storage=storage)
         self._compaction_retry_bytes = 0
         self._states = {key: PartitionIc(stable_offset, ranges)
                         for key, (stable_offset, ranges) in self._logs.replay(range_set).items()}
-        self._traces = IcTraces(trace_dir, self.config) if trace_dir is not None else None
+        self._traces = IcTraces(trace_dir, self.config, storage) if trace_dir is not None else None
         if self._traces is not None:
             for key in self._traces.traced_keys():
                 state = self._state(key)
@@ -85,11 +92,15 @@ class IcCoordinator:
                member: str = "", now_ms: int = 0) -> CommitAnswer:
         key, request = (group, topic, partition), [tuple(pair) for pair in ranges]
         state = self._state(key)
+        if self._traces is not None and _traceable(request) and not self._traces.traced(key) \
+                and state.stable_offset >= 0:
+            # Plain commits came first: the trace starts from the primary log's state (IC-19).
+            self._traces.replay(key, now_ms, state.stable_offset, state.ranges)
         plan = None
         error = self._refusal(request, state)
         if error is None:
             plan = state.plan(request)
-            error = MAX_REACHED if plan.ranges_after > self.config.max_ranges else self._write(key, plan)
+            error = MAX_REACHED if plan.ranges_after > self.config.max_ranges else self._write(key, plan, now_ms)
         if error == NONE:
             state.apply(plan)
             self._states.setdefault(key, state)
@@ -101,6 +112,23 @@ class IcCoordinator:
             self._on_cap_reached(CapReached(group, topic, partition, len(state.ranges), self.config.max_ranges,
                                             state.stable_offset))
         return CommitAnswer(error, state.stable_offset)
+
+    def individually_committed(self, key: Key) -> bool:
+        """IC-19: the partition took an individual commit; its plain commits go through plain_commit."""
+        return key in self._states
+
+    def plain_commit(self, group: str, topic: str, partition: int, next_offset: int, member: str = "",
+                     now_ms: int = 0) -> CommitAnswer:
+        """IC-19: a plain OffsetCommit of `next_offset` on an individually committed partition.
+
+        It is the individual commit of every offset below `next_offset`: the stable offset moves forward
+        only, and a rewind below it is INDIVIDUAL_COMMIT_TOO_OLD (IC-5). Committing the current position
+        again (auto-commit does it every interval) is answered NONE and changes nothing, as in Kafka."""
+        stable_offset = self._state((group, topic, partition)).stable_offset
+        ranges = plain_commit(stable_offset, next_offset)
+        if ranges is None:
+            return CommitAnswer(NONE, stable_offset)
+        return self.commit(group, topic, partition, ranges, member, now_ms)
 
     def fetch(self, group: str, topic: str, partition: int, member: str = "", now_ms: int = 0) -> tuple[int, list[Range]]:
         """IC-9: the stable offset and the held ranges (CommittedRangeOffsets)."""
@@ -129,7 +157,7 @@ class IcCoordinator:
     def _state(self, key: Key) -> PartitionIc:
         """The key's state; a new one is kept only once a commit applies (refused requests hold no memory)."""
         state = self._states.get(key)
-        return state if state is not None else PartitionIc(ranges=self._range_set())
+        return state if state is not None else PartitionIc(self._logs.stable_offset(key), self._range_set())
 
     def _refusal(self, request: list[tuple], state: PartitionIc) -> str | None:
         if not self.config.accept_individual_commit:
@@ -141,11 +169,11 @@ class IcCoordinator:
             return TOO_OLD                                                           # IC-5
         return None
 
-    def _write(self, key: Key, plan: Plan) -> str:
+    def _write(self, key: Key, plan: Plan, now_ms: int) -> str:
         if not plan.changes:
             return NONE
         try:
-            self._logs.write(key, plan)
+            self._logs.write(key, plan, now_ms)
         except StorageError as error:
             log.warning("individual commit of %s not written: %s", key, error)
             return NOT_COORDINATOR                                                   # IC-13

@@ -1,18 +1,22 @@
 """IcLogs: the two logs of individual commit on disk, written in an order no crash can hurt, and replayed.
 
-    logs = IcLogs(data_dir, fsync=True)
+    logs = IcLogs(data_dir, fsync=True, offsets=None, storage=None)   # offsets: the groups' OffsetStore
     states = logs.replay(range_set)   # {(group, topic, partition): (stable_offset, ranges)}
-    logs.write(key, plan)             # durable before it returns; StorageError: files as before
+    logs.stable_offset(key)           # a partition's stable offset in the primary log (-1: none)
+    logs.write(key, plan, now_ms)     # durable before it returns; StorageError: files as before
     logs.rewrite(states)              # compaction of both logs (atomic per file)
 
 Files (DurableLog: length + CRC-32C framed JSON records, torn tail cut at open):
-- `primary-offsets.log`, the seed's primary offsets log: `{group, topic, partition, stable_offset}`.
-  At wiring time this is the group coordinator's offsets log, holding `stable_offset + 1` as the
-  partition's committed offset (IC-1).
+- the seed's primary offsets log is the consumer groups' committed offsets (impl/groups/offsets.py
+  OffsetStore, `offsets.log`): a partition's committed offset is `stable_offset + 1` (IC-1), so a
+  plain OffsetFetch and the IC stable offset are one record. Without `offsets` (the library alone)
+  IcLogs opens an OffsetStore of its own in `data_dir`.
 - `_individual_commit_offsets.log`, the seed's IC log: `{group, topic, partition, put: [[first,
   last], ...], tombstone: [[first, last], ...]}`. Each pair is one record keyed by the range itself
   (IC-4); a log entry batches one commit's records of one partition, split so that no entry passes
-  MAX_RECORD_BYTES (Kafka's message.max.bytes for the offsets topic, 1048588).
+  MAX_RECORD_BYTES (Kafka's message.max.bytes for the offsets topic, 1048588). A partition's first
+  commit writes an entry even when it has no range to put, and compaction keeps one per partition:
+  the IC log names the partitions that are individually committed (IC-19).
 
 Write order (IC-4): the primary record first, then the IC entries (puts, then tombstones), each
 file fsynced before the next is written. A crash after any prefix replays to the state before the
@@ -23,7 +27,7 @@ held ranges (replay trims them). A write that fails is undone: the files are cut
 before the commit and StorageError raised. If even the cut fails, every later write first retries it
 and fails until it succeeds.
 
-Replay: the stable offset is the last primary record; the live IC keys are the puts not tombstoned,
+Replay: the partitions are those the IC log names; the stable offset is the primary log's; the live IC keys are the puts not tombstoned,
 kept as {first: last} (a later put with the same first always contains the earlier, so the union is
 kept with one int per range); then trimmed to above the stable offset and merged (IC-12).
 """
@@ -36,11 +40,12 @@ from typing import Callable
 
 import msgspec
 
+from kipcheck.impl.groups.offsets import CommittedOffset, OffsetStore, commit_record
 from kipcheck.impl.ic.ranges import Range, RangeSet
 from kipcheck.impl.ic.state import Plan
+from kipcheck.impl.storage import Storage
 from kipcheck.impl.storage.durable_log import DurableLog
 
-PRIMARY_LOG_NAME = "primary-offsets.log"
 IC_LOG_NAME = "_individual_commit_offsets.log"
 MAX_RECORD_BYTES = 1048588
 # A range as JSON is at most 41 bytes ("[9223372036854775807,9223372036854775807],").
@@ -53,34 +58,48 @@ class StorageError(Exception):
 
 
 class IcLogs:
-    def __init__(self, data_dir: str | os.PathLike, fsync: bool = True) -> None:
-        self.primary = DurableLog(Path(data_dir) / PRIMARY_LOG_NAME, fsync=fsync)
-        self.ic = DurableLog(Path(data_dir) / IC_LOG_NAME, fsync=fsync)
+    def __init__(self, data_dir: str | os.PathLike, fsync: bool = True, offsets: OffsetStore | None = None,
+                 storage: Storage | None = None) -> None:
+        self._own_offsets = offsets is None
+        self.offsets = offsets if offsets is not None else OffsetStore(data_dir, fsync=fsync, storage=storage)
+        self.primary = self.offsets.log
+        self.ic = DurableLog(Path(data_dir) / IC_LOG_NAME, fsync=fsync, storage=storage)
         self.ic_records = 0            # put and tombstone records in the IC log (compaction's dirt measure)
+        self.keys: set[Key] = set()    # the partitions the IC log names (IC-19)
         self._undo: list[tuple[DurableLog, int]] = []
 
     def close(self) -> None:
-        self.primary.close()
+        if self._own_offsets:
+            self.offsets.close()
         self.ic.close()
+
+    def stable_offset(self, key: Key) -> int:
+        group, topic, partition = key
+        committed = self.offsets.fetch(group, topic, partition)
+        return committed.offset - 1 if committed is not None else -1
 
     def sizes_bytes(self) -> tuple[int, int]:
         return self.primary.size_bytes(), self.ic.size_bytes()
 
-    def write(self, key: Key, plan: Plan) -> None:
+    def write(self, key: Key, plan: Plan, now_ms: int = 0) -> None:
         """Append the plan's records, primary first (IC-4); StorageError leaves both files as before."""
         self._finish_undo()
         group, topic, partition = key
         marks = [(self.primary, self.primary.size_bytes()), (self.ic, self.ic.size_bytes())]
+        primary = commit_record(group, {(topic, partition): CommittedOffset(plan.stable_offset + 1, -1, "", now_ms)}) \
+            if plan.folded is not None else None
         try:
-            if plan.folded is not None:
-                self.primary.append(msgspec.json.encode(
-                    {"group": group, "topic": topic, "partition": partition, "stable_offset": plan.stable_offset}))
-            if plan.puts or plan.tombstones:
+            if primary is not None:
+                self.primary.append(msgspec.json.encode(primary))
+            if plan.puts or plan.tombstones or key not in self.keys:
                 self.ic.append_many(_entries(key, plan.puts, plan.tombstones))
         except OSError as error:
             self._undo = marks
             self._finish_undo()
             raise StorageError(str(error)) from error
+        if primary is not None:
+            self.offsets.applied(primary)
+        self.keys.add(key)
         self.ic_records += len(plan.puts) + len(plan.tombstones)
 
     def _finish_undo(self) -> None:
@@ -94,10 +113,6 @@ class IcLogs:
             self._undo.pop()
 
     def replay(self, range_set: Callable[[], RangeSet]) -> dict[Key, tuple[int, RangeSet]]:
-        stable: dict[Key, int] = {}
-        for payload in self.primary.replay():
-            record = msgspec.json.decode(payload)
-            stable[record["group"], record["topic"], record["partition"]] = record["stable_offset"]
         live: dict[Key, dict[int, int]] = {}
         for payload in self.ic.replay():
             record = msgspec.json.decode(payload)
@@ -108,27 +123,27 @@ class IcLogs:
                 if ranges.get(first) == last:
                     del ranges[first]
             self.ic_records += len(record.get("put", ())) + len(record.get("tombstone", ()))
-        return {key: _normal(stable.get(key, -1), sorted(live.get(key, {}).items()), range_set())
-                for key in sorted(set(stable) | set(live))}
+        self.keys = set(live)
+        return {key: _normal(self.stable_offset(key), sorted(ranges.items()), range_set())
+                for key, ranges in sorted(live.items())}
 
     def rewrite(self, states: dict[Key, tuple[int, RangeSet]]) -> None:
-        """Compaction: each file rewritten atomically with the live state only (puts, no tombstones)."""
+        """Compaction of the IC log (atomic): one put per held range, an entry for every partition.
+
+        The primary log is the OffsetStore's, which compacts itself."""
         self._finish_undo()
-        self.primary.rewrite(msgspec.json.encode({"group": group, "topic": topic, "partition": partition,
-                                                  "stable_offset": stable_offset})
-                             for (group, topic, partition), (stable_offset, _) in states.items() if stable_offset >= 0)
         self.ic.rewrite(entry for key, (_, ranges) in states.items() for entry in _entries(key, list(ranges), []))
         self.ic_records = sum(len(ranges) for _, ranges in states.values())
 
 
 def _entries(key: Key, puts: list[Range], tombstones: list[Range]) -> list[bytes]:
-    """The IC log entries of one commit: puts then tombstones, each entry at most MAX_RECORD_BYTES."""
+    """The IC log entries of one commit: puts then tombstones, each entry at most MAX_RECORD_BYTES; at least one."""
     group, topic, partition = key
     envelope = {"group": group, "topic": topic, "partition": partition}
     per_entry = max(1, (MAX_RECORD_BYTES - len(msgspec.json.encode(envelope)) - 32) // _RANGE_JSON_BYTES_MAX)
     records = [("put", pair) for pair in puts] + [("tombstone", pair) for pair in tombstones]
     entries = []
-    for start in range(0, len(records), per_entry):
+    for start in range(0, max(1, len(records)), per_entry):
         entry: dict = dict(envelope)
         for kind, pair in records[start:start + per_entry]:
             entry.setdefault(kind, []).append(pair)

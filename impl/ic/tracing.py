@@ -44,6 +44,9 @@ class IcTraces:
             keys.append((group, topic, int(partition)))
         return sorted(keys)
 
+    def traced(self, key: Key) -> bool:
+        return key in self._traces or self._path(key).exists()
+
     def commit(self, key: Key, at_ms: int, member: str, ranges: list[Range], error: str, stable_offset: int,
                held: RangeSet, appends: list[dict]) -> None:
         observed = {"error": error, "stable_offset": stable_offset, **_ranges(held), "appends": appends}
@@ -67,10 +70,12 @@ class IcTraces:
     def _trace(self, key: Key) -> Trace:
         trace = self._traces.get(key)
         if trace is None:
-            group, topic, partition = key
-            name = urllib.parse.quote(f"{group}:{topic}:{partition}", safe="")
-            trace = self._traces[key] = Trace(self.directory / f"ic.{name}.jsonl", self._header, self._storage)
+            trace = self._traces[key] = Trace(self._path(key), self._header, self._storage)
         return trace
+
+    def _path(self, key: Key) -> Path:
+        group, topic, partition = key
+        return self.directory / f"ic.{urllib.parse.quote(f'{group}:{topic}:{partition}', safe='')}.jsonl"
 
 
 def _ranges(held: RangeSet) -> dict:

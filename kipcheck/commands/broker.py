@@ -36,6 +36,12 @@ log.segment.bytes (1073741824),
 log.flush.interval.messages, log.flush.interval.ms (1000), node.id (0),
 advertised.listeners (PLAINTEXT://HOST:PORT; default the address listened on).
 
+Individual commit and key-range fetch (seed 000's names; spec/ic.md, spec/key-range-assign.md):
+accept.individual.commit (true), individual.commit.max.ranges (1000000: ranges held per
+group and partition, MAX_INDIVIDUAL_COMMIT_REACHED past it), individual.commit.log.segment.bytes
+(10485760), max.bytes.key.range.cache (209715200), max.bytes.fetcher.filtering (104857600).
+The topic config accept.range.fetch (false) is set by CreateTopics or IncrementalAlterConfigs.
+
 Limits on what clients can make the broker hold (Kafka's names where Kafka
 has the setting):
   socket.request.max.bytes (104857600)  largest request frame; a larger one

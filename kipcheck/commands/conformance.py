@@ -25,9 +25,10 @@ confluent-kafka ones, as members join, leave and are fenced while they delay a
 revoke), Kafka 4.2's share-group additions through kio's ShareFetch and
 ShareAcknowledge v2 (RENEW, record_limit, throttled redelivery,
 acknowledgements around SPSO, a group emptied by its last connection), and
-every trace the broker and the KIP-983 consumers wrote is judged. A scenario
-passes when the clients saw what the protocol promises and every trace is
-allowed.
+individual commit (kio consumers sharing one partition by key range, handing
+a range over, the broker killed -9 between range commits); every trace the
+broker and the kio consumers wrote is judged. A scenario passes when the
+clients saw what the protocol promises and every trace is allowed.
 
 exit status: 0 every check behaved as expected, 1 otherwise."""
 

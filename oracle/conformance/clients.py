@@ -26,9 +26,10 @@ class Delivered:
     delivery_count: int
 
 
-def create_topic(bootstrap: str, name: str, partitions: int, timeout_s: float = 30) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int, timeout_s: float = 30,
+                 configs: dict[str, str] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout_s)
+    admin.create_topics([NewTopic(name, partitions, 1, config=configs or {})])[name].result(timeout_s)
 
 
 def produce(bootstrap: str, topic: str, records: list[tuple[int, bytes, bytes]], timeout_s: float = 60,

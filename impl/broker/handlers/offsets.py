@@ -8,6 +8,15 @@ per partition (OffsetCommit has no top-level error). OffsetFetch v8+ asks for
 several groups at once; before v8 it asks for one and, before v2, reports a
 group error on every partition. A partition without a committed offset
 answers offset -1 and metadata "" (Kafka's INVALID_OFFSET).
+
+Individual commit (spec/ic.md, impl/ic/wire.py for the fields): a partition
+carrying OffsetRanges goes, once the group has validated the member as for any
+commit, to the IC coordinator, and answers its error and LastStableOffset; a
+plain commit of a partition that is individually committed is the IC commit
+of every offset below it (IC-19). OffsetFetch answers an individually
+committed partition's held ranges in CommittedRangeOffsets; its committed
+offset is the stable offset + 1, from the same store. OffsetDelete of an
+individually committed partition answers INVALID_REQUEST for it (IC-19).
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from kipcheck.impl.broker.codec import reply
 from kipcheck.impl.broker.metadata import topic_id_of
 from kipcheck.impl.groups.coordinator import OffsetCommit
 from kipcheck.impl.groups.offsets import CommittedOffset
+from kipcheck.impl.ic.wire import flat, pairs
 
 NO_OFFSET = -1
 
@@ -28,6 +38,8 @@ def handlers(broker) -> dict:
         body, at_ms = request.body, now_ms()
         errors: dict[tuple[str, int], str] = {}
         offsets: dict[tuple[str, int], CommittedOffset] = {}
+        individual: dict[tuple[str, int], list | int] = {}  # ranges, or a plain offset over IC state (IC-19)
+        stable: dict[tuple[str, int], int] = {}
         rows = []  # (topic entry fields, partition, key) in request order
         for topic in body.topics:
             name, fields, known = _topic_name(broker, topic)
@@ -38,15 +50,22 @@ def handlers(broker) -> dict:
                     errors[key] = "UNKNOWN_TOPIC_ID" if name is None else "UNKNOWN_TOPIC_OR_PARTITION"
                 elif not 0 <= part.partition_index < broker.topics.get(name).partitions:
                     errors[key] = "UNKNOWN_TOPIC_OR_PARTITION"
+                elif getattr(part, "offset_ranges", ()):
+                    individual[key] = part.offset_ranges
+                elif broker.ic.individually_committed((body.group_id, *key)):
+                    individual[key] = part.committed_offset
                 else:
                     offsets[key] = CommittedOffset(part.committed_offset, getattr(part, "committed_leader_epoch", -1),
                                                    part.committed_metadata or "", at_ms)
+        if individual:
+            _commit_individually(broker, body, request.api_version, individual, errors, stable, at_ms)
         if offsets:
             errors.update(coordinator.commit(OffsetCommit(
                 body.group_id, body.member_id, getattr(body, "group_instance_id", None),
                 body.generation_id_or_member_epoch, request.api_version, offsets), at_ms))
         return reply(request, throttle_time=0, topics=_by_topic(
-            rows, lambda partition, key: {"partition_index": partition, "error_code": errors[key]}))
+            rows, lambda partition, key: {"partition_index": partition, "error_code": errors[key],
+                                          "last_stable_offset": stable.get(key, -1)}))
 
     async def offset_fetch(connection, request):
         body = request.body
@@ -61,7 +80,11 @@ def handlers(broker) -> dict:
     async def offset_delete(connection, request):
         body = request.body
         keys = [(topic.name, part.partition_index) for topic in body.topics for part in topic.partitions]
-        error, errors = coordinator.delete_offsets(body.group_id, keys) if body.group_id else ("INVALID_GROUP_ID", {})
+        # IC-19: an individually committed partition's offset is its IC state's; deleting it is not served.
+        individual = {key: "INVALID_REQUEST" for key in keys if broker.ic.individually_committed((body.group_id, *key))}
+        error, errors = coordinator.delete_offsets(body.group_id, [key for key in keys if key not in individual]) \
+            if body.group_id else ("INVALID_GROUP_ID", {})
+        errors = {**errors, **individual}
         if error != "NONE":
             return reply(request, throttle_time=0, error_code=error, topics=[])
         topics: dict[str, list[dict]] = {}
@@ -71,6 +94,28 @@ def handlers(broker) -> dict:
                      topics=[{"name": name, "partitions": parts} for name, parts in topics.items()])
 
     return {8: (2, 10, offset_commit), 9: (1, 10, offset_fetch), 47: (0, 0, offset_delete)}
+
+
+def _commit_individually(broker, body, version: int, individual: dict, errors: dict, stable: dict,
+                         at_ms: int) -> None:
+    """The IC partitions of an OffsetCommit: the group validates the member, then the IC coordinator answers."""
+    error = broker.consumer_groups.validate_commit(OffsetCommit(
+        body.group_id, body.member_id, getattr(body, "group_instance_id", None), body.generation_id_or_member_epoch,
+        version, {}), at_ms)
+    for (topic, partition), ranges_or_offset in individual.items():
+        if error != "NONE":
+            errors[topic, partition] = error
+            continue
+        if type(ranges_or_offset) is int:
+            answer = broker.ic.plain_commit(body.group_id, topic, partition, ranges_or_offset, body.member_id, at_ms)
+        else:
+            try:
+                ranges = pairs(ranges_or_offset)
+            except ValueError:
+                errors[topic, partition] = "INVALID_REQUEST"
+                continue
+            answer = broker.ic.commit(body.group_id, topic, partition, ranges, body.member_id, at_ms)
+        errors[topic, partition], stable[topic, partition] = answer.error, answer.stable_offset
 
 
 def _topic_name(broker, topic) -> tuple[str | None, dict, bool]:
@@ -112,7 +157,9 @@ def _fetched_group(broker, group_id: str, member_id: str | None, member_epoch: i
 
     def partition_fields(partition: int, key) -> dict:
         committed = offsets.get(key)
-        return {"partition_index": partition,
+        held = broker.ic.fetch(group_id, *key, member=member_id or "", now_ms=now_ms())[1] \
+            if key is not None and broker.ic.individually_committed((group_id, *key)) else []
+        return {"partition_index": partition, "committed_range_offsets": flat(held),
                 "error_code": "UNKNOWN_TOPIC_ID" if key is None else partition_error,
                 "committed_offset": committed.offset if committed else NO_OFFSET,
                 "committed_leader_epoch": committed.leader_epoch if committed else -1,

@@ -10,6 +10,13 @@ advertised at v4 or more in any case: librdkafka only enables the record
 format v2 feature, which ShareFetch needs, when Produce >= 3 and Fetch >= 4
 are advertised. Fetch sessions (KIP-227) are not kept: every fetch is full
 and answers session id 0, which clients accept.
+
+A Fetch v12 partition carrying KeyRanges (impl/ic/wire.py) gets only the
+records whose key hash lies in them (KR-10: impl/ic/filtering.py, with the
+broker's bounded KeyRangeCache, `max.bytes.key.range.cache`), if the topic's
+`accept.range.fetch` is true, else TOPIC_RANGE_FETCH_NOT_ALLOWED (KR-11); a
+batch that cannot be decoded answers CORRUPT_MESSAGE. `min_bytes` counts the
+bytes sent, after filtering.
 """
 
 from __future__ import annotations
@@ -21,7 +28,11 @@ from kipcheck.impl.broker.clock import now_ms
 from kipcheck.impl.broker.codec import reply
 from kipcheck.impl.broker.log import InvalidBatch, SequenceError
 from kipcheck.impl.broker.server import NO_RESPONSE
+from kipcheck.impl.ic.compression import BatchDecodeError
+from kipcheck.impl.ic.filtering import filter_batches
+from kipcheck.impl.ic.wire import pairs
 from kipcheck.impl.storage import StorageError
+from kipcheck.model.key_hash import NONE, range_fetch_error
 
 LATEST_TIMESTAMP, EARLIEST_TIMESTAMP = -1, -2
 
@@ -102,14 +113,34 @@ def _read(broker, body) -> tuple[list[dict], int]:
             if not partition_log.start_offset <= part.fetch_offset <= end:
                 partitions.append(_fetch_result(part.partition, "OFFSET_OUT_OF_RANGE", end, partition_log.start_offset))
                 continue
+            key_ranges = getattr(part, "key_ranges", ())
+            error = _key_ranges_error(broker, topic.topic, key_ranges)
             data = b""
-            if part.fetch_offset < end and budget > 0:
+            if error == NONE and part.fetch_offset < end and budget > 0:
                 data = partition_log.read(part.fetch_offset, min(part.partition_max_bytes, budget))
+                if key_ranges:
+                    try:
+                        data = filter_batches(data, pairs(key_ranges), limit_bytes=broker.config.ic.filtering_bytes,
+                                              cache=broker.key_range_cache, cache_key=(topic.topic, part.partition))
+                    except BatchDecodeError as failure:
+                        log.warning("fetch of %s-%d: %s", topic.topic, part.partition, failure)
+                        error, data = "CORRUPT_MESSAGE", b""
                 budget -= len(data)
                 total += len(data)
-            partitions.append(_fetch_result(part.partition, "NONE", end, partition_log.start_offset, data))
+            partitions.append(_fetch_result(part.partition, error, end, partition_log.start_offset, data))
         topics.append({"topic": topic.topic, "partitions": partitions})
     return topics, total
+
+
+def _key_ranges_error(broker, topic: str, key_ranges) -> str:
+    """KR-11 at the broker: the topic's accept.range.fetch; INVALID_REQUEST for ill-formed ranges."""
+    if not key_ranges:
+        return NONE
+    try:
+        ranges = pairs(key_ranges)
+    except ValueError:
+        return "INVALID_REQUEST"
+    return range_fetch_error(ranges, broker.topics.get(topic).accept_range_fetch, True)
 
 
 def _fetch_result(index: int, error: str, high_watermark: int, start: int = -1, records: bytes = b"") -> dict:

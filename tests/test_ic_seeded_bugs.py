@@ -1,0 +1,98 @@
+"""Seeded bugs in individual commit and key-range sharing must fail the oracle on a live broker.
+
+Run as a script, this module is a `kipcheck broker` launcher that first installs the seeded bug named by its
+first argument, in this test-only process (the production path is untouched):
+- `forgetful-compaction`: every commit compacts the IC log, and the rewrite leaves out the highest held range
+  of each partition; the `replay` after a kill -9 is judged (IC-12);
+- `skipping-stable-offset`: the stable offset also advances over a one-offset gap (IC-3): an uncommitted
+  record counts as committed.
+The third seeded bug is an assignment with an overlap: two sharers own one hash value (IC-15), judged in the
+consumers' ic trace; the shares are given in this process.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from kipcheck.oracle.conformance import ic_scenarios
+from kipcheck.oracle.conformance.ic_scenarios import IC_SCENARIOS
+
+pytestmark = pytest.mark.slow
+
+
+def install_seeded_bug(name: str) -> None:
+    from kipcheck.impl.ic import logs, state
+    from kipcheck.impl.ic.coordinator import IcCoordinator
+
+    if name == "forgetful-compaction":
+        rewrite = logs.IcLogs.rewrite
+
+        def forgetful_rewrite(self, states):
+            forgotten = {}
+            for key, (stable_offset, ranges) in states.items():
+                kept = type(ranges)()
+                for first, last in list(ranges)[:-1]:
+                    kept.append(first, last)
+                forgotten[key] = (stable_offset, kept)
+            rewrite(self, forgotten)
+
+        logs.IcLogs.rewrite = forgetful_rewrite
+        IcCoordinator._maybe_compact = IcCoordinator.compact
+    elif name == "skipping-stable-offset":
+        plan = state.PartitionIc.plan
+
+        def skipping_plan(self, request):
+            planned = plan(self, request)
+            lowest = planned.spans[0] if planned.spans else None
+            if planned.folded is None and lowest is not None and lowest.first == self.stable_offset + 2:
+                return state.Plan(lowest.last, planned.puts[1:], planned.tombstones, planned.spans, lowest,
+                                  planned.ranges_after - 1)
+            return planned
+
+        state.PartitionIc.plan = skipping_plan
+    else:
+        raise SystemExit(f"unknown seeded bug {name!r}")
+
+
+def launcher(bug: str) -> tuple[str, ...]:
+    return sys.executable, __file__, bug, "broker"
+
+
+def ic_violations(result) -> list:
+    return [verdict for verdict in result.violations() if verdict.machine == "ic"]
+
+
+def test_a_compaction_that_forgets_a_range_is_caught(tmp_path):
+    result = IC_SCENARIOS["ic-broker-killed"](tmp_path / "bug", launcher=launcher("forgetful-compaction"))
+    caught = ic_violations(result)
+    assert caught and any(verdict.clause == "IC-12" for verdict in caught), result.summary()
+    assert not result.ok
+
+
+def test_a_stable_offset_skipping_an_uncommitted_record_is_caught(tmp_path):
+    result = IC_SCENARIOS["ic-key-range-sharing"](tmp_path / "bug", launcher=launcher("skipping-stable-offset"))
+    caught = ic_violations(result)
+    assert caught and any(verdict.clause == "IC-3" for verdict in caught), result.summary()
+    assert not result.ok
+
+
+def test_an_assignment_with_an_overlap_is_caught(tmp_path, monkeypatch):
+    def overlapping(count: int) -> list[tuple[int, int]]:
+        shares = ic_scenarios_split(count)
+        return [(low, min(high + 2**40, 2**63 - 1)) for low, high in shares]   # each share reaches into the next
+
+    ic_scenarios_split = ic_scenarios.split
+    monkeypatch.setattr(ic_scenarios, "split", overlapping)
+    result = IC_SCENARIOS["ic-key-range-sharing"](tmp_path / "bug")
+    caught = ic_violations(result)
+    assert caught and any(verdict.clause == "IC-15" for verdict in caught), result.summary()
+    assert not result.ok
+
+
+if __name__ == "__main__":
+    install_seeded_bug(sys.argv.pop(1))
+    from kipcheck.cli import main
+
+    raise SystemExit(main(sys.argv[1:]))
