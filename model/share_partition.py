@@ -44,6 +44,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from kipcheck.model.share_partition_log import LogFacts, kafka_only
 from kipcheck.model.violation import Ruled, Violation
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = "available", "acquired", "acknowledged", "archived"
@@ -99,6 +100,7 @@ class Record:
     lock_deadline_ms: int | None = None
     timed_out_owner: str | None = None  # SP-16: whose lock expired, until the record is acquired again
     loaded: bool = False  # SP-26: as initial_state gave it, not acquired since
+    archived_by: str | None = None  # SP-63, SP-65: the clause that archived it without an acknowledgement
     write_failed: bool = False  # SP-27: an acknowledgement of it failed on storage since it was acquired
 
 
@@ -173,9 +175,11 @@ class SharePartition:
 
     def __init__(self, start_offset: int = 0, delivery_count_limit: int = 5,
                  record_lock_duration_ms: int = 30000, max_inflight_records: int = 2000,
-                 profile: str = "kip", initial_state: Sequence = ()) -> None:
+                 profile: str = "kip", initial_state: Sequence = (),
+                 isolation_level: str = "read_uncommitted") -> None:
         check_config(start_offset, delivery_count_limit, record_lock_duration_ms, max_inflight_records, profile)
         self.profile, self.kafka = profile, profile == "kafka-4.2"
+        self.log = LogFacts(isolation_level, profile)  # SP-61..SP-65: transactions and compaction
         self.delivery_count_limit = delivery_count_limit
         self.record_lock_duration_ms = record_lock_duration_ms
         self.max_inflight_records = max_inflight_records
@@ -239,6 +243,8 @@ class SharePartition:
         record = self._record(offset)
         if record.state == ACQUIRED:
             return "SP-27" if record.write_failed else "SP-4"
+        if record.archived_by is not None:
+            return record.archived_by
         if record.loaded:  # SP-26: still as initial_state gave it
             return "SP-26"
         if record.state == AVAILABLE and record.timed_out_owner is not None:
@@ -265,12 +271,42 @@ class SharePartition:
                     record.timed_out_owner = owner
         self._advance_start()
 
-    def append(self, count: int) -> None:
-        """SP-2: one log batch of `count` records at the log end."""
+    def append(self, count: int, producer: str | None = None) -> None:
+        """SP-2: one log batch of `count` records at the log end (SP-61: in `producer`'s open transaction)."""
         if count < 1:
             raise ValueError(f"an append holds at least one record, not {count}")
+        self.log.append(self._log_end, count, producer)
         self._batch_firsts.append(self._log_end)
         self._log_end += count
+
+    # The log under Kafka 4.2: transactions, the log start offset, compaction (SP-60..SP-65).
+
+    def end_transaction(self, producer: str, result: str) -> None:
+        """SP-61: the producer's transaction ends with a control batch of one record at the log end."""
+        self.log.end_transaction(producer, result)
+        self.append(1)
+
+    def move_log_start(self, at_ms: int, offset: int) -> None:
+        """SP-64: the log start offset moved to `offset`; SPSO jumps to it, the records below leave the window."""
+        check_log_start(self, offset)
+        self.advance(at_ms)
+        if offset <= self._spso:  # Kafka ignores a log start offset at or below SPSO
+            return
+        for below in range(self._spso, min(offset, self._speo)):
+            del self._records[below]
+        self._spso, self._speo = offset, max(self._speo, offset)
+        self._advance_start()
+
+    def compact(self, at_ms: int, first: int, last: int) -> None:
+        """SP-65: compaction removed the whole log batches [first, last]; available records of them are archived."""
+        check_compaction(self, first, last)
+        self.advance(at_ms)
+        self.log.remove(first, last)
+        for offset in range(max(first, self._spso), min(last + 1, self._speo)):
+            record = self._records[offset]
+            if record.state == AVAILABLE:
+                record.state, record.archived_by = ARCHIVED, "SP-65"
+        self._advance_start()
 
     # Acquisition.
 
@@ -282,20 +318,25 @@ class SharePartition:
 
     def acquirable_new_records(self) -> tuple[int, int]:
         """(first, last) of the never-acquired records that may be acquired now; empty when last < first."""
-        last = self._log_end - 1
-        if not self.kafka:  # SP-7: the window may not grow past max_inflight_records
-            last = min(last, self._spso + self.max_inflight_records - 1)
-        elif self._speo - self._spso >= self.max_inflight_records:  # SP-8
-            last = self._speo - 1
-        return self._speo, last
+        return new_records_bounds(self)
 
     def lowest_acquisition(self, max_records: int) -> list[list[int]]:
-        """One allowed answer: the lowest acquirable records (Kafka 4.2: rounded up to whole new batches)."""
+        """One allowed answer: the lowest acquirable records (Kafka 4.2: rounded up to whole new batches,
+        the records of aborted transactions left out, SP-63)."""
+        offsets = self._lowest_offsets(max_records)
+        aborted = {offset for first, last in self.lowest_archived(max_records) for offset in range(first, last + 1)}
+        return [list(run) for run in _runs([offset for offset in offsets if offset not in aborted],
+                                           self._count_after_acquisition)]
+
+    def lowest_archived(self, max_records: int) -> list[list[int]]:
+        """SP-63: the `archived` runs of the lowest acquisition: its new records of aborted transactions."""
+        new = [offset for offset in self._lowest_offsets(max_records) if offset >= self._speo]
+        return [list(run) for run in self.log.aborted_in(new[0], new[-1])] if new else []
+
+    def _lowest_offsets(self, max_records: int) -> list[int]:
         offsets = [offset for first, last in self.acquirable_ranges() for offset in range(first, last + 1)]
         offsets = offsets[:max_records]
-        if self.kafka:
-            offsets = self._round_up_new_records(offsets, max_records)
-        return [list(run) for run in _runs(offsets, self._count_after_acquisition)]
+        return self._round_up_new_records(offsets, max_records) if self.kafka else offsets
 
     def _round_up_new_records(self, offsets: list[int], max_records: int) -> list[int]:
         # SP-6: Kafka completes the log batch holding the last new record.
@@ -303,16 +344,19 @@ class SharePartition:
         room = min(max_records, self.max_inflight_records - (self._speo - self._spso)) - len(reacquired)
         if room <= 0 or len(offsets) == len(reacquired):
             return reacquired
-        _, batch_last = self.log_batch_of(min(self._speo + room, self._log_end) - 1)
-        return reacquired + list(range(self._speo, batch_last + 1))
+        new_first, _ = self.acquirable_new_records()  # SP-65: past batches compaction removed
+        _, batch_last = self.log_batch_of(min(new_first + room, self._log_end) - 1)
+        return reacquired + list(range(new_first, batch_last + 1))
 
     def _count_after_acquisition(self, offset: int) -> int:
         # SP-4: the count goes up by one; a record past SPEO has count 0.
         return self._records[offset].delivery_count + 1 if offset < self._speo else 1
 
-    def check_acquisition(self, max_records: int, records: Sequence[Sequence[int]]) -> None:
-        """Raise Violation unless `records` (runs [first, last, delivery_count]) is an allowed acquisition."""
-        violation = acquisition_violation(self, max_records, records)
+    def check_acquisition(self, max_records: int, records: Sequence[Sequence[int]],
+                          archived: Sequence[Sequence[int]] | None = None) -> None:
+        """Raise Violation unless `records` (runs [first, last, delivery_count]) is an allowed acquisition,
+        with `archived` (runs [first, last]; None: not observed) its records of aborted transactions (SP-63)."""
+        violation = acquisition_violation(self, max_records, records, archived)
         if violation is not None:
             raise violation
 
@@ -322,18 +366,27 @@ class SharePartition:
         following = self._batch_firsts[index + 1] if index + 1 < len(self._batch_firsts) else self._log_end
         return self._batch_firsts[index], following - 1
 
-    def acquire(self, at_ms: int, actor: str, max_records: int, records: Sequence[Sequence[int]]) -> None:
-        """Check the observed acquisition (SP-3: it may be empty), then apply it: the model continues from it."""
+    def acquire(self, at_ms: int, actor: str, max_records: int, records: Sequence[Sequence[int]],
+                archived: Sequence[Sequence[int]] | None = None) -> None:
+        """Check the observed acquisition (SP-3: it may be empty), then apply it: the model continues from it.
+        `archived`: the observed runs [first, last] acquired and archived at once (SP-63); None: not observed."""
         self.advance(at_ms)  # SP-20: locks fire before the op
-        self.check_acquisition(max_records, records)
+        self.check_acquisition(max_records, records, archived)
+        for first, last in archived_runs(self, records, archived):  # SP-63: acquired, archived with count 1
+            self._acquire_run(first, last, 1, actor, None)
+            for offset in range(first, last + 1):
+                self._records[offset] = Record(ARCHIVED, 1, archived_by="SP-63")
         for first, last, count in records:
             self._acquire_run(first, last, count, actor, at_ms + self.record_lock_duration_ms)
+        self._advance_start()
 
-    def _acquire_run(self, first: int, last: int, count: int, actor: str, deadline: int) -> None:
+    def _acquire_run(self, first: int, last: int, count: int, actor: str, deadline: int | None) -> None:
         # SP-24: SPEO becomes the offset after the highest acquired record;
-        # SP-4: records skipped past the old SPEO enter the window available, count 0.
+        # SP-4: records skipped past the old SPEO enter the window available, count 0
+        # (SP-65: archived, count 0, where compaction removed them).
         while self._speo <= last:
-            self._records[self._speo] = Record()
+            removed = self.log.is_removed(self._speo)
+            self._records[self._speo] = Record(ARCHIVED, archived_by="SP-65") if removed else Record()
             self._speo += 1
         # SP-4: acquired, owned by the actor, count incremented, locked until at_ms + duration.
         for offset in range(first, last + 1):
@@ -410,8 +463,46 @@ class SharePartition:
 # state_of, delivery_count_of, owner_of, deciding_clause, log_batch_of and the settings), so the fast
 # acceptor (impl/fastcheck/share_partition.py) explains its refusals with these very words.
 
-def acquisition_violation(partition, max_records: int, records: Sequence[Sequence[int]]) -> Violation | None:
-    """Why `records` (runs [first, last, delivery_count]) is not an allowed acquisition now; None if it is."""
+def new_records_bounds(partition) -> tuple[int, int]:
+    """(first, last) of the never-acquired records that may be acquired now; empty when last < first."""
+    first, last = partition.speo, partition.log_end_offset - 1
+    if not partition.kafka:  # SP-7: the window may not grow past max_inflight_records
+        return first, min(last, partition.spso + partition.max_inflight_records - 1)
+    if partition.speo - partition.spso >= partition.max_inflight_records:  # SP-8
+        return first, first - 1
+    if partition.log.read_committed:  # SP-62: read_committed reads below the last stable offset
+        last = min(last, partition.log.last_stable_offset(partition.log_end_offset) - 1)
+    return partition.log.first_present(first), last  # SP-65: batches compaction removed are skipped
+
+
+def archived_runs(partition, records: Sequence[Sequence[int]],
+                  archived: Sequence[Sequence[int]] | None) -> list[tuple[int, int]]:
+    """SP-63: the runs an allowed acquisition archived at once: as observed, or, when not observed, the
+    records of aborted transactions between SPEO and its last new record."""
+    if archived is not None:
+        return [(first, last) for first, last in archived]
+    last_new = max((last for _, last, _ in records if last >= partition.speo), default=None)
+    return partition.log.aborted_in(partition.speo, last_new) if last_new is not None else []
+
+
+def check_log_start(partition, offset: int) -> None:
+    """SP-64: ValueError unless `offset` can be the partition's log start offset."""
+    kafka_only("log_start", partition.profile)
+    if not 0 <= offset <= partition.log_end_offset:
+        raise ValueError(f"the log start offset {offset} must be in [0, log end {partition.log_end_offset}]")
+
+
+def check_compaction(partition, first: int, last: int) -> None:
+    """SP-65: ValueError unless [first, last] is a range of the log."""
+    kafka_only("compact", partition.profile)
+    if not 0 <= first <= last < partition.log_end_offset:
+        raise ValueError(f"compact [{first}, {last}] must be a range of the log [0, {partition.log_end_offset})")
+
+
+def acquisition_violation(partition, max_records: int, records: Sequence[Sequence[int]],
+                          archived: Sequence[Sequence[int]] | None = None) -> Violation | None:
+    """Why `records` (runs [first, last, delivery_count]) with `archived` (runs [first, last] of aborted
+    transactions, SP-63; None: not observed) is not an allowed acquisition now; None if it is."""
     spso, speo, log_end = partition.spso, partition.speo, partition.log_end_offset
     previous_last, total = spso - 1, 0
     new_runs: list[tuple[int, int]] = []  # the parts of the runs at or past SPEO
@@ -422,19 +513,20 @@ def acquisition_violation(partition, max_records: int, records: Sequence[Sequenc
         if first > last or first <= previous_last:
             return Violation("SP-3", f"ascending, non-overlapping runs after offset {previous_last}",
                              f"run [{first}, {last}]")
-        if last >= log_end:
-            return Violation("SP-3", f"records below the log end {log_end}", f"run [{first}, {last}]")
-        violation = _run_violation(partition, first, last, count)
+        violation = _log_end_violation(partition, first, last) or _run_violation(partition, first, last, count)
         if violation is not None:
             return violation
         if last >= speo:
-            if partition.kafka and new_runs and first != new_runs[-1][1] + 1:  # SP-6: one contiguous run
-                return Violation("SP-6", f"new records contiguous from {new_runs[0][0]}", f"run [{first}, {last}]")
             new_runs.append((max(first, speo), last))
         total += last + 1 - first
         previous_last = last
     if partition.kafka:
-        return _new_batches_violation(partition, max_records, total, new_runs) if new_runs else None
+        violation = _archived_violation(partition, records, archived, new_runs)
+        if violation is not None:
+            return violation
+        reacquired = total - sum(last + 1 - first for first, last in new_runs)
+        new_runs = sorted(new_runs + archived_runs(partition, records, archived))
+        return _new_batches_violation(partition, max_records, reacquired, new_runs) if new_runs else None
     if total > max_records:  # SP-5
         return Violation("SP-5", f"at most {max_records} records", f"{total} records")
     if previous_last >= speo and previous_last + 1 - spso > partition.max_inflight_records:
@@ -476,23 +568,80 @@ def _run_violation(partition, first: int, last: int, count: int) -> Violation | 
     return None
 
 
-def _new_batches_violation(partition, max_records: int, total: int, new_runs: list[tuple[int, int]]) -> Violation | None:
+def _log_end_violation(partition, first: int, last: int) -> Violation | None:
+    """SP-3: records below the log end; SP-62: under read_committed, below the last stable offset."""
+    log_end = partition.log_end_offset
+    stable = partition.log.last_stable_offset(log_end)
+    if partition.log.read_committed and last >= stable:
+        return Violation("SP-62", f"records below the last stable offset {stable} (read_committed)",
+                         f"run [{first}, {last}]")
+    if last >= log_end:
+        return Violation("SP-3", f"records below the log end {log_end}", f"run [{first}, {last}]")
+    return None
+
+
+def _archived_violation(partition, records: Sequence[Sequence[int]], archived: Sequence[Sequence[int]] | None,
+                        new_runs: list[tuple[int, int]]) -> Violation | None:
+    """SP-63: the new records of aborted transactions are archived, never among the acquired records."""
+    for first, last, _ in records:
+        aborted = partition.log.aborted_in(max(first, partition.speo), last)
+        if aborted:
+            return Violation("SP-63", "records of aborted transactions archived, not acquired (read_committed)",
+                             f"records {aborted[0][0]}-{aborted[0][1]} acquired")
+    if archived is None:
+        return None
+    previous_last = partition.speo - 1
+    for first, last in archived:
+        violation = _log_end_violation(partition, first, last)
+        if violation is not None:
+            return violation
+        if first <= previous_last or first > last or partition.log.aborted_in(first, last) != [(first, last)]:
+            return Violation("SP-63", f"archived runs of aborted transactions past SPEO {partition.speo}, ascending",
+                             f"archived [{first}, {last}]")
+        previous_last = last
+    span_last = max([last for _, last in new_runs] + [last for _, last in archived], default=None)
+    if span_last is None:
+        return None
+    expected = partition.log.aborted_in(partition.speo, span_last)
+    if _merged(archived) != _merged(expected):
+        return Violation("SP-63", f"archived {_merged(expected)}: every aborted record acquired is archived",
+                         f"archived {_merged(archived)}")
+    return None
+
+
+def _merged(runs: Sequence[Sequence[int]]) -> list[list[int]]:
+    merged: list[list[int]] = []
+    for first, last in runs:
+        if merged and first == merged[-1][1] + 1:
+            merged[-1][1] = last
+        else:
+            merged.append([first, last])
+    return merged
+
+
+def _new_batches_violation(partition, max_records: int, reacquired: int,
+                           new_runs: list[tuple[int, int]]) -> Violation | None:
     spso, speo = partition.spso, partition.speo
     new_first, new_last = new_runs[0][0], new_runs[-1][1]
     window = speo - spso
     if window >= partition.max_inflight_records:  # SP-8
         return Violation("SP-8", f"no record past SPEO {speo} with {window} records in flight",
                          f"records {new_first}-{new_last}")
-    # SP-6: new records are whole log batches from SPEO, overshooting only to complete a batch.
-    reacquired = total - sum(last + 1 - first for first, last in new_runs)
+    for (_, last), (first, run_last) in zip(new_runs, new_runs[1:]):  # SP-6: one contiguous run
+        if first != last + 1:
+            return Violation("SP-6", f"new records contiguous from {new_first}", f"run [{first}, {run_last}]")
+    # SP-6: new records are whole log batches from SPEO (SP-65: from past the batches compaction
+    # removed), overshooting only to complete a batch.
     room = min(max_records, partition.max_inflight_records - window) - reacquired
-    if new_first != speo:
-        return Violation("SP-6", f"new records starting at SPEO {speo}", f"new records from {new_first}")
+    start, _ = new_records_bounds(partition)
+    if new_first != start:
+        return Violation("SP-6", f"new records starting at {'SPEO ' if start == speo else ''}{start}",
+                         f"new records from {new_first}")
     batch_first, batch_last = partition.log_batch_of(new_last)
     if batch_last != new_last:
         return Violation("SP-6", "new records ending at the end of a log batch", f"new records ending at {new_last}")
-    if room <= 0 or batch_first - speo >= room:
-        return Violation("SP-6", f"whole log batches from {speo}, the last one starting below {speo + max(room, 0)}",
+    if room <= 0 or batch_first - start >= room:
+        return Violation("SP-6", f"whole log batches from {start}, the last one starting below {start + max(room, 0)}",
                          f"records {new_first}-{new_last} (last batch from {batch_first})")
     return None
 

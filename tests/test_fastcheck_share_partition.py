@@ -260,7 +260,7 @@ def test_reference_flag_judges_with_the_model(monkeypatch):
              json.dumps({"step": 2, "at_ms": 0, "actor": "c1", "op": "acquire", "args": {"max_records": 1},
                          "observed": {"records": [[0, 1, 1]]}})]
     assert [verdict[:4] for verdict in verdicts(lines)] == [("violation", 2, "SP-5", None)] * 2
-    monkeypatch.setattr(model.SharePartition, "check_acquisition", lambda self, max_records, records: None)
+    monkeypatch.setattr(model.SharePartition, "check_acquisition", lambda self, max_records, records, archived=None: None)
     assert [verdict[:4] for verdict in verdicts(lines)] == [("violation", 2, "SP-5", None), ("ok", None, None, None)]
 
 
