@@ -187,7 +187,7 @@ class SharePartition:
         self._spso = self._speo = self._log_end = start_offset
         self._records: dict[int, Record] = {}  # offset -> record, for the window [SPSO, SPEO)
         self._batch_firsts: list[int] = []  # SP-2: the first offset of every log batch
-        self._limit_archives = LimitArchives()
+        self.limit_archives = LimitArchives()  # read only to name a clause
         self._load(loaded_runs(initial_state, start_offset))
 
     def _load(self, runs: list[tuple[int, int, str, int]]) -> None:
@@ -237,9 +237,10 @@ class SharePartition:
 
     def deciding_clause(self, offset: int) -> str:
         """SP-25: the clause of the rule that put the record in its present state and count; below SPSO,
-        SP-21 for a record recently archived at the delivery limit, else SP-23 (SPSO passed it: terminal)."""
+        SP-21 for a record recently archived at the delivery limit, SP-64 below the log start offset,
+        else SP-23 (SPSO passed it: terminal)."""
         if offset < self._spso:
-            return "SP-21" if offset in self._limit_archives else "SP-23"
+            return below_start_clause(self, offset)
         record = self._record(offset)
         if record.state == ACQUIRED:
             return "SP-27" if record.write_failed else "SP-4"
@@ -290,6 +291,7 @@ class SharePartition:
         """SP-64: the log start offset moved to `offset`; SPSO jumps to it, the records below leave the window."""
         check_log_start(self, offset)
         self.advance(at_ms)
+        self.log.start_offset = max(self.log.start_offset, offset)
         if offset <= self._spso:  # Kafka ignores a log start offset at or below SPSO
             return
         for below in range(self._spso, min(offset, self._speo)):
@@ -344,8 +346,9 @@ class SharePartition:
         room = min(max_records, self.max_inflight_records - (self._speo - self._spso)) - len(reacquired)
         if room <= 0 or len(offsets) == len(reacquired):
             return reacquired
-        new_first, _ = self.acquirable_new_records()  # SP-65: past batches compaction removed
-        _, batch_last = self.log_batch_of(min(new_first + room, self._log_end) - 1)
+        # SP-65: past batches compaction removed; SP-62: below the last stable offset.
+        new_first, new_last = self.acquirable_new_records()
+        _, batch_last = self.log_batch_of(min(new_first + room - 1, new_last))
         return reacquired + list(range(new_first, batch_last + 1))
 
     def _count_after_acquisition(self, offset: int) -> int:
@@ -441,7 +444,7 @@ class SharePartition:
         record.owner = record.lock_deadline_ms = None
         record.state = ARCHIVED if record.delivery_count >= self.delivery_count_limit else AVAILABLE
         if record.state == ARCHIVED:
-            self._limit_archives.add(offset)
+            self.limit_archives.add(offset)
 
     def leave(self, at_ms: int, actor: str) -> None:
         """SP-22: the actor's session ended; its acquired records are released, counts kept."""
@@ -503,7 +506,7 @@ def acquisition_violation(partition, max_records: int, records: Sequence[Sequenc
                           archived: Sequence[Sequence[int]] | None = None) -> Violation | None:
     """Why `records` (runs [first, last, delivery_count]) with `archived` (runs [first, last] of aborted
     transactions, SP-63; None: not observed) is not an allowed acquisition now; None if it is."""
-    spso, speo, log_end = partition.spso, partition.speo, partition.log_end_offset
+    spso, speo = partition.spso, partition.speo
     previous_last, total = spso - 1, 0
     new_runs: list[tuple[int, int]] = []  # the parts of the runs at or past SPEO
     for first, last, count in records:
@@ -536,10 +539,22 @@ def acquisition_violation(partition, max_records: int, records: Sequence[Sequenc
     return None
 
 
+def below_start_clause(partition, offset: int) -> str:
+    """The clause that put `offset`, below SPSO, out of reach: SP-21 (recently archived at the delivery
+    limit), SP-64 (below the log start offset) or SP-23 (SPSO passed it: terminal)."""
+    if offset in partition.limit_archives:
+        return "SP-21"
+    return "SP-64" if offset < partition.log.start_offset else "SP-23"
+
+
 def _below_start_violation(partition, first: int, last: int, count: int) -> Violation:
     """The first run starts below SPSO, which passes only terminal records (SP-23)."""
-    if partition.deciding_clause(first) == "SP-21":  # the delivery limit, not a mere position, forbids it
+    clause = partition.deciding_clause(first)
+    if clause == "SP-21":  # the delivery limit, not a mere position, forbids it
         return _limit_violation(partition, first, count)
+    if clause == "SP-64":
+        return Violation("SP-64", f"records at or above the log start offset {partition.log.start_offset}",
+                         f"run [{first}, {last}]")
     return Violation("SP-3", f"records at or above SPSO {partition.spso} (record {first} is below it: terminal, "
                              f"or before the start offset)", f"run [{first}, {last}]")
 
@@ -555,8 +570,13 @@ def _run_violation(partition, first: int, last: int, count: int) -> Violation | 
         state = partition.state_of(offset)
         if state == AVAILABLE:
             continue
-        if partition.deciding_clause(offset) == "SP-21":  # the delivery limit, not a mere state, forbids it
+        clause = partition.deciding_clause(offset)
+        if clause == "SP-21":  # the delivery limit, not a mere state, forbids it
             return _limit_violation(partition, offset, count)
+        if clause in ("SP-63", "SP-65"):  # archived without an acknowledgement
+            return Violation(clause, f"available records only (record {offset} is archived: "
+                                     f"{'an aborted transaction' if clause == 'SP-63' else 'compacted away'})",
+                             f"record {offset} acquired")
         holder = f" by {partition.owner_of(offset)}" if state == ACQUIRED else ""
         return Violation("SP-3", f"available records only (record {offset} is {state}{holder})",
                          f"record {offset} acquired")

@@ -11,6 +11,7 @@ removed. Pure: no I/O, no clock.
     log.end_transaction(producer, result)   # before the control record is appended (SP-61)
     log.last_stable_offset(log_end)          # SP-62: read_committed reads below it
     log.aborted_in(first, last)              # SP-63: read_committed: offsets of aborted data batches in a range
+    log.start_offset                         # SP-64: the log start offset last learnt
     log.remove(first, last)                  # SP-65: whole batches removed by compaction
     log.first_present(offset)                # SP-65: the first offset at or past `offset` not removed
 """
@@ -38,6 +39,7 @@ class LogFacts:
         self.profile = profile
         self.read_committed = isolation_level == "read_committed"
         self.used = self.read_committed  # any fact recorded: the fast acceptor then judges with the model's words
+        self.start_offset = 0  # SP-64: the log start offset the share-partition last learnt
         self._open: dict[str, int] = {}  # producer -> first offset of its open transaction
         self._pending: dict[str, list[tuple[int, int]]] = {}  # producer -> its open transaction's data batches
         self._aborted: list[tuple[int, int]] = []  # data batches of aborted transactions, ascending
@@ -63,6 +65,9 @@ class LogFacts:
         batches = self._pending.pop(producer)
         if result == "abort":
             self._aborted = sorted(self._aborted + batches)
+
+    def has_open_transaction(self, producer: str) -> bool:
+        return producer in self._open
 
     def last_stable_offset(self, log_end: int) -> int:
         """SP-62: the first offset of the earliest open transaction, else the log end."""

@@ -57,7 +57,8 @@ from typing import Iterable, Sequence
 
 from kipcheck.model.share_partition import (
     ACCEPTED, ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_LOCK_EXPIRED, LOCK_EXPIRED, NOT_ACQUIRED,
-    LimitArchives, acknowledgement_error, acquisition_violation, archived_runs, check_compaction, check_config,
+    LimitArchives, acknowledgement_error, acquisition_violation, archived_runs, below_start_clause, check_compaction,
+    check_config,
     check_log_start, loaded_runs, new_records_bounds, snapshot_violation,
 )
 from kipcheck.model.share_partition_log import LogFacts
@@ -98,7 +99,7 @@ class SharePartition:
         self._expired_owner: dict[int, str] = {}
         # SP-27: acquired offsets an acknowledgement failed on storage for; read only to name a clause.
         self._write_failed: set[int] = set()
-        self._limit_archives = LimitArchives()  # SP-21: read only to name a clause
+        self.limit_archives = LimitArchives()  # SP-21: read only to name a clause
         # Lock deadlines in acquisition order: at_ms never decreases and every lock
         # lasts the same time, so the earliest deadline is always at the front.
         self._locks: deque[tuple[int, Sequence[Sequence[int]], str]] = deque()  # (deadline, runs, owner)
@@ -173,7 +174,7 @@ class SharePartition:
         """SP-25: the clause of the rule that put the record in its present state and count; below SPSO,
         SP-21 for a record recently archived at the delivery limit, else SP-23 (SPSO passed it: terminal)."""
         if offset < self._spso:
-            return "SP-21" if offset in self._limit_archives else "SP-23"
+            return below_start_clause(self, offset)
         index = self._index(offset)
         state, count = self._state[index], self._count[index]
         if state is ACQUIRED:
@@ -251,11 +252,13 @@ class SharePartition:
         check_log_start(self, offset)
         self.log.used = True
         self.advance(at_ms)
+        self.log.start_offset = max(self.log.start_offset, offset)
         if offset <= self._spso:  # Kafka ignores a log start offset at or below SPSO
             return
         covered = self._base + len(self._state)
         if offset > covered:  # offsets never acquired below the new start: below SPSO, never read
             self._append_records(offset - covered, ARCHIVED, 0, None)
+            self._open[covered - self._base:] = [False] * (offset - covered)
         self._spso, self._speo = offset, max(self._speo, offset)
         self._no_available_below = max(self._no_available_below, offset)
         while self._batch_ends and self._batch_ends[0] < self._speo:
@@ -327,8 +330,9 @@ class SharePartition:
         room = min(max_records, self.max_inflight_records - (self._speo - self._spso)) - len(reacquired)
         if room <= 0 or len(offsets) == len(reacquired):
             return reacquired
-        new_first, _ = self.acquirable_new_records()  # SP-65: past batches compaction removed
-        _, batch_end = self._log_batch_around(min(new_first + room, self._log_end) - 1)
+        # SP-65: past batches compaction removed; SP-62: below the last stable offset.
+        new_first, new_last = self.acquirable_new_records()
+        _, batch_end = self._log_batch_around(min(new_first + room - 1, new_last))
         return reacquired + list(range(new_first, batch_end + 1))
 
     def _runs(self, offsets: Iterable[int]) -> list[list[int]]:
@@ -559,7 +563,7 @@ class SharePartition:
         if self._count[index] >= self.delivery_count_limit:
             self._state[index] = ARCHIVED
             self._open[index] = False
-            self._limit_archives.add(index + self._base)
+            self.limit_archives.add(index + self._base)
         else:
             self._state[index] = AVAILABLE
             self._no_available_below = min(self._no_available_below, index + self._base)
