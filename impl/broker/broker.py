@@ -42,6 +42,7 @@ from kipcheck.impl.broker.log import PartitionLog
 from kipcheck.impl.broker.metadata import Topic, TopicError, Topics
 from kipcheck.impl.broker.server import Connection, Server
 from kipcheck.impl.broker.share_engine import ShareEngine
+from kipcheck.impl.broker.transactions import TransactionCoordinator
 from kipcheck.impl.groups.coordinator import GroupCoordinator
 from kipcheck.impl.share.config import ShareConfig
 from kipcheck.impl.storage import OPEN_FILES_MAX, Storage, StorageError
@@ -85,6 +86,8 @@ class Broker:
         for topic in self.topics:
             for partition in range(topic.partitions):
                 self.partition_log(topic.name, partition)
+        self.transactions = TransactionCoordinator(self.data_dir / "transactions", self._write_marker,
+                                                   storage=self.storage)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -107,6 +110,7 @@ class Broker:
             self._timer.cancel()
         self.engine.close()
         self.consumer_groups.close()
+        self.transactions.close()
         for partition_log in self.logs.values():
             try:
                 partition_log.close()
@@ -150,6 +154,14 @@ class Broker:
                                                self.config.segment_bytes, self.config.flush_interval_messages,
                                                self.storage)
         return self.logs[key]
+
+    def _write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        """The transaction coordinator's marker for one partition (StorageError if the disk refuses it)."""
+        partition_log = self.partition_log(topic, partition)
+        end_before = partition_log.end_offset
+        if partition_log.append_marker(producer_id, producer_epoch, commit) is not None:
+            self.engine.on_produced(topic, partition, partition_log.batch_ranges(end_before))
+            self.notify_changed()
 
     def find_log(self, topic: str, partition: int) -> PartitionLog | None:
         known = self.topics.get(topic)

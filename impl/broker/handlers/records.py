@@ -1,7 +1,11 @@
 """Record APIs for plain clients: Produce (v3-10), Fetch (v4-12), ListOffsets (v1-7).
 
 Produce stores each batch as raw bytes (log.PartitionLog), then tells the
-share engine about the new batches and wakes waiting fetches. A write the disk
+share engine about the new batches and wakes waiting fetches. A transactional
+produce writes only to partitions its transaction added (AddPartitionsToTxn),
+with the producer's current epoch (else INVALID_TXN_STATE or
+INVALID_PRODUCER_EPOCH, as Kafka). A read_committed Fetch reads below the last
+stable offset and is told the aborted transactions it meets. A write the disk
 refuses answers KAFKA_STORAGE_ERROR for that partition (retriable: clients
 retry) and stores nothing. acks=0 gets no
 response, as in Kafka. Fetch serves plain consumers with whole stored batches
@@ -19,7 +23,7 @@ import logging
 from kipcheck.impl.broker.broker import MAX_WAIT_MS
 from kipcheck.impl.broker.clock import now_ms
 from kipcheck.impl.broker.codec import reply
-from kipcheck.impl.broker.log import InvalidBatch, SequenceError
+from kipcheck.impl.broker.log import InvalidBatch, SequenceError, read_header
 from kipcheck.impl.broker.server import NO_RESPONSE
 from kipcheck.impl.storage import StorageError
 
@@ -31,15 +35,9 @@ log = logging.getLogger("kipcheck.broker")
 def handlers(broker) -> dict:
     async def produce(connection, request):
         body = request.body
-        if body.transactional_id is not None:
-            error = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
-            topics = [{"name": topic.name, "partition_responses": [
-                _produce_result(part.index, error, -1, "transactions are not supported") for part in topic.partition_data]}
-                for topic in body.topic_data]
-        else:
-            topics = [{"name": topic.name, "partition_responses": [
-                _append(broker, topic.name, part.index, part.records) for part in topic.partition_data]}
-                for topic in body.topic_data]
+        topics = [{"name": topic.name, "partition_responses": [
+            _append(broker, topic.name, part.index, part.records, body.transactional_id)
+            for part in topic.partition_data]} for topic in body.topic_data]
         if body.acks == 0:
             return NO_RESPONSE
         return reply(request, responses=topics, throttle_time=0)
@@ -68,11 +66,17 @@ def _produce_result(index: int, error: str, base_offset: int, message: str | Non
             "record_errors": [], "error_message": message}
 
 
-def _append(broker, topic: str, partition: int, records: bytes | None) -> dict:
+def _append(broker, topic: str, partition: int, records: bytes | None, transactional_id: str | None) -> dict:
     partition_log = broker.find_log(topic, partition)
     if partition_log is None:
         return _produce_result(partition, "UNKNOWN_TOPIC_OR_PARTITION", -1)
     try:
+        if transactional_id is not None:
+            header = read_header(records or b"")
+            error = broker.transactions.in_transaction(transactional_id, header.producer_id, header.producer_epoch,
+                                                       topic, partition)
+            if error != "NONE":
+                return _produce_result(partition, error, -1)
         end_before = partition_log.end_offset
         base_offset = partition_log.append(records or b"")
     except InvalidBatch as error:
@@ -98,23 +102,31 @@ def _read(broker, body) -> tuple[list[dict], int]:
             if partition_log is None:
                 partitions.append(_fetch_result(part.partition, "UNKNOWN_TOPIC_OR_PARTITION", -1))
                 continue
-            end = partition_log.end_offset
+            end, stable = partition_log.end_offset, partition_log.last_stable_offset
             if not partition_log.start_offset <= part.fetch_offset <= end:
-                partitions.append(_fetch_result(part.partition, "OFFSET_OUT_OF_RANGE", end, partition_log.start_offset))
+                partitions.append(_fetch_result(part.partition, "OFFSET_OUT_OF_RANGE", end, partition_log.start_offset,
+                                                stable=stable))
                 continue
-            data = b""
-            if part.fetch_offset < end and budget > 0:
-                data = partition_log.read(part.fetch_offset, min(part.partition_max_bytes, budget))
+            # read_committed (isolation level 1) reads below the last stable offset only.
+            until = stable if body.isolation_level == 1 else end
+            data, aborted = b"", None
+            if part.fetch_offset < until and budget > 0:
+                data = partition_log.read(part.fetch_offset, min(part.partition_max_bytes, budget), until)
                 budget -= len(data)
                 total += len(data)
-            partitions.append(_fetch_result(part.partition, "NONE", end, partition_log.start_offset, data))
+                if body.isolation_level == 1:
+                    aborted = [{"producer_id": producer, "first_offset": first}
+                               for producer, first in partition_log.aborted_transactions(part.fetch_offset, until - 1)]
+            partitions.append(_fetch_result(part.partition, "NONE", end, partition_log.start_offset, data,
+                                            stable, aborted))
         topics.append({"topic": topic.topic, "partitions": partitions})
     return topics, total
 
 
-def _fetch_result(index: int, error: str, high_watermark: int, start: int = -1, records: bytes = b"") -> dict:
+def _fetch_result(index: int, error: str, high_watermark: int, start: int = -1, records: bytes = b"",
+                  stable: int = -1, aborted: list[dict] | None = None) -> dict:
     return {"partition_index": index, "error_code": error, "high_watermark": high_watermark,
-            "last_stable_offset": high_watermark, "log_start_offset": start, "aborted_transactions": None,
+            "last_stable_offset": stable, "log_start_offset": start, "aborted_transactions": aborted,
             "preferred_read_replica": -1, "records": records}
 
 
