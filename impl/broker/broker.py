@@ -160,7 +160,7 @@ class Broker:
         partition_log = self.partition_log(topic, partition)
         end_before = partition_log.end_offset
         if partition_log.append_marker(producer_id, producer_epoch, commit) is not None:
-            self.engine.on_produced(topic, partition, partition_log.batch_ranges(end_before))
+            self.engine.on_produced(topic, partition, partition_log.batch_details(end_before))
             self.notify_changed()
 
     def find_log(self, topic: str, partition: int) -> PartitionLog | None:

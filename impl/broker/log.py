@@ -186,6 +186,8 @@ class PartitionLog:
     lasts: list[int] = field(default_factory=list)
     places: list[tuple[int, int, int]] = field(default_factory=list)  # (segment index, position, length)
     timestamps: list[int] = field(default_factory=list)
+    # Per batch: None, or (producer id, None) for transactional data, (producer id, ABORT or COMMIT) for a marker.
+    transactions: list[tuple[int, int | None] | None] = field(default_factory=list)
     producers: dict[int, ProducerState] = field(default_factory=dict)
     unflushed: int = 0
     open_transactions: dict[int, int] = field(default_factory=dict)  # producer id -> first offset
@@ -227,6 +229,12 @@ class PartitionLog:
         """(first, last) offsets of the stored batches that end at or after `from_offset`."""
         index = bisect.bisect_left(self.lasts, from_offset)
         return list(zip(self.bases[index:], self.lasts[index:]))
+
+    def batch_details(self, from_offset: int = 0) -> list[tuple[int, int, tuple[int, int | None] | None]]:
+        """batch_ranges with each batch's transaction: None, (producer id, None) for transactional data,
+        or (producer id, ABORT or COMMIT) for a marker."""
+        index = bisect.bisect_left(self.lasts, from_offset)
+        return list(zip(self.bases[index:], self.lasts[index:], self.transactions[index:]))
 
     def append(self, records: bytes) -> int:
         """Append a produce request's record set; returns the base offset of its first batch.
@@ -333,6 +341,8 @@ class PartitionLog:
         self.lasts.append(offset + header.last_offset_delta)
         self.places.append((segment_index, position, header.length))
         self.timestamps.append(header.max_timestamp_ms)
+        self.transactions.append((header.producer_id, header.control_type)
+                                 if header.transactional or header.control_type is not None else None)
         if header.control_type is not None:
             first = self.open_transactions.pop(header.producer_id, None)
             if first is not None and header.control_type == ABORT:

@@ -21,6 +21,7 @@ from typing import Mapping
 
 PROFILES = ("kafka-4.2", "kip")
 AUTO_OFFSET_RESETS = ("latest", "earliest")
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")  # share.isolation.level (spec SP-62)
 
 # Kafka's config name -> (field name, parser); one place lists every setting.
 _PROPERTIES = {
@@ -30,6 +31,7 @@ _PROPERTIES = {
     "group.share.max.share.sessions": "max_share_sessions",
     "share.coordinator.snapshot.update.records.per.snapshot": "updates_per_snapshot",
     "share.auto.offset.reset": "auto_offset_reset",
+    "share.isolation.level": "isolation_level",
     "profile": "profile",
 }
 
@@ -42,6 +44,7 @@ class ShareConfig:
     max_share_sessions: int = 2000
     updates_per_snapshot: int = 500
     auto_offset_reset: str = "latest"
+    isolation_level: str = "read_uncommitted"
     profile: str = "kafka-4.2"
 
     def __post_init__(self) -> None:
@@ -55,6 +58,11 @@ class ShareConfig:
                              f"found {self.auto_offset_reset!r}")
         if self.profile not in PROFILES:
             raise ValueError(f"profile must be one of {', '.join(PROFILES)}, found {self.profile!r}")
+        if self.isolation_level not in ISOLATION_LEVELS:
+            raise ValueError(f"share.isolation.level must be one of {', '.join(ISOLATION_LEVELS)}, "
+                             f"found {self.isolation_level!r}")
+        if self.isolation_level == "read_committed" and self.profile != "kafka-4.2":
+            raise ValueError("share.isolation.level read_committed needs profile kafka-4.2 (spec SP-60)")
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str | int]) -> "ShareConfig":
@@ -74,7 +82,7 @@ class ShareConfig:
             "delivery_count_limit": self.delivery_count_limit,
             "record_lock_duration_ms": self.record_lock_duration_ms,
             "max_inflight_records": self.max_inflight_records,
-        }
+        } | ({"isolation_level": self.isolation_level} if self.isolation_level == "read_committed" else {})
 
 
 _STRING_FIELDS = {field.name for field in fields(ShareConfig) if field.type == "str"}

@@ -30,6 +30,7 @@ from kipcheck.oracle.conformance.clients import (Delivered, as_delivered, create
                                                   read_plain, share_consumer)
 from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
 from kipcheck.oracle.conformance.group_scenarios import GROUP_SCENARIOS
+from kipcheck.oracle.conformance.kafka42_log_scenarios import KAFKA42_LOG_SCENARIOS
 from kipcheck.oracle.conformance.revoke_scenarios import REVOKE_SCENARIOS
 from kipcheck.oracle.conformance.runner import WAIT_S, ScenarioResult, check, run_scenario
 
@@ -286,6 +287,7 @@ SCENARIOS: dict[str, Callable[..., ScenarioResult]] = {
 }
 SCENARIOS.update(GROUP_SCENARIOS)
 SCENARIOS.update(REVOKE_SCENARIOS)
+SCENARIOS.update(KAFKA42_LOG_SCENARIOS)
 
 
 def run_scenarios(work_root: Path, names: list[str] | None = None,

@@ -87,7 +87,7 @@ def _append(broker, topic: str, partition: int, records: bytes | None, transacti
         log.warning("produce to %s-%d not stored: %s", topic, partition, error)
         return _produce_result(partition, "KAFKA_STORAGE_ERROR", -1, str(error))
     if partition_log.end_offset > end_before:
-        broker.engine.on_produced(topic, partition, partition_log.batch_ranges(end_before))
+        broker.engine.on_produced(topic, partition, partition_log.batch_details(end_before))
         broker.notify_changed()
     return _produce_result(partition, "NONE", base_offset, start=partition_log.start_offset)
 

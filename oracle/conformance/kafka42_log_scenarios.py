@@ -1,0 +1,72 @@
+"""Scenarios of Kafka 4.2's log under share groups: transactions read through a share group.
+
+    result = KAFKA42_LOG_SCENARIOS["share-transactions"](work_dir)     # a ScenarioResult, like the others
+
+share-transactions: a confluent-kafka transactional Producer commits three
+records, aborts two and commits one more; a ShareConsumer reads the topic.
+Under `kafka-4.2` the broker runs with share.isolation.level=read_committed:
+the consumer gets exactly the four committed records, and the broker's
+share-partition trace shows the aborted batch archived at acquisition (spec
+SP-61..SP-63). Under `kip`, which has no isolation level (SP-60), it reads
+uncommitted and gets all six. The broker's traces are judged with the rest.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from kipcheck.oracle.conformance.clients import QUIET, create_topic, poll_records, share_consumer
+from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER
+from kipcheck.oracle.conformance.runner import WAIT_S, ScenarioResult, check, run_scenario
+
+TOPIC = "payments"
+TRANSACTIONS = ((True, [b"c1", b"c2", b"c3"]), (False, [b"a1", b"a2"]), (True, [b"c4"]))  # (commit, values)
+QUIET_AFTER_S = 2.0  # polls after the last expected record: anything more would arrive now
+
+
+def _write_transactions(bootstrap: str) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "payments-writer", **QUIET})
+    producer.init_transactions(WAIT_S)
+    for commit, values in TRANSACTIONS:
+        producer.begin_transaction()
+        for value in values:
+            producer.produce(TOPIC, value=value, partition=0)
+        producer.flush(WAIT_S)  # in the log before the marker, so an abort has records to archive
+        if commit:
+            producer.commit_transaction(WAIT_S)
+        else:
+            producer.abort_transaction(WAIT_S)
+
+
+def share_transactions(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
+                       profile: str = "kafka-4.2") -> ScenarioResult:
+    read_committed = profile == "kafka-4.2"
+    expected = [value for commit, values in TRANSACTIONS for value in values if commit or not read_committed]
+    settings = {"share.auto.offset.reset": "earliest"}
+    if read_committed:
+        settings["share.isolation.level"] = "read_committed"
+
+    def body(broker) -> str:
+        create_topic(broker.bootstrap, TOPIC, 1)
+        _write_transactions(broker.bootstrap)
+        consumer = share_consumer(broker.bootstrap, "payments-readers", [TOPIC])
+        received, deadline = [], time.monotonic() + WAIT_S
+        try:
+            while len(received) < len(expected) and time.monotonic() < deadline:
+                received += [message.value() for message in poll_records(consumer)]
+            quiet_until = time.monotonic() + QUIET_AFTER_S
+            while time.monotonic() < quiet_until:
+                received += [message.value() for message in poll_records(consumer, 0.5)]
+        finally:
+            consumer.close()
+        isolation = "read_committed" if read_committed else "read_uncommitted"
+        check(received == expected, f"{isolation}: expected {expected}, the share consumer got {received}")
+        return f"{len(received)} records of {len(TRANSACTIONS)} transactions read {isolation}"
+
+    return run_scenario("share-transactions", work_dir, settings, body, launcher, profile)
+
+
+KAFKA42_LOG_SCENARIOS = {"share-transactions": share_transactions}
