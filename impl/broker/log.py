@@ -190,6 +190,7 @@ class PartitionLog:
     transactions: list[tuple[int, int | None] | None] = field(default_factory=list)
     producers: dict[int, ProducerState] = field(default_factory=dict)
     unflushed: int = 0
+    deleted_below: int = 0  # DeleteRecords: the log start offset it set (the broker restores it at open)
     open_transactions: dict[int, int] = field(default_factory=dict)  # producer id -> first offset
     aborted: list[tuple[int, int, int]] = field(default_factory=list)  # (producer id, first offset, marker offset)
 
@@ -203,7 +204,8 @@ class PartitionLog:
 
     @property
     def start_offset(self) -> int:
-        return self.bases[0] if self.bases else self.segments[0].base_offset if self.segments else 0
+        stored = self.bases[0] if self.bases else self.segments[0].base_offset if self.segments else 0
+        return max(stored, self.deleted_below)
 
     @property
     def end_offset(self) -> int:

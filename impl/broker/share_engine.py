@@ -92,6 +92,12 @@ class ShareEngine:
             for first, last, transaction in batch_ranges:
                 share_partition.on_append(first, last - first + 1, at_ms, transaction)
 
+    def on_log_start(self, topic: str, partition: int, offset: int) -> None:
+        """DeleteRecords moved the log start offset: the loaded share-partitions' SPSO jumps (spec SP-64)."""
+        tp, at_ms = f"{topic}:{partition}", now_ms()
+        for group in self.groups_of_tp.get(tp, ()):
+            self.partitions[(group, tp)].on_log_start(offset, at_ms)
+
     def acquire(self, group: str, member: str, tp: str, max_records: int, at_ms: int) -> list[tuple[int, int, int]]:
         return self.partition(group, tp, at_ms).acquire(member, max_records, at_ms)
 

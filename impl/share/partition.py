@@ -265,6 +265,37 @@ class SharePartition:
         else:  # the marker of a transaction whose data this share-partition never read (below its start)
             self._record(now_ms, "log", "append", {"count": 1})
 
+    def on_log_start(self, offset: int, now_ms: int) -> None:
+        """The log start offset moved to `offset` (kafka-4.2, spec SP-64): SPSO jumps to it. Records below it
+        leave the cache: available ones as Kafka archives them, acquired ones too (an acknowledgement of them
+        is skipped below SPSO, SP-18, and they are never delivered again). Nothing is written until the next
+        write, which carries the new SPSO."""
+        self._tick(now_ms)
+        if not self._whole_batches:
+            return  # kip has no log start movement (SP-60): the broker serves DeleteRecords only under kafka-4.2
+        self._record(now_ms, "log", "log_start", {"offset": offset})
+        if offset <= self._spso:
+            return
+        gone = 0
+        while gone < len(self._batches) and self._batches[gone][FIRST] < offset:
+            batch = self._batches[gone]
+            if batch[LAST] >= offset:
+                self._split_after(gone, offset - 1)
+            if batch[STATE] == ACQUIRED:
+                self._leave_acquired(batch, ARCHIVED)
+            elif batch[STATE] == AVAILABLE:
+                self._available_records -= batch[LAST] - batch[FIRST] + 1
+            gone += 1
+        del self._batches[:gone]
+        del self._firsts[:gone]
+        while self._log_batches and self._log_batches[0][1] < offset:
+            self._log_batches.popleft()
+        if self._log_batches and self._log_batches[0][0] < offset:
+            self._log_batches[0][0] = offset  # new records start at the new SPSO (Kafka adjusts the base offset)
+        self._cache_end = max(self._cache_end, offset)
+        self._spso = offset
+        self._advance_start()
+
     # -- acquire ---------------------------------------------------------------------------
 
     def acquire(self, member_id: str, max_records: int, now_ms: int) -> list[tuple[int, int, int]]:

@@ -13,7 +13,9 @@ and long-polls up to `max_wait` until `min_bytes` are there; Fetch must be
 advertised at v4 or more in any case: librdkafka only enables the record
 format v2 feature, which ShareFetch needs, when Produce >= 3 and Fetch >= 4
 are advertised. Fetch sessions (KIP-227) are not kept: every fetch is full
-and answers session id 0, which clients accept.
+and answers session id 0, which clients accept. DeleteRecords (v0-2, profile
+kafka-4.2) moves a partition's log start offset, durably; reads below it are
+OFFSET_OUT_OF_RANGE and share-partitions move their SPSO (spec SP-64).
 """
 
 from __future__ import annotations
@@ -58,7 +60,29 @@ def handlers(broker) -> dict:
                   for topic in request.body.topics]
         return reply(request, throttle_time=0, topics=topics)
 
-    return {0: (3, 10, produce), 1: (4, 12, fetch), 2: (1, 7, list_offsets)}
+    async def delete_records(connection, request):
+        topics = [{"name": topic.name, "partitions": [_delete_records(broker, topic.name, part.partition_index, part.offset)
+                                                      for part in topic.partitions]}
+                  for topic in request.body.topics]
+        return reply(request, throttle_time=0, topics=topics)
+
+    table = {0: (3, 10, produce), 1: (4, 12, fetch), 2: (1, 7, list_offsets)}
+    if broker.share_config.profile == "kafka-4.2":  # the kip profile has no log start movement (spec SP-60)
+        table[21] = (0, 2, delete_records)
+    return table
+
+
+def _delete_records(broker, topic: str, partition: int, offset: int) -> dict:
+    result = {"partition_index": partition, "low_watermark": -1, "error_code": "NONE"}
+    if broker.find_log(topic, partition) is None:
+        return result | {"error_code": "UNKNOWN_TOPIC_OR_PARTITION"}
+    try:
+        return result | {"low_watermark": broker.delete_records(topic, partition, offset)}
+    except ValueError:
+        return result | {"error_code": "OFFSET_OUT_OF_RANGE"}
+    except StorageError as error:
+        log.warning("records of %s-%d not deleted: %s", topic, partition, error)
+        return result | {"error_code": "KAFKA_STORAGE_ERROR"}
 
 
 def _produce_result(index: int, error: str, base_offset: int, message: str | None = None, start: int = -1) -> dict:
