@@ -33,6 +33,7 @@ an offset in the window, `snapshot()` (runs [first, last, state, delivery_count]
 `acquisition_violation(partition, max_records, records)` and
 `snapshot_violation(partition, states)` explain a refusal (Violation or None)
 from that read-only API alone, for this class and the fast acceptor alike.
+`runs_of(offsets, count_of)` groups ascending offsets into runs [first, last, count_of(offset)].
 `loaded_runs(initial_state, start_offset)` validates an `initial_state`
 (ValueError with the reason) and returns its runs as tuples.
 """
@@ -316,7 +317,7 @@ class SharePartition:
         """SP-3: the records that may be acquired now, as inclusive ranges (SP-7 caps new records under kip)."""
         new_first, new_last = self.acquirable_new_records()
         offsets = [offset for offset, record in self._window() if record.state == AVAILABLE]
-        return [(first, last) for first, last, _ in _runs(offsets + list(range(new_first, new_last + 1)), lambda _: 0)]
+        return [(first, last) for first, last, _ in runs_of(offsets + list(range(new_first, new_last + 1)), lambda _: 0)]
 
     def acquirable_new_records(self) -> tuple[int, int]:
         """(first, last) of the never-acquired records that may be acquired now; empty when last < first."""
@@ -327,7 +328,7 @@ class SharePartition:
         the records of aborted transactions left out, SP-63)."""
         offsets = self._lowest_offsets(max_records)
         aborted = {offset for first, last in self.lowest_archived(max_records) for offset in range(first, last + 1)}
-        return [list(run) for run in _runs([offset for offset in offsets if offset not in aborted],
+        return [list(run) for run in runs_of([offset for offset in offsets if offset not in aborted],
                                            self._count_after_acquisition)]
 
     def lowest_archived(self, max_records: int) -> list[list[int]]:
@@ -689,7 +690,7 @@ def snapshot_violation(partition, states: Sequence[Sequence]) -> Violation | Non
     return None
 
 
-def _runs(offsets: list[int], count_of) -> list[tuple[int, int, int]]:
+def runs_of(offsets: list[int], count_of) -> list[tuple[int, int, int]]:
     """Ascending `offsets` as runs (first, last, count_of(offset)) of consecutive offsets with the same count."""
     runs: list[tuple[int, int, int]] = []
     for offset in offsets:

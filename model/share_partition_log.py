@@ -64,7 +64,8 @@ class LogFacts:
         del self._open[producer]
         batches = self._pending.pop(producer)
         if result == "abort":
-            self._aborted = sorted(self._aborted + batches)
+            # A batch compaction removed is not read: there is nothing of it to archive.
+            self._aborted = sorted(self._aborted + [batch for batch in batches if not self.is_removed(batch[0])])
 
     def has_open_transaction(self, producer: str) -> bool:
         return producer in self._open

@@ -27,6 +27,7 @@ BUDGET = {
     "share_session": (80, 25, 20),
     "revoke_delay": (80, 25, 20),
     "ic": (80, 25, 20),
+    "share_partition_log": (40, 25, 20),
 }
 
 
@@ -133,6 +134,20 @@ def test_replay_catches_stable_offset_not_advanced(simulated, monkeypatch):
     mismatch = first_mismatch(simulated("ic"), "ic")
     assert mismatch is not None
     assert mismatch.action == "commit" and mismatch.field in ("appends", "ranges", "stable_offset")
+
+
+class AbortedRecordsAcquired(share_partition.SharePartition):
+    """Bug: read_committed never sees an aborted transaction (SP-63), so it expects its records acquired."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.log.aborted_in = lambda first, last: []
+
+
+def test_replay_catches_aborted_records_acquired(simulated):
+    mismatch = first_mismatch(simulated("share_partition_log"), itf.SHARE_PARTITION_LOG, AbortedRecordsAcquired)
+    assert mismatch is not None
+    assert mismatch.action == "acquire" and mismatch.field.startswith("allowed (SP-"), str(mismatch)
 
 
 def test_missing_mbt_metadata_is_a_clear_error(tmp_path):
