@@ -60,6 +60,8 @@ COORDINATOR_LOAD_IN_PROGRESS = "COORDINATOR_LOAD_IN_PROGRESS"
 FENCED_LEADER_EPOCH = "FENCED_LEADER_EPOCH"
 # ST-31: what a request appended to the coordinator's log, as a trace observes it.
 RECORD_KINDS = ("snapshot", "update", "tombstone", "none")
+# ST-32: the leader epoch a snapshot of InitializeShareGroupState holds (Kafka's ShareGroupOffset.UNINITIALIZED_EPOCH).
+INITIAL_LEADER_EPOCH = 0
 # ST-34: share.coordinator.cold.partition.snapshot.interval.ms.
 COLD_SNAPSHOT_INTERVAL_MS = 300000
 FIELDS = ("state_epoch", "start_offset", "batches")
@@ -343,7 +345,8 @@ class ShareCoordinator:
             return self._refuse(FENCED_STATE_EPOCH, "ST-2")
         # ST-2: a checkpoint with the next checkpoint epoch replaces the whole state.
         checkpoint_epoch = 0 if self.state is None else self.state.checkpoint_epoch + 1
-        self._append(Checkpoint(checkpoint_epoch, state_epoch, start_offset, (), at_ms=self.now_ms))
+        leader_epoch = INITIAL_LEADER_EPOCH if self.profile == "kafka-4.2" else -1  # ST-32 (kip has none)
+        self._append(Checkpoint(checkpoint_epoch, state_epoch, start_offset, (), leader_epoch, self.now_ms))
         self._ruled = dict.fromkeys(FIELDS, "ST-2")
         return Answer(NONE, "ST-2")
 

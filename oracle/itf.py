@@ -29,7 +29,7 @@ from typing import Any, Callable, ClassVar
 
 import itf_py
 
-from kipcheck.model import ic, revoke_delay, share_partition, share_session
+from kipcheck.model import ic, revoke_delay, share_partition, share_session, share_state
 from kipcheck.model.violation import Violation
 
 # tla/share_partition_log.qnt: the share-partition machine under kafka-4.2, over a log with transactions.
@@ -38,7 +38,8 @@ ACTION = "mbt::actionTaken"
 PICKS = "mbt::nondetPicks"
 # Which machine a trace belongs to, from the Quint module it was simulated from.
 MODULES = {"share_partition": "share-partition", "share_session": "share-session",
-           "revoke_delay": "revoke-delay", "ic": "ic", "share_partition_log": SHARE_PARTITION_LOG}
+           "revoke_delay": "revoke-delay", "ic": "ic", "share_partition_log": SHARE_PARTITION_LOG,
+           "share_state_records": "share-state"}
 
 
 class Mismatch(AssertionError):
@@ -368,8 +369,58 @@ class SharePartitionLogReplayer(Replayer):
                 "window": window}
 
 
+class ShareStateRecordsReplayer(Replayer):
+    """tla/share_state_records.qnt through model/share_state.py (kafka-4.2: ST-31..ST-35)."""
+
+    machine = "share-state"
+    model_class = share_state.ShareCoordinator
+
+    def start(self, initial: dict[str, Any]) -> None:
+        # The spec's UPDATES_PER_SNAPSHOT and COLD_INTERVAL_MS.
+        self.model = self.model_class("kafka-4.2", deltas_per_checkpoint=2, cold_snapshot_interval_ms=100)
+        self.error = share_state.NONE
+
+    def apply(self, action: str, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.model.advance(state["nowMs"])
+        self.model.appended, self.error = "none", share_state.NONE
+        super().apply(action, picks, state)
+
+    def on_initialize(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.error = self.model.initialize(picks["stateEpoch"], picks["startOffset"]).error
+
+    def on_write(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.error = self.model.write(picks["stateEpoch"], picks["startOffset"], [], picks["leaderEpoch"]).error
+
+    def on_read(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.error = self.model.read(picks["leaderEpoch"]).error
+
+    def on_delete(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.error = self.model.delete().error
+
+    def on_coldSnapshot(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.model.cold_snapshot()
+
+    def on_prune(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.model.prune()
+
+    def on_failover(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.model.failover()
+
+    def quint_view(self, state: dict[str, Any]) -> dict[str, Any]:
+        key = state["key"]
+        stored = [key["snapshotEpoch"], key["stateEpoch"], key["leaderEpoch"], key["startOffset"], key["updates"]]
+        return {"error": state["lastError"], "appended": state["appended"], "state": stored if key["exists"] else None}
+
+    def model_view(self) -> dict[str, Any]:
+        stored = self.model.state
+        return {"error": self.error, "appended": self.model.appended,
+                "state": None if stored is None else [stored.checkpoint_epoch, stored.state_epoch, stored.leader_epoch,
+                                                      stored.start_offset, stored.deltas]}
+
+
 REPLAYERS: dict[str, type[Replayer]] = {replayer.machine: replayer for replayer in (
-    ICReplayer, SharePartitionReplayer, ShareSessionReplayer, RevokeDelayReplayer, SharePartitionLogReplayer)}
+    ICReplayer, SharePartitionReplayer, ShareSessionReplayer, RevokeDelayReplayer, SharePartitionLogReplayer,
+    ShareStateRecordsReplayer)}
 
 
 def load(path: str | Path) -> itf_py.Trace:

@@ -47,8 +47,8 @@ def test_st32_a_write_never_stores_its_leader_epoch_and_a_read_does():
     coordinator = ShareCoordinator("kafka-4.2")
     coordinator.initialize(0, 0)
     assert coordinator.write(0, -1, [Batch(0, 0, "acknowledged", 1)], leader_epoch=7).error == "NONE"
-    assert coordinator.state.leader_epoch == -1
-    assert coordinator.write(0, -1, [], leader_epoch=1).error == "NONE"  # not fenced: nothing recorded yet
+    assert coordinator.state.leader_epoch == 0  # an initialize records 0; a write stores none
+    assert coordinator.write(0, -1, [], leader_epoch=1).error == "NONE"  # not fenced: only 0 is recorded
     coordinator.read(leader_epoch=5)
     assert (coordinator.appended, coordinator.state.leader_epoch) == ("update", 5)
     assert coordinator.write(0, -1, [], leader_epoch=4).error == "FENCED_LEADER_EPOCH"
@@ -70,7 +70,7 @@ def test_st33_a_tombstone_removes_the_state_and_replay_honours_it():
     assert coordinator.state is None and isinstance(coordinator.log()[-1], Tombstone)
     assert coordinator.read().clause == "ST-33"
     coordinator.initialize(1, 5)  # no state epoch left to fence it; snapshot epoch restarts at 0
-    assert (coordinator.state.checkpoint_epoch, coordinator.state.state_epoch, coordinator.state.leader_epoch) == (0, 1, -1)
+    assert (coordinator.state.checkpoint_epoch, coordinator.state.state_epoch, coordinator.state.leader_epoch) == (0, 1, 0)
     assert replay(coordinator.log(), "kafka-4.2") == coordinator.state
 
 
