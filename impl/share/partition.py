@@ -24,6 +24,7 @@ API (all times are the caller's clock in ms, never decreasing per partition):
         Under share.isolation.level=read_committed, acquisition stops at the
         last stable offset (SP-62) and the new records of aborted transactions
         are acquired and archived at once, count 1, not returned (SP-63).
+    partition.on_log_start(offset, now_ms)   # kafka-4.2: the log start offset moved (DeleteRecords): SPSO jumps
     partition.acquire(member_id, max_records, now_ms) -> list[(first, last, delivery_count)]
         Ascending, one entry per contiguous run of equal delivery count; [] if
         nothing is acquirable (or max_records < 1, which is not traced). kafka-4.2 acquires whole log batches (max_records

@@ -65,11 +65,11 @@ class SharePartitionJudge(Judge):
         count = step.args.get("count")
         if type(count) is not int or count < 1:
             self._not_positive(step, "count")
+        self.model.advance(step.at_ms)
         producer = step.args.get("producer")
         if producer is not None:  # SP-61: a transactional append (a trace format extension)
             self._log_step(step, self.model.append, count, self.arg(step, "producer", str))
             return
-        self.model.advance(step.at_ms)
         self.model.append(count)
 
     # The trace format extensions of Kafka 4.2's log (SP-60..SP-65): a step the model cannot take is malformed.
