@@ -57,6 +57,8 @@ import crc32c
 from kio.records.readers import read_batch
 from kio.records.schema import NewRecordBatch, Record
 from kio.records.writers import write_new_batch
+from kio.schema.end_txn_marker.v0 import EndTxnMarker
+from kio.serial import entity_writer
 from kio.static.primitive import i8, i16, i32, i64
 
 from kipcheck.impl.storage import AppendFile, Storage
@@ -130,10 +132,14 @@ def _control_type(data: bytes | memoryview, position: int, length: int) -> int:
 
 
 def marker_batch(producer_id: int, producer_epoch: int, control_type: int, coordinator_epoch: int = 0) -> bytes:
-    """A transaction marker: one control record (key: version 0 and type; value: version 0 and the
-    coordinator epoch), in a transactional control batch, as Kafka's EndTransactionMarker writes it."""
+    """A transaction marker: one control record in a transactional control batch, as Kafka's
+    EndTransactionMarker writes it. Key: version 0 and the control type (Kafka's ControlRecordType key,
+    two int16s, for which there is no message schema); value: version 0, then kio's EndTxnMarker."""
+    value = io.BytesIO()
+    value.write(struct.pack(">h", 0))
+    entity_writer(EndTxnMarker)(value, EndTxnMarker(coordinator_epoch=i32(coordinator_epoch)))
     record = Record(attributes=i8(0), timestamp=_now(), offset=i64(0), headers=(),
-                    key=struct.pack(">hh", 0, control_type), value=struct.pack(">hi", 0, coordinator_epoch))
+                    key=struct.pack(">hh", 0, control_type), value=value.getvalue())
     buffer = io.BytesIO()
     write_new_batch(buffer, NewRecordBatch(producer_id=i64(producer_id), producer_epoch=i16(producer_epoch),
                                            base_sequence=i32(-1), records=(record,),
