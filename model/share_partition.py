@@ -17,10 +17,12 @@ Library API (time comes in as `at_ms`, which never decreases):
     partition.acquirable_new_records()         # (first, last) of those past SPEO (empty when last < first)
     partition.lowest_acquisition(max_records, record_limit=False)
                                                # one allowed answer, as runs [[first, last, delivery_count]]
-    partition.check_acquisition(max_records, records, record_limit=False)  # raise Violation unless allowed
-    partition.acquire(at_ms, actor, max_records, records, record_limit=False)
+    partition.check_acquisition(max_records, records, record_limit=False, archived=None)
+                                               # raise Violation unless allowed
+    partition.acquire(at_ms, actor, max_records, records, record_limit=False, archived=None)
                                                # check, then apply the observed answer (SP-3..SP-8);
-                                               # record_limit: Kafka 4.2's record_limit acquire mode (SP-42)
+                                               # record_limit: Kafka 4.2's record_limit acquire mode (SP-42);
+                                               # archived: runs archived at once (SP-63)
     partition.acknowledge(at_ms, actor, [(first, last, type), ...], renew=False, received_ms=None)
                                                # -> Ruled(error, clause), applied only when the error is
                                                # "NONE" (SP-9..SP-19); renew: the request announced
@@ -39,6 +41,7 @@ SPEO there), `log_end_offset`, `state_of`, `delivery_count_of`, `owner_of`,
 `acquisition_violation(partition, max_records, records)` and
 `snapshot_violation(partition, states)` explain a refusal (Violation or None)
 from that read-only API alone, for this class and the fast acceptor alike.
+`runs_of(offsets, count_of)` groups ascending offsets into runs [first, last, count_of(offset)].
 `loaded_runs(initial_state, start_offset)` validates an `initial_state`
 (ValueError with the reason) and returns its runs as tuples.
 """
@@ -50,6 +53,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import AbstractSet as Set, Callable, Sequence
 
+from kipcheck.model.share_partition_log import LogFacts, kafka_only
 from kipcheck.model.violation import Ruled, Violation
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = "available", "acquired", "acknowledged", "archived"
@@ -112,6 +116,7 @@ class Record:
     lock_deadline_ms: int | None = None
     timed_out_owner: str | None = None  # SP-16: whose lock expired, until the record is acquired again
     loaded: bool = False  # SP-26: as initial_state gave it, not acquired since
+    archived_by: str | None = None  # SP-63, SP-65: the clause that archived it without an acknowledgement
     write_failed: bool = False  # SP-27: an acknowledgement of it failed on storage since it was acquired
     renewed: bool = False  # SP-41: its lock was renewed since it was acquired
 
@@ -230,7 +235,7 @@ def _cached_before(offset: int, holes: Set[int]) -> int:
 def cached_runs(first: int, last: int, holes: Set[int]) -> list[tuple[int, int]]:
     """The offsets of [first, last] that are not holes, as runs (first, last)."""
     offsets = [offset for offset in range(first, last + 1) if offset not in holes]
-    return [(run_first, run_last) for run_first, run_last, _ in _runs(offsets, lambda _: 0)]
+    return [(run_first, run_last) for run_first, run_last, _ in runs_of(offsets, lambda _: 0)]
 
 
 def check_config(start_offset: int, delivery_count_limit: int, record_lock_duration_ms: int,
@@ -249,11 +254,13 @@ class SharePartition:
 
     def __init__(self, start_offset: int = 0, delivery_count_limit: int = 5,
                  record_lock_duration_ms: int = 30000, max_inflight_records: int = 2000,
-                 profile: str = "kip", initial_state: Sequence = (), straddle_npe: str = "accept") -> None:
+                 profile: str = "kip", initial_state: Sequence = (), straddle_npe: str = "accept",
+                 isolation_level: str = "read_uncommitted") -> None:
         check_config(start_offset, delivery_count_limit, record_lock_duration_ms, max_inflight_records, profile,
                      straddle_npe)
         self.profile, self.kafka = profile, profile == "kafka-4.2"
         self.straddle_npe = straddle_npe
+        self.log = LogFacts(isolation_level, profile)  # SP-61..SP-65: transactions and compaction
         self.delivery_count_limit = delivery_count_limit
         self.record_lock_duration_ms = record_lock_duration_ms
         self.max_inflight_records = max_inflight_records
@@ -262,7 +269,7 @@ class SharePartition:
         self.speo_clause = "SP-24"  # the clause that put SPEO where it is (SP-42 after a record_limit acquisition)
         self._records: dict[int, Record] = {}  # offset -> record, for the window [SPSO, SPEO)
         self._batch_firsts: list[int] = []  # SP-2: the first offset of every log batch
-        self._limit_archives = LimitArchives()
+        self.limit_archives = LimitArchives()  # read only to name a clause
         self._holes: set[int] = set()  # SP-14: loaded offsets no run covers, not acquired since
         self._load(loaded_runs(initial_state, start_offset))
 
@@ -314,12 +321,15 @@ class SharePartition:
 
     def deciding_clause(self, offset: int) -> str:
         """SP-25: the clause of the rule that put the record in its present state and count; below SPSO,
-        SP-21 for a record recently archived at the delivery limit, else SP-23 (SPSO passed it: terminal)."""
+        SP-21 for a record recently archived at the delivery limit, SP-64 below the log start offset,
+        else SP-23 (SPSO passed it: terminal)."""
         if offset < self._spso:
-            return "SP-21" if offset in self._limit_archives else "SP-23"
+            return below_start_clause(self, offset)
         record = self._record(offset)
         if record.state == ACQUIRED:
             return "SP-27" if record.write_failed else "SP-41" if record.renewed else "SP-4"
+        if record.archived_by is not None:
+            return record.archived_by
         if record.loaded:  # SP-26: still as initial_state gave it
             return "SP-26"
         if record.state == AVAILABLE and record.timed_out_owner is not None:
@@ -346,12 +356,45 @@ class SharePartition:
                     record.timed_out_owner = owner
         self._advance_start()
 
-    def append(self, count: int) -> None:
-        """SP-2: one log batch of `count` records at the log end."""
+    def append(self, count: int, producer: str | None = None) -> None:
+        """SP-2: one log batch of `count` records at the log end (SP-61: in `producer`'s open transaction)."""
         if count < 1:
             raise ValueError(f"an append holds at least one record, not {count}")
+        self.log.append(self._log_end, count, producer)
         self._batch_firsts.append(self._log_end)
         self._log_end += count
+
+    # The log under Kafka 4.2: transactions, the log start offset, compaction (SP-60..SP-65).
+
+    def end_transaction(self, producer: str, result: str) -> None:
+        """SP-61: the producer's transaction ends with a control batch of one record at the log end."""
+        self.log.end_transaction(producer, result)
+        self.append(1)
+
+    def move_log_start(self, at_ms: int, offset: int) -> None:
+        """SP-64: the log start offset moved to `offset`; SPSO jumps to it, the records below leave the window."""
+        check_log_start(self, offset)
+        self.advance(at_ms)
+        self.log.start_offset = max(self.log.start_offset, offset)
+        if offset <= self._spso:  # Kafka ignores a log start offset at or below SPSO
+            return
+        if offset > self._speo:  # SPEO no longer where an acquisition (SP-42 or not) put it
+            self.speo_clause = "SP-24"
+        for below in range(self._spso, min(offset, self._speo)):
+            del self._records[below]
+        self._spso, self._speo = offset, max(self._speo, offset)
+        self._advance_start()
+
+    def compact(self, at_ms: int, first: int, last: int) -> None:
+        """SP-65: compaction removed the whole log batches [first, last]; available records of them are archived."""
+        check_compaction(self, first, last)
+        self.advance(at_ms)
+        self.log.remove(first, last)
+        for offset in range(max(first, self._spso), min(last + 1, self._speo)):
+            record = self._records[offset]
+            if record.state == AVAILABLE:
+                record.state, record.archived_by = ARCHIVED, "SP-65"
+        self._advance_start()
 
     # Acquisition.
 
@@ -359,25 +402,31 @@ class SharePartition:
         """SP-3: the records that may be acquired now, as inclusive ranges (SP-7 caps new records under kip)."""
         new_first, new_last = self.acquirable_new_records()
         offsets = [offset for offset, record in self._window() if record.state == AVAILABLE]
-        return [(first, last) for first, last, _ in _runs(offsets + list(range(new_first, new_last + 1)), lambda _: 0)]
+        return [(first, last) for first, last, _ in runs_of(offsets + list(range(new_first, new_last + 1)), lambda _: 0)]
 
     def acquirable_new_records(self) -> tuple[int, int]:
         """(first, last) of the never-acquired records that may be acquired now; empty when last < first."""
-        last = self._log_end - 1
-        if not self.kafka:  # SP-7: the window may not grow past max_inflight_records
-            last = min(last, self._spso + self.max_inflight_records - 1)
-        elif self._speo - self._spso >= self.max_inflight_records:  # SP-8
-            last = self._speo - 1
-        return self._speo, last
+        return new_records_bounds(self)
 
     def lowest_acquisition(self, max_records: int, record_limit: bool = False) -> list[list[int]]:
         """One allowed answer: the lowest acquirable records (Kafka 4.2: rounded up to whole new batches,
-        or under `record_limit` exactly as many new records as there is room for, SP-42)."""
+        or under `record_limit` exactly as many new records as there is room for, SP-42; the records of
+        aborted transactions left out, SP-63)."""
+        offsets = self._lowest_offsets(max_records, record_limit)
+        aborted = {offset for first, last in self.lowest_archived(max_records, record_limit)
+                   for offset in range(first, last + 1)}
+        return [list(run) for run in runs_of([offset for offset in offsets if offset not in aborted],
+                                           self._count_after_acquisition)]
+
+    def lowest_archived(self, max_records: int, record_limit: bool = False) -> list[list[int]]:
+        """SP-63: the `archived` runs of the lowest acquisition: its new records of aborted transactions."""
+        new = [offset for offset in self._lowest_offsets(max_records, record_limit) if offset >= self._speo]
+        return [list(run) for run in self.log.aborted_in(new[0], new[-1])] if new else []
+
+    def _lowest_offsets(self, max_records: int, record_limit: bool) -> list[int]:
         offsets = [offset for first, last in self.acquirable_ranges() for offset in range(first, last + 1)]
         offsets = offsets[:max_records]
-        if self.kafka:
-            offsets = self._round_up_new_records(offsets, max_records, record_limit)
-        return [list(run) for run in _runs(offsets, self._count_after_acquisition)]
+        return self._round_up_new_records(offsets, max_records, record_limit) if self.kafka else offsets
 
     def _round_up_new_records(self, offsets: list[int], max_records: int, record_limit: bool) -> list[int]:
         # SP-6: Kafka completes the log batch holding the last new record; SP-42: not under record_limit.
@@ -391,18 +440,22 @@ class SharePartition:
         room = min(max_records, self.max_inflight_records - (self._speo - self._spso)) - len(reacquired)
         if room <= 0 or len(offsets) == len(reacquired):
             return reacquired
-        last = min(self._speo + room, self._log_end) - 1
+        # SP-65: past batches compaction removed; SP-62: below the last stable offset.
+        new_first, new_last = self.acquirable_new_records()
+        last = min(new_first + room - 1, new_last)
         if not record_limit:
             _, last = self.log_batch_of(last)
-        return reacquired + list(range(self._speo, last + 1))
+        return reacquired + list(range(new_first, last + 1))
 
     def _count_after_acquisition(self, offset: int) -> int:
         # SP-4: the count goes up by one; a record past SPEO has count 0.
         return self._records[offset].delivery_count + 1 if offset < self._speo else 1
 
-    def check_acquisition(self, max_records: int, records: Sequence[Sequence[int]], record_limit: bool = False) -> None:
-        """Raise Violation unless `records` (runs [first, last, delivery_count]) is an allowed acquisition."""
-        violation = acquisition_violation(self, max_records, records, record_limit)
+    def check_acquisition(self, max_records: int, records: Sequence[Sequence[int]], record_limit: bool = False,
+                          archived: Sequence[Sequence[int]] | None = None) -> None:
+        """Raise Violation unless `records` (runs [first, last, delivery_count]) is an allowed acquisition,
+        with `archived` (runs [first, last]; None: not observed) its records of aborted transactions (SP-63)."""
+        violation = acquisition_violation(self, max_records, records, record_limit, archived)
         if violation is not None:
             raise violation
 
@@ -413,12 +466,17 @@ class SharePartition:
         return self._batch_firsts[index], following - 1
 
     def acquire(self, at_ms: int, actor: str, max_records: int, records: Sequence[Sequence[int]],
-                record_limit: bool = False) -> None:
+                record_limit: bool = False, archived: Sequence[Sequence[int]] | None = None) -> None:
         """Check the observed acquisition (SP-3: it may be empty), then apply it: the model continues from it.
-        `record_limit`: Kafka 4.2's record_limit acquire mode (SP-42; batch_optimized otherwise)."""
+        `record_limit`: Kafka 4.2's record_limit acquire mode (SP-42; batch_optimized otherwise).
+        `archived`: the observed runs [first, last] acquired and archived at once (SP-63); None: not observed."""
         self.advance(at_ms)  # SP-20: locks fire before the op
-        self.check_acquisition(max_records, records, record_limit)
+        self.check_acquisition(max_records, records, record_limit, archived)
         speo = self._speo
+        for first, last in archived_runs(self, records, archived):  # SP-63: acquired, archived with count 1
+            self._acquire_run(first, last, 1, actor, None)
+            for offset in range(first, last + 1):
+                self._records[offset] = Record(ARCHIVED, 1, archived_by="SP-63")
         for first, last, count in records:
             self._acquire_run(first, last, count, actor, at_ms + self.record_lock_duration_ms)
         if self._speo > speo:
@@ -430,12 +488,15 @@ class SharePartition:
                     self._records[offset] = Record()
                 if batch_last >= self._speo:
                     self._speo, self.speo_clause = batch_last + 1, "SP-42"
+        self._advance_start()
 
-    def _acquire_run(self, first: int, last: int, count: int, actor: str, deadline: int) -> None:
+    def _acquire_run(self, first: int, last: int, count: int, actor: str, deadline: int | None) -> None:
         # SP-24: SPEO becomes the offset after the highest acquired record;
-        # SP-4: records skipped past the old SPEO enter the window available, count 0.
+        # SP-4: records skipped past the old SPEO enter the window available, count 0
+        # (SP-65: archived, count 0, where compaction removed them).
         while self._speo <= last:
-            self._records[self._speo] = Record()
+            removed = self.log.is_removed(self._speo)
+            self._records[self._speo] = Record(ARCHIVED, archived_by="SP-65") if removed else Record()
             self._speo += 1
         # SP-4: acquired, owned by the actor, count incremented, locked until at_ms + duration.
         for offset in range(first, last + 1):
@@ -509,7 +570,7 @@ class SharePartition:
         record.owner = record.lock_deadline_ms = None
         record.state = ARCHIVED if record.delivery_count >= self.delivery_count_limit else AVAILABLE
         if record.state == ARCHIVED:
-            self._limit_archives.add(offset)
+            self.limit_archives.add(offset)
 
     def leave(self, at_ms: int, actor: str) -> None:
         """SP-22: the actor's session ended; its acquired records are released, counts kept."""
@@ -531,11 +592,48 @@ class SharePartition:
 # state_of, delivery_count_of, owner_of, deciding_clause, log_batch_of and the settings), so the fast
 # acceptor (impl/fastcheck/share_partition.py) explains its refusals with these very words.
 
-def acquisition_violation(partition, max_records: int, records: Sequence[Sequence[int]],
-                          record_limit: bool = False) -> Violation | None:
-    """Why `records` (runs [first, last, delivery_count]) is not an allowed acquisition now; None if it is.
+def new_records_bounds(partition) -> tuple[int, int]:
+    """(first, last) of the never-acquired records that may be acquired now; empty when last < first."""
+    first, last = partition.speo, partition.log_end_offset - 1
+    if not partition.kafka:  # SP-7: the window may not grow past max_inflight_records
+        return first, min(last, partition.spso + partition.max_inflight_records - 1)
+    if partition.speo - partition.spso >= partition.max_inflight_records:  # SP-8
+        return first, first - 1
+    if partition.log.read_committed:  # SP-62: read_committed reads below the last stable offset
+        last = min(last, partition.log.last_stable_offset(partition.log_end_offset) - 1)
+    return partition.log.first_present(first), last  # SP-65: batches compaction removed are skipped
+
+
+def archived_runs(partition, records: Sequence[Sequence[int]],
+                  archived: Sequence[Sequence[int]] | None) -> list[tuple[int, int]]:
+    """SP-63: the runs an allowed acquisition archived at once: as observed, or, when not observed, the
+    records of aborted transactions between SPEO and its last new record."""
+    if archived is not None:
+        return [(first, last) for first, last in archived]
+    last_new = max((last for _, last, _ in records if last >= partition.speo), default=None)
+    return partition.log.aborted_in(partition.speo, last_new) if last_new is not None else []
+
+
+def check_log_start(partition, offset: int) -> None:
+    """SP-64: ValueError unless `offset` can be the partition's log start offset."""
+    kafka_only("log_start", partition.profile)
+    if not 0 <= offset <= partition.log_end_offset:
+        raise ValueError(f"the log start offset {offset} must be in [0, log end {partition.log_end_offset}]")
+
+
+def check_compaction(partition, first: int, last: int) -> None:
+    """SP-65: ValueError unless [first, last] is a range of the log."""
+    kafka_only("compact", partition.profile)
+    if not 0 <= first <= last < partition.log_end_offset:
+        raise ValueError(f"compact [{first}, {last}] must be a range of the log [0, {partition.log_end_offset})")
+
+
+def acquisition_violation(partition, max_records: int, records: Sequence[Sequence[int]], record_limit: bool = False,
+                          archived: Sequence[Sequence[int]] | None = None) -> Violation | None:
+    """Why `records` (runs [first, last, delivery_count]) with `archived` (runs [first, last] of aborted
+    transactions, SP-63; None: not observed) is not an allowed acquisition now; None if it is.
     `record_limit`: Kafka 4.2's record_limit acquire mode (SP-42)."""
-    spso, speo, log_end = partition.spso, partition.speo, partition.log_end_offset
+    spso, speo = partition.spso, partition.speo
     previous_last, total = spso - 1, 0
     new_runs: list[tuple[int, int]] = []  # the parts of the runs at or past SPEO
     for first, last, count in records:
@@ -545,14 +643,10 @@ def acquisition_violation(partition, max_records: int, records: Sequence[Sequenc
         if first > last or first <= previous_last:
             return Violation("SP-3", f"ascending, non-overlapping runs after offset {previous_last}",
                              f"run [{first}, {last}]")
-        if last >= log_end:
-            return Violation("SP-3", f"records below the log end {log_end}", f"run [{first}, {last}]")
-        violation = _run_violation(partition, first, last, count)
+        violation = _log_end_violation(partition, first, last) or _run_violation(partition, first, last, count)
         if violation is not None:
             return violation
         if last >= speo:
-            if partition.kafka and new_runs and first != new_runs[-1][1] + 1:  # SP-6: one contiguous run
-                return Violation("SP-6", f"new records contiguous from {new_runs[0][0]}", f"run [{first}, {last}]")
             new_runs.append((max(first, speo), last))
         total += last + 1 - first
         previous_last = last
@@ -562,7 +656,12 @@ def acquisition_violation(partition, max_records: int, records: Sequence[Sequenc
         violation = throttle_violation(partition, records, total, bool(new_runs)) if records else None
         if violation is not None:
             return violation
-        return _new_batches_violation(partition, max_records, total, new_runs, record_limit) if new_runs else None
+        violation = _archived_violation(partition, records, archived, new_runs)
+        if violation is not None:
+            return violation
+        reacquired = total - sum(last + 1 - first for first, last in new_runs)
+        new_runs = sorted(new_runs + archived_runs(partition, records, archived))
+        return _new_batches_violation(partition, max_records, reacquired, new_runs, record_limit) if new_runs else None
     if total > max_records:  # SP-5
         return Violation("SP-5", f"at most {max_records} records", f"{total} records")
     if previous_last >= speo and previous_last + 1 - spso > partition.max_inflight_records:
@@ -572,10 +671,22 @@ def acquisition_violation(partition, max_records: int, records: Sequence[Sequenc
     return None
 
 
+def below_start_clause(partition, offset: int) -> str:
+    """The clause that put `offset`, below SPSO, out of reach: SP-21 (recently archived at the delivery
+    limit), SP-64 (below the log start offset) or SP-23 (SPSO passed it: terminal)."""
+    if offset in partition.limit_archives:
+        return "SP-21"
+    return "SP-64" if offset < partition.log.start_offset else "SP-23"
+
+
 def _below_start_violation(partition, first: int, last: int, count: int) -> Violation:
     """The first run starts below SPSO, which passes only terminal records (SP-23)."""
-    if partition.deciding_clause(first) == "SP-21":  # the delivery limit, not a mere position, forbids it
+    clause = partition.deciding_clause(first)
+    if clause == "SP-21":  # the delivery limit, not a mere position, forbids it
         return _limit_violation(partition, first, count)
+    if clause == "SP-64":
+        return Violation("SP-64", f"records at or above the log start offset {partition.log.start_offset}",
+                         f"run [{first}, {last}]")
     return Violation("SP-3", f"records at or above SPSO {partition.spso} (record {first} is below it: terminal, "
                              f"or before the start offset)", f"run [{first}, {last}]")
 
@@ -591,8 +702,13 @@ def _run_violation(partition, first: int, last: int, count: int) -> Violation | 
         state = partition.state_of(offset)
         if state == AVAILABLE:
             continue
-        if partition.deciding_clause(offset) == "SP-21":  # the delivery limit, not a mere state, forbids it
+        clause = partition.deciding_clause(offset)
+        if clause == "SP-21":  # the delivery limit, not a mere state, forbids it
             return _limit_violation(partition, offset, count)
+        if clause in ("SP-63", "SP-65"):  # archived without an acknowledgement
+            return Violation(clause, f"available records only (record {offset} is archived: "
+                                     f"{'an aborted transaction' if clause == 'SP-63' else 'compacted away'})",
+                             f"record {offset} acquired")
         holder = f" by {partition.owner_of(offset)}" if state == ACQUIRED else ""
         return Violation("SP-3", f"available records only (record {offset} is {state}{holder})",
                          f"record {offset} acquired")
@@ -624,7 +740,58 @@ def throttle_violation(partition, records: Sequence[Sequence[int]], total: int, 
     return None
 
 
-def _new_batches_violation(partition, max_records: int, total: int, new_runs: list[tuple[int, int]],
+def _log_end_violation(partition, first: int, last: int) -> Violation | None:
+    """SP-3: records below the log end; SP-62: under read_committed, below the last stable offset."""
+    log_end = partition.log_end_offset
+    stable = partition.log.last_stable_offset(log_end)
+    if partition.log.read_committed and last >= stable:
+        return Violation("SP-62", f"records below the last stable offset {stable} (read_committed)",
+                         f"run [{first}, {last}]")
+    if last >= log_end:
+        return Violation("SP-3", f"records below the log end {log_end}", f"run [{first}, {last}]")
+    return None
+
+
+def _archived_violation(partition, records: Sequence[Sequence[int]], archived: Sequence[Sequence[int]] | None,
+                        new_runs: list[tuple[int, int]]) -> Violation | None:
+    """SP-63: the new records of aborted transactions are archived, never among the acquired records."""
+    for first, last, _ in records:
+        aborted = partition.log.aborted_in(max(first, partition.speo), last)
+        if aborted:
+            return Violation("SP-63", "records of aborted transactions archived, not acquired (read_committed)",
+                             f"records {aborted[0][0]}-{aborted[0][1]} acquired")
+    if archived is None:
+        return None
+    previous_last = partition.speo - 1
+    for first, last in archived:
+        violation = _log_end_violation(partition, first, last)
+        if violation is not None:
+            return violation
+        if first <= previous_last or first > last or partition.log.aborted_in(first, last) != [(first, last)]:
+            return Violation("SP-63", f"archived runs of aborted transactions past SPEO {partition.speo}, ascending",
+                             f"archived [{first}, {last}]")
+        previous_last = last
+    span_last = max([last for _, last in new_runs] + [last for _, last in archived], default=None)
+    if span_last is None:
+        return None
+    expected = partition.log.aborted_in(partition.speo, span_last)
+    if _merged(archived) != _merged(expected):
+        return Violation("SP-63", f"archived {_merged(expected)}: every aborted record acquired is archived",
+                         f"archived {_merged(archived)}")
+    return None
+
+
+def _merged(runs: Sequence[Sequence[int]]) -> list[list[int]]:
+    merged: list[list[int]] = []
+    for first, last in runs:
+        if merged and first == merged[-1][1] + 1:
+            merged[-1][1] = last
+        else:
+            merged.append([first, last])
+    return merged
+
+
+def _new_batches_violation(partition, max_records: int, reacquired: int, new_runs: list[tuple[int, int]],
                            record_limit: bool) -> Violation | None:
     spso, speo = partition.spso, partition.speo
     new_first, new_last = new_runs[0][0], new_runs[-1][1]
@@ -632,22 +799,27 @@ def _new_batches_violation(partition, max_records: int, total: int, new_runs: li
     if window >= partition.max_inflight_records:  # SP-8
         return Violation("SP-8", f"no record past SPEO {speo} with {window} records in flight",
                          f"records {new_first}-{new_last}")
-    # SP-6: new records are whole log batches from SPEO, overshooting only to complete a batch.
-    reacquired = total - sum(last + 1 - first for first, last in new_runs)
+    for (_, last), (first, run_last) in zip(new_runs, new_runs[1:]):  # SP-6: one contiguous run
+        if first != last + 1:
+            return Violation("SP-6", f"new records contiguous from {new_first}", f"run [{first}, {run_last}]")
+    # SP-6: new records are whole log batches from SPEO (SP-65: from past the batches compaction
+    # removed), overshooting only to complete a batch.
     room = min(max_records, partition.max_inflight_records - window) - reacquired
-    if new_first != speo:
-        return Violation("SP-6", f"new records starting at SPEO {speo}", f"new records from {new_first}")
+    start, _ = new_records_bounds(partition)
+    if new_first != start:
+        return Violation("SP-6", f"new records starting at {'SPEO ' if start == speo else ''}{start}",
+                         f"new records from {new_first}")
     batch_first, batch_last = partition.log_batch_of(new_last)
     if record_limit:  # SP-42: exactly the room left, or fewer ending at a log batch's end (the fetched data's)
-        count = new_last + 1 - speo
+        count = new_last + 1 - start
         if count > room or (count < room and batch_last != new_last):
-            return Violation("SP-42", f"{max(room, 0)} new records from SPEO {speo}, or fewer ending at the end "
-                                      f"of a log batch", f"records {new_first}-{new_last}")
+            return Violation("SP-42", f"{max(room, 0)} new records from {'SPEO ' if start == speo else ''}{start}, "
+                                      f"or fewer ending at the end of a log batch", f"records {new_first}-{new_last}")
         return None
     if batch_last != new_last:
         return Violation("SP-6", "new records ending at the end of a log batch", f"new records ending at {new_last}")
-    if room <= 0 or batch_first - speo >= room:
-        return Violation("SP-6", f"whole log batches from {speo}, the last one starting below {speo + max(room, 0)}",
+    if room <= 0 or batch_first - start >= room:
+        return Violation("SP-6", f"whole log batches from {start}, the last one starting below {start + max(room, 0)}",
                          f"records {new_first}-{new_last} (last batch from {batch_first})")
     return None
 
@@ -675,7 +847,7 @@ def snapshot_violation(partition, states: Sequence[Sequence]) -> Violation | Non
     return None
 
 
-def _runs(offsets: list[int], count_of) -> list[tuple[int, int, int]]:
+def runs_of(offsets: list[int], count_of) -> list[tuple[int, int, int]]:
     """Ascending `offsets` as runs (first, last, count_of(offset)) of consecutive offsets with the same count."""
     runs: list[tuple[int, int, int]] = []
     for offset in offsets:

@@ -20,7 +20,14 @@ Library API (pure):
     coordinator.failover()         # the coordinator restarts: state = replay(log)
     coordinator.still_loading()    # an observed COORDINATOR_LOAD_IN_PROGRESS: Violation unless loading
     coordinator.storage_failure(error)  # a request answered with one of STORAGE_ERRORS (ST-18, ST-13)
-    coordinator.log() -> tuple of Checkpoint / Delta records
+    coordinator.log() -> tuple of Checkpoint / Delta / Tombstone records
+  kafka-4.2 only, the coordinator's own records (ST-30..ST-35):
+    coordinator.advance(at_ms)     # the clock, read by cold-partition snapshots
+    coordinator.initialize / write / read(..., leader_epoch=None)   # None: not given, not fenced
+    coordinator.delete() -> Answer       # DeleteShareGroupState: a tombstone (ST-33)
+    coordinator.cold_snapshot()          # the cold-partition job (ST-34)
+    coordinator.prune()                  # records below the latest snapshot or tombstone deleted (ST-35)
+    coordinator.appended -> "snapshot", "update", "tombstone" or "none": the last request's record (ST-31)
     replay(log, profile, deltas_per_checkpoint) -> PersistedState or None
     merge(batches, incoming, start_offset, profile) -> canonical batches
     canonical(batches) -> sorted batches with equal neighbours joined
@@ -50,6 +57,13 @@ NONE = "NONE"
 INVALID_REQUEST = "INVALID_REQUEST"
 FENCED_STATE_EPOCH = "FENCED_STATE_EPOCH"
 COORDINATOR_LOAD_IN_PROGRESS = "COORDINATOR_LOAD_IN_PROGRESS"
+FENCED_LEADER_EPOCH = "FENCED_LEADER_EPOCH"
+# ST-31: what a request appended to the coordinator's log, as a trace observes it.
+RECORD_KINDS = ("snapshot", "update", "tombstone", "none")
+# ST-32: the leader epoch a snapshot of InitializeShareGroupState holds (Kafka's ShareGroupOffset.UNINITIALIZED_EPOCH).
+INITIAL_LEADER_EPOCH = 0
+# ST-34: share.coordinator.cold.partition.snapshot.interval.ms.
+COLD_SNAPSHOT_INTERVAL_MS = 300000
 FIELDS = ("state_epoch", "start_offset", "batches")
 
 
@@ -77,6 +91,9 @@ class PersistedState:
     # ST-2: the highest state epoch of a checkpoint since the first, what Kafka fences against (its stateEpochMap);
     # the stored state_epoch can be lower after an initialize with -1.
     fence_epoch: int = 0
+    leader_epoch: int = -1  # ST-32: the highest leader epoch recorded
+    snapshot_at_ms: int = 0  # ST-34: when the last snapshot was written
+    cold: bool = False  # ST-34: the last snapshot was a cold-partition snapshot
 
 
 @dataclass(frozen=True)
@@ -87,6 +104,14 @@ class Checkpoint:
     state_epoch: int
     start_offset: int
     batches: tuple[Batch, ...]
+    leader_epoch: int = -1  # ST-32 (kafka-4.2)
+    at_ms: int = 0  # ST-34: its write timestamp
+    cold: bool = False  # ST-34: written by the cold-partition job
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """ST-33 (kafka-4.2): DeleteShareGroupState's ShareSnapshot tombstone: the key has no state."""
 
 
 @dataclass(frozen=True)
@@ -98,9 +123,10 @@ class Delta:
     delta_index: int | None  # None under kafka-4.2: no DeltaIndex
     start_offset: int
     batches: tuple[Batch, ...]
+    leader_epoch: int = -1  # ST-32 (kafka-4.2): raised only by a read that writes
 
 
-Record = Checkpoint | Delta
+Record = Checkpoint | Delta | Tombstone
 
 
 # Batches: merging offset by offset.
@@ -166,16 +192,21 @@ def merge(batches: Iterable[Batch], incoming: Iterable[Batch], start_offset: int
 
 # Records: applying one, and replaying a log.
 
-def _apply(state: PersistedState | None, record: Record, profile: str, deltas_per_checkpoint: int) -> PersistedState:
+def _apply(state: PersistedState | None, record: Record, profile: str,
+           deltas_per_checkpoint: int) -> PersistedState | None:
     """The state after `record`, as both the in-memory update and replay see it."""
+    if isinstance(record, Tombstone):  # ST-33: the key's state, epochs and update count are gone
+        return None
     if isinstance(record, Checkpoint):
         deltas = 0
         if profile == "kafka-4.2" and state is not None and state.deltas < deltas_per_checkpoint:
             # ST-10: Kafka resets the update count only when it had reached the limit.
             deltas = state.deltas
         fence_epoch = record.state_epoch if state is None else max(state.fence_epoch, record.state_epoch)
+        # ST-32: the recorded leader epoch only grows while the key lives.
+        leader_epoch = max(record.leader_epoch, state.leader_epoch) if state is not None else record.leader_epoch
         return PersistedState(record.state_epoch, record.start_offset, record.batches, record.checkpoint_epoch, deltas,
-                              fence_epoch)
+                              fence_epoch, leader_epoch, record.at_ms, record.cold)
     assert state is not None, "a delta needs a checkpoint before it"
     if profile == "kip" and record.checkpoint_epoch != state.checkpoint_epoch:
         # ST-11: a delta of another checkpoint epoch is not replayed.
@@ -184,7 +215,7 @@ def _apply(state: PersistedState | None, record: Record, profile: str, deltas_pe
     start_offset = state.start_offset if record.start_offset == UNCHANGED else record.start_offset
     # ST-11: the delta index sequence continues after the highest index; ST-12: Kafka counts updates.
     deltas = record.delta_index + 1 if profile == "kip" else state.deltas + 1
-    return replace(state, start_offset=start_offset, deltas=deltas,
+    return replace(state, start_offset=start_offset, deltas=deltas, leader_epoch=max(state.leader_epoch, record.leader_epoch),
                    batches=merge(state.batches, record.batches, start_offset, profile))
 
 
@@ -215,6 +246,14 @@ class ShareCoordinator:
     records: list[Record] = field(default_factory=list)
     # ST-13: the trace starts with a newly elected coordinator, as after a failover.
     loading: bool = True
+    cold_snapshot_interval_ms: int = COLD_SNAPSHOT_INTERVAL_MS  # ST-34
+    appended: str = "none"  # ST-31: the record the last request appended
+    now_ms: int = 0  # ST-34: the clock, as advance() gave it
+    # The clauses that name what a trace sees of the coordinator's own records: ST-10, or ST-35 for the
+    # update count of a coordinator that replayed a pruned log; ST-3, or ST-33 for a deleted key.
+    update_count_clause: str = "ST-10"
+    _pruned: bool = field(default=False, init=False, repr=False)
+    _deleted: bool = field(default=False, init=False, repr=False)
     _ruled: dict[str, str] = field(default_factory=lambda: dict.fromkeys(FIELDS, "ST-3"), init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -251,19 +290,57 @@ class ShareCoordinator:
     def failover(self) -> None:
         # ST-11 / ST-12: the new coordinator's state is the replay of the log.
         self.state = replay(self.records, self.profile, self.deltas_per_checkpoint)
+        self.update_count_clause = "ST-35" if self._pruned else "ST-10"
         self.loading = True
         self._ruled = dict.fromkeys(FIELDS, "ST-11" if self.profile == "kip" else "ST-12")
 
-    def read(self) -> Answer:
-        self.loading = False
+    def advance(self, at_ms: int) -> None:
+        """The clock: ST-34 compares it with the time of the last snapshot."""
+        self.now_ms = at_ms
+
+    def read(self, leader_epoch: int | None = None) -> Answer:
+        """`leader_epoch` (kafka-4.2; None: not given) fences the read and may make it write (ST-32)."""
+        self.loading, self.appended = False, "none"
         if self.state is None:
-            # ST-3: no state before InitializeShareGroupState.
-            return self._refuse(INVALID_REQUEST, "ST-3")
+            # ST-3: no state before InitializeShareGroupState (ST-33: or after DeleteShareGroupState).
+            return self._refuse(INVALID_REQUEST, "ST-33" if self._deleted else "ST-3")
+        if leader_epoch is not None:
+            if self.state.leader_epoch > leader_epoch:
+                # ST-32: a lower leader epoch is fenced; Kafka 4.2 fences -1 too (KAFKA-20694).
+                return self._refuse(FENCED_LEADER_EPOCH, "ST-32")
+            if leader_epoch != UNCHANGED and leader_epoch != self.state.leader_epoch:
+                # ST-32: a read with a new leader epoch records it, as a write of no batches would.
+                self._append(self._record_for_write(self.state.state_epoch, self.state.start_offset, (), leader_epoch))
         # ST-1: the answer is the persisted state.
         return Answer(NONE, "ST-1")
 
+    def delete(self) -> Answer:
+        """ST-33 (kafka-4.2): DeleteShareGroupState writes a tombstone, if the key has a state."""
+        self.loading, self.appended = False, "none"
+        if self.state is not None:
+            self._append(Tombstone())
+            self._deleted = True
+        self._ruled = dict.fromkeys(FIELDS, "ST-33")
+        return Answer(NONE, "ST-33")
+
+    def cold_snapshot(self) -> None:
+        """ST-34 (kafka-4.2): the cold-partition job snapshots a key whose last snapshot is older than the
+        interval, unless that snapshot is itself a cold one (then every key is cold and the job skips)."""
+        self.appended = "none"
+        state = self.state
+        if state is None or state.cold or self.now_ms - state.snapshot_at_ms < self.cold_snapshot_interval_ms:
+            return
+        self._append(Checkpoint(state.checkpoint_epoch + 1, state.state_epoch, state.start_offset, state.batches,
+                                state.leader_epoch, self.now_ms, cold=True))
+
+    def prune(self) -> None:
+        """ST-35 (kafka-4.2): the records before the latest snapshot or tombstone are deleted from the log."""
+        latest = max((index for index, record in enumerate(self.records) if not isinstance(record, Delta)), default=0)
+        del self.records[:latest]
+        self._pruned = self._pruned or latest > 0
+
     def initialize(self, state_epoch: int, start_offset: int) -> Answer:
-        self.loading = False
+        self.loading, self.appended = False, "none"
         if self.profile == "kip" and state_epoch < 0:
             # ST-17: StateEpoch is a uint32 in the draft.
             return self._refuse(INVALID_REQUEST, "ST-17")
@@ -273,14 +350,17 @@ class ShareCoordinator:
             return self._refuse(FENCED_STATE_EPOCH, "ST-2")
         # ST-2: a checkpoint with the next checkpoint epoch replaces the whole state.
         checkpoint_epoch = 0 if self.state is None else self.state.checkpoint_epoch + 1
-        self._append(Checkpoint(checkpoint_epoch, state_epoch, start_offset, ()))
+        leader_epoch = INITIAL_LEADER_EPOCH if self.profile == "kafka-4.2" else -1  # ST-32 (kip has none)
+        self._append(Checkpoint(checkpoint_epoch, state_epoch, start_offset, (), leader_epoch, self.now_ms))
         self._ruled = dict.fromkeys(FIELDS, "ST-2")
         return Answer(NONE, "ST-2")
 
-    def write(self, state_epoch: int, start_offset: int, batches: Iterable[Batch]) -> Answer:
-        self.loading = False
+    def write(self, state_epoch: int, start_offset: int, batches: Iterable[Batch],
+              leader_epoch: int | None = None) -> Answer:
+        """`leader_epoch` (kafka-4.2; None: not given) fences the write (ST-32) and is never stored."""
+        self.loading, self.appended = False, "none"
         batches = tuple(batches)
-        refusal = self._write_refusal(state_epoch, batches)
+        refusal = self._write_refusal(state_epoch, batches, leader_epoch)
         if refusal:
             return self._refuse(*refusal)
         # ST-14: the coordinator stores the batches it is given, whatever the leader chose.
@@ -290,10 +370,11 @@ class ShareCoordinator:
                        "batches": "ST-7" if self.profile == "kip" else "ST-8"}
         return Answer(NONE, self._ruled["batches"])
 
-    def _write_refusal(self, state_epoch: int, batches: tuple[Batch, ...]) -> tuple[str, str] | None:
+    def _write_refusal(self, state_epoch: int, batches: tuple[Batch, ...],
+                       leader_epoch: int | None) -> tuple[str, str] | None:
         if self.state is None:
-            # ST-3: a write before InitializeShareGroupState.
-            return INVALID_REQUEST, "ST-3"
+            # ST-3: a write before InitializeShareGroupState (ST-33: or after DeleteShareGroupState).
+            return INVALID_REQUEST, "ST-33" if self._deleted else "ST-3"
         if self.profile == "kip":
             if state_epoch != self.state.state_epoch:
                 # ST-4: the state epoch must match.
@@ -301,27 +382,41 @@ class ShareCoordinator:
             if any(batch.state == "acquired" for batch in batches):
                 # ST-15: Acquired is never persisted (ST-16: kafka-4.2 does not check).
                 return INVALID_REQUEST, "ST-15"
+        elif leader_epoch not in (None, UNCHANGED) and self.state.leader_epoch > leader_epoch:
+            # ST-32: a lower leader epoch is fenced, before the state epoch; -1 skips the check.
+            return FENCED_LEADER_EPOCH, "ST-32"
         elif state_epoch != UNCHANGED and self.state.fence_epoch > state_epoch:
             # ST-5: an older state epoch is fenced; -1 skips the check.
             return FENCED_STATE_EPOCH, "ST-5"
         return None
 
-    def _record_for_write(self, state_epoch: int, start_offset: int, batches: tuple[Batch, ...]) -> Record:
+    def _record_for_write(self, state_epoch: int, start_offset: int, batches: tuple[Batch, ...],
+                          leader_epoch: int | None = None) -> Record:
         state = self.state
         assert state is not None
+        # ST-32: only a read that writes records a new leader epoch.
+        leader_epoch = state.leader_epoch if leader_epoch is None else leader_epoch
         if state.deltas < self.deltas_per_checkpoint:
             # ST-9: a ShareDelta numbered in sequence; ST-10: a ShareUpdate without StateEpoch.
             if self.profile == "kip":
                 return Delta(state.checkpoint_epoch, state_epoch, state.deltas, start_offset, batches)
-            return Delta(state.checkpoint_epoch, None, None, start_offset, merge((), batches, UNCHANGED, self.profile))
+            return Delta(state.checkpoint_epoch, None, None, start_offset, merge((), batches, UNCHANGED, self.profile),
+                         leader_epoch)
         # ST-9 / ST-10: after the limit, a checkpoint with the next epoch holds the merged state.
         # ST-5: a write never changes the stored state epoch.
         new_start = state.start_offset if start_offset == UNCHANGED else start_offset
         merged = merge(state.batches, batches, new_start, self.profile)
-        return Checkpoint(state.checkpoint_epoch + 1, state.state_epoch, new_start, merged)
+        return Checkpoint(state.checkpoint_epoch + 1, state.state_epoch, new_start, merged, leader_epoch, self.now_ms)
 
     def _append(self, record: Record) -> None:
         self.records.append(record)
+        # ST-31: which record the request appended.
+        self.appended = "tombstone" if isinstance(record, Tombstone) else "snapshot" if isinstance(record, Checkpoint) else "update"
+        if self.appended == "snapshot" and (self.state is None or self.state.deltas >= self.deltas_per_checkpoint):
+            # A snapshot that resets the update count ends the effect of a pruned replay (ST-35).
+            self.update_count_clause, self._pruned = "ST-10", False
+        if isinstance(record, Checkpoint) and record.checkpoint_epoch == 0:
+            self._deleted = False  # ST-33: initialized again
         self.state = _apply(self.state, record, self.profile, self.deltas_per_checkpoint)
 
     def _refuse(self, error: str, clause: str) -> Answer:

@@ -29,14 +29,17 @@ from typing import Any, Callable, ClassVar
 
 import itf_py
 
-from kipcheck.model import ic, revoke_delay, share_partition, share_session
+from kipcheck.model import ic, revoke_delay, share_partition, share_session, share_state
 from kipcheck.model.violation import Violation
 
+# tla/share_partition_log.qnt: the share-partition machine under kafka-4.2, over a log with transactions.
+SHARE_PARTITION_LOG = "share-partition/kafka-4.2-log"
 ACTION = "mbt::actionTaken"
 PICKS = "mbt::nondetPicks"
 # Which machine a trace belongs to, from the Quint module it was simulated from.
 MODULES = {"share_partition": "share-partition", "share_session": "share-session",
-           "revoke_delay": "revoke-delay", "ic": "ic"}
+           "revoke_delay": "revoke-delay", "ic": "ic", "share_partition_log": SHARE_PARTITION_LOG,
+           "share_state_records": "share-state"}
 
 
 class Mismatch(AssertionError):
@@ -298,8 +301,126 @@ class RevokeDelayReplayer(Replayer):
                 "pending": [[kind, sorted(partitions)] for kind, partitions in model.pending]}
 
 
+class SharePartitionLogReplayer(Replayer):
+    """tla/share_partition_log.qnt through model/share_partition.py (kafka-4.2: SP-61..SP-65)."""
+
+    machine = SHARE_PARTITION_LOG
+    model_class = share_partition.SharePartition
+
+    def start(self, initial: dict[str, Any]) -> None:
+        config = initial["config"]
+        self.model = self.model_class(
+            delivery_count_limit=config["deliveryCountLimit"], record_lock_duration_ms=self.LOCK_DURATION_MS,
+            profile="kafka-4.2", isolation_level="read_committed" if config["readCommitted"] else "read_uncommitted")
+        self.error = share_partition.NONE
+
+    LOCK_DURATION_MS = 100  # the spec's LOCK_DURATION_MS
+
+    def apply(self, action: str, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.error = share_partition.NONE  # only an acknowledgement answers; Quint acknowledges held runs only
+        super().apply(action, picks, state)
+
+    def on_appendBatch(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.model.advance(state["nowMs"])
+        self.model.append(picks["count"])
+
+    def on_appendTxn(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.model.advance(state["nowMs"])
+        self.model.append(picks["count"], picks["producer"])
+
+    def on_endTxn(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.model.advance(state["nowMs"])
+        self.model.end_transaction(picks["producer"], "commit" if picks["commit"] else "abort")
+
+    def on_acquire(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        # The observed answer: what Quint acquired, with the counts it gave, and what it archived (SP-63).
+        records = state["partition"]["records"]
+        acquired = share_partition.runs_of(state["lastAcquired"], lambda offset: records[offset]["deliveryCount"])
+        archived = [[first, last] for first, last, _ in share_partition.runs_of(state["lastArchived"], lambda _: 1)]
+        self.model.acquire(state["nowMs"], picks["member"], picks["maxRecords"], [list(run) for run in acquired],
+                           archived=archived)
+
+    def on_acknowledge(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        first, last = picks["heldRun"]
+        self.error = self.model.acknowledge(state["nowMs"], picks["member"], [(first, last, picks["ackType"])]).value
+
+    def on_logStart(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.model.move_log_start(state["nowMs"], picks["offset"])
+
+    def on_compact(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.model.compact(state["nowMs"], *picks["batch"])
+
+    def on_tick(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.model.advance(state["nowMs"])
+
+    def quint_view(self, state: dict[str, Any]) -> dict[str, Any]:
+        partition = state["partition"]
+        window = {offset: [partition["records"][offset]["state"], partition["records"][offset]["deliveryCount"],
+                           partition["records"][offset]["owner"] or None]
+                  for offset in range(partition["spso"], partition["speo"])}
+        return {"error": share_partition.NONE, "spso": partition["spso"], "speo": partition["speo"],
+                "log_end_offset": state["log"]["end"], "window": window}
+
+    def model_view(self) -> dict[str, Any]:
+        model = self.model
+        window = {offset: [model.state_of(offset), model.delivery_count_of(offset), model.owner_of(offset)]
+                  for offset in range(model.spso, model.speo)}
+        return {"error": self.error, "spso": model.spso, "speo": model.speo, "log_end_offset": model.log_end_offset,
+                "window": window}
+
+
+class ShareStateRecordsReplayer(Replayer):
+    """tla/share_state_records.qnt through model/share_state.py (kafka-4.2: ST-31..ST-35)."""
+
+    machine = "share-state"
+    model_class = share_state.ShareCoordinator
+
+    def start(self, initial: dict[str, Any]) -> None:
+        # The spec's UPDATES_PER_SNAPSHOT and COLD_INTERVAL_MS.
+        self.model = self.model_class("kafka-4.2", deltas_per_checkpoint=2, cold_snapshot_interval_ms=100)
+        self.error = share_state.NONE
+
+    def apply(self, action: str, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.model.advance(state["nowMs"])
+        self.model.appended, self.error = "none", share_state.NONE
+        super().apply(action, picks, state)
+
+    def on_initialize(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.error = self.model.initialize(picks["stateEpoch"], picks["startOffset"]).error
+
+    def on_write(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.error = self.model.write(picks["stateEpoch"], picks["startOffset"], [], picks["leaderEpoch"]).error
+
+    def on_read(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.error = self.model.read(picks["leaderEpoch"]).error
+
+    def on_delete(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.error = self.model.delete().error
+
+    def on_coldSnapshot(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.model.cold_snapshot()
+
+    def on_prune(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.model.prune()
+
+    def on_failover(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        self.model.failover()
+
+    def quint_view(self, state: dict[str, Any]) -> dict[str, Any]:
+        key = state["key"]
+        stored = [key["snapshotEpoch"], key["stateEpoch"], key["leaderEpoch"], key["startOffset"], key["updates"]]
+        return {"error": state["lastError"], "appended": state["appended"], "state": stored if key["exists"] else None}
+
+    def model_view(self) -> dict[str, Any]:
+        stored = self.model.state
+        return {"error": self.error, "appended": self.model.appended,
+                "state": None if stored is None else [stored.checkpoint_epoch, stored.state_epoch, stored.leader_epoch,
+                                                      stored.start_offset, stored.deltas]}
+
+
 REPLAYERS: dict[str, type[Replayer]] = {replayer.machine: replayer for replayer in (
-    ICReplayer, SharePartitionReplayer, ShareSessionReplayer, RevokeDelayReplayer)}
+    ICReplayer, SharePartitionReplayer, ShareSessionReplayer, RevokeDelayReplayer, SharePartitionLogReplayer,
+    ShareStateRecordsReplayer)}
 
 
 def load(path: str | Path) -> itf_py.Trace:

@@ -192,8 +192,8 @@ class RecordLimitTakesWholeBatches(SharePartition):
     def _acquire_cached(self, member_id, budget, lock_id, acquired, record_limit=False):
         return super()._acquire_cached(member_id, budget, lock_id, acquired)
 
-    def _acquire_new(self, member_id, budget, room, lock_id, acquired, record_limit=False):
-        super()._acquire_new(member_id, budget, room, lock_id, acquired)
+    def _acquire_new(self, member_id, budget, room, lock_id, acquired, archived, record_limit=False):
+        super()._acquire_new(member_id, budget, room, lock_id, acquired, archived)
 
 
 class NeverThrottles(SharePartition):

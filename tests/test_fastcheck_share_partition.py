@@ -26,6 +26,7 @@ EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "oracle" / "examples
 ACTORS = ("c1", "c2", "c3")
 ERRORS = (model.NONE, model.INVALID_REQUEST, model.INVALID_RECORD_STATE, model.REQUEST_TIMED_OUT, "COORDINATOR_NOT_AVAILABLE",
           "UNKNOWN_SERVER_ERROR")
+LOG_ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 DIFFERENTIAL = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -59,6 +60,8 @@ class TraceWriter:
         if data.draw(st.booleans()):  # SP-26: a partition reloaded after a restart
             self.config["initial_state"] = data.draw(initial_states(self.config["start_offset"],
                                                                     self.config["delivery_count_limit"]))
+        if profile == "kafka-4.2" and data.draw(st.booleans()):  # SP-62, SP-63
+            self.config["isolation_level"] = data.draw(st.sampled_from(LOG_ISOLATION_LEVELS))
         self.profile = profile
         self.partition = model.SharePartition(**self.config, profile=profile)
         self.at_ms = 0
@@ -76,7 +79,10 @@ class TraceWriter:
         draw = self.data.draw
         previous_ms = self.at_ms
         self.at_ms += draw(st.sampled_from((0, 0, 1, 5, self.config["record_lock_duration_ms"])))
-        op = draw(st.sampled_from(("append", "acquire", "acquire", "acknowledge", "acknowledge", "leave", "tick", "check")))
+        ops = ("append", "acquire", "acquire", "acknowledge", "acknowledge", "leave", "tick", "check")
+        if self.profile == "kafka-4.2":  # SP-61..SP-65: Kafka 4.2's log
+            ops += ("transaction", "transaction", "log_start", "compact")
+        op = draw(st.sampled_from(ops))
         actor = draw(st.sampled_from(ACTORS))
         # SP-44: an acknowledgement received earlier than answered, its records' locks held back meanwhile.
         self.received_ms = None
@@ -94,15 +100,48 @@ class TraceWriter:
     def acquire(self, actor):
         max_records = self.data.draw(st.integers(1, 6))
         record_limit = self.data.draw(st.booleans())  # SP-42: Kafka 4.2's record_limit acquire mode
+        archived = None
         if self.profile == "kafka-4.2" or self.data.draw(st.booleans()):
             records = self.partition.lowest_acquisition(max_records, record_limit)
+            if self.profile == "kafka-4.2" and self.data.draw(st.booleans()):  # SP-63: observed, else inferred
+                archived = self.partition.lowest_archived(max_records, record_limit)
         else:  # SP-3: any ascending set of acquirable records
             records = self._any_acquisition(max_records)
         args = {"max_records": max_records}
         if record_limit:
             args["acquire_mode"] = "record_limit"
-        self.emit(actor, "acquire", args, {"records": copy.deepcopy(records)})
-        self.partition.acquire(self.at_ms, actor, max_records, records, record_limit)
+        observed = {"records": copy.deepcopy(records)}
+        if archived is not None:
+            observed["archived"] = copy.deepcopy(archived)
+        self.emit(actor, "acquire", args, observed)
+        self.partition.acquire(self.at_ms, actor, max_records, records, record_limit, archived)
+
+    def transaction(self, _actor):
+        """SP-61: a transactional append, or the end of a producer's transaction."""
+        producer = self.data.draw(st.sampled_from(("p1", "p2")))
+        if self.partition.log.has_open_transaction(producer) and self.data.draw(st.booleans()):
+            result = self.data.draw(st.sampled_from(("commit", "abort")))
+            self.partition.end_transaction(producer, result)
+            self.emit(producer, "end_transaction", {"producer": producer, "result": result})
+        else:
+            count = self.data.draw(st.integers(1, 4))
+            self.partition.append(count, producer)
+            self.emit(producer, "append", {"count": count, "producer": producer})
+
+    def log_start(self, _actor):
+        """SP-64: the log start offset moves (or is learnt at or below SPSO, which changes nothing)."""
+        offset = self.data.draw(st.integers(max(0, self.partition.spso - 1), self.partition.log_end_offset))
+        self.partition.move_log_start(self.at_ms, offset)
+        self.emit("retention", "log_start", {"offset": offset})
+
+    def compact(self, _actor):
+        """SP-65: compaction removed a range of the log."""
+        if self.partition.log_end_offset == 0:
+            return self.tick(_actor)
+        first = self.data.draw(st.integers(0, self.partition.log_end_offset - 1))
+        last = self.data.draw(st.integers(first, min(first + 4, self.partition.log_end_offset - 1)))
+        self.partition.compact(self.at_ms, first, last)
+        self.emit("cleaner", "compact", {"first": first, "last": last})
 
     def _any_acquisition(self, max_records):
         offsets = [offset for first, last in self.partition.acquirable_ranges() for offset in range(first, last + 1)]
@@ -196,6 +235,15 @@ def corrupt(draw, steps):
         step["actor"] = draw(st.sampled_from([actor for actor in ACTORS if actor != step["actor"]]))
     elif op == "append":
         args["count"] = max(1, _nudge(draw, args["count"]))
+    elif op == "end_transaction":
+        args["result"] = "commit" if args["result"] == "abort" else "abort"
+    elif op == "log_start":
+        args["offset"] = max(0, _nudge(draw, args["offset"]))
+    elif op == "compact":
+        args["last"] = max(args["first"], _nudge(draw, args["last"]))
+    elif op == "acquire" and observed.get("archived") and choice == 2:
+        run = draw(st.sampled_from(observed["archived"]))
+        run[draw(st.integers(0, 1))] = max(0, _nudge(draw, run[0]))
     elif op == "acquire" and observed["records"] and choice == 1:
         run = draw(st.sampled_from(observed["records"]))
         field = draw(st.integers(0, 2))
@@ -274,7 +322,27 @@ class LoadForgetsDeliveryCounts(fastcheck.SharePartition):
         super()._load([(first, last, state, 0) for first, last, state, _ in runs])  # SP-26 broken
 
 
-@pytest.mark.parametrize("broken", (CountNotIncremented, StartPassesAvailableRecord, LoadForgetsDeliveryCounts),
+class LogStartKeepsAvailableRecords(fastcheck.SharePartition):
+    def move_log_start(self, at_ms, offset):
+        self.log.start_offset = max(self.log.start_offset, offset)  # SP-64 broken: SPSO stays
+        self.log.used = True
+        self.advance(at_ms)
+
+
+class CompactionArchivesNothing(fastcheck.SharePartition):
+    def compact(self, at_ms, first, last):
+        self.advance(at_ms)
+        self.log.remove(first, last)  # SP-65 broken: available records of the range stay available
+
+
+class AbortedRecordsNotArchived(fastcheck.SharePartition):
+    def _archive_aborted(self, runs):
+        pass  # SP-63 broken: records of aborted transactions are neither archived nor in the window
+
+
+@pytest.mark.parametrize("broken", (CountNotIncremented, StartPassesAvailableRecord, LoadForgetsDeliveryCounts,
+                                    LogStartKeepsAvailableRecords, CompactionArchivesNothing,
+                                    AbortedRecordsNotArchived),
                          ids=lambda cls: cls.__name__)
 def test_a_broken_fast_acceptor_is_caught(broken, monkeypatch):
     """The generated-traces check above, run against the broken acceptor, finds a trace they disagree on."""
@@ -291,7 +359,8 @@ def test_reference_flag_judges_with_the_model(monkeypatch):
              json.dumps({"step": 2, "at_ms": 0, "actor": "c1", "op": "acquire", "args": {"max_records": 1},
                          "observed": {"records": [[0, 1, 1]]}})]
     assert [verdict[:4] for verdict in verdicts(lines)] == [("violation", 2, "SP-5", None)] * 2
-    monkeypatch.setattr(model.SharePartition, "check_acquisition", lambda self, max_records, records, record_limit: None)
+    monkeypatch.setattr(model.SharePartition, "check_acquisition",
+                        lambda self, max_records, records, record_limit, archived=None: None)
     assert [verdict[:4] for verdict in verdicts(lines)] == [("violation", 2, "SP-5", None), ("ok", None, None, None)]
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kipcheck.model import ic, revoke_delay, share_partition, share_session
+from kipcheck.model import ic, revoke_delay, share_partition, share_session, share_state
 from kipcheck.oracle import itf
 
 TLA = Path(__file__).resolve().parent.parent / "tla"
@@ -27,6 +27,8 @@ BUDGET = {
     "share_session": (80, 25, 20),
     "revoke_delay": (80, 25, 20),
     "ic": (80, 25, 20),
+    "share_partition_log": (40, 25, 20),
+    "share_state_records": (80, 25, 20),
 }
 
 
@@ -133,6 +135,36 @@ def test_replay_catches_stable_offset_not_advanced(simulated, monkeypatch):
     mismatch = first_mismatch(simulated("ic"), "ic")
     assert mismatch is not None
     assert mismatch.action == "commit" and mismatch.field in ("appends", "ranges", "stable_offset")
+
+
+class AbortedRecordsAcquired(share_partition.SharePartition):
+    """Bug: read_committed never sees an aborted transaction (SP-63), so it expects its records acquired."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.log.aborted_in = lambda first, last: []
+
+
+def test_replay_catches_aborted_records_acquired(simulated):
+    mismatch = first_mismatch(simulated("share_partition_log"), itf.SHARE_PARTITION_LOG, AbortedRecordsAcquired)
+    assert mismatch is not None
+    assert mismatch.action == "acquire" and mismatch.field.startswith("allowed (SP-"), str(mismatch)
+
+
+class ReadsNeverWrite(share_state.ShareCoordinator):
+    """Bug: a read with a new leader epoch answers but records nothing (ST-32)."""
+
+    def read(self, leader_epoch=None):
+        stored = self.state.leader_epoch if self.state is not None else None
+        if leader_epoch is not None and stored is not None and leader_epoch > stored:
+            leader_epoch = stored  # answered, but the new epoch is never recorded
+        return super().read(leader_epoch)
+
+
+def test_replay_catches_reads_that_never_write(simulated):
+    mismatch = first_mismatch(simulated("share_state_records"), "share-state", ReadsNeverWrite)
+    assert mismatch is not None
+    assert mismatch.action == "read" and mismatch.field in ("appended", "state", "error"), str(mismatch)
 
 
 def test_missing_mbt_metadata_is_a_clear_error(tmp_path):

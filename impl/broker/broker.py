@@ -31,6 +31,7 @@ engine and the trace format require).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import resource
 from pathlib import Path
@@ -44,11 +45,13 @@ from kipcheck.impl.broker.log import PartitionLog
 from kipcheck.impl.broker.metadata import Topic, TopicError, Topics
 from kipcheck.impl.broker.server import Connection, Server
 from kipcheck.impl.broker.share_engine import ShareEngine
+from kipcheck.impl.broker.transactions import TransactionCoordinator
 from kipcheck.impl.groups.coordinator import GroupCoordinator
 from kipcheck.impl.ic.coordinator import CapReached, IcCoordinator
 from kipcheck.impl.ic.key_range_cache import KeyRangeCache
 from kipcheck.impl.share.config import ShareConfig
 from kipcheck.impl.storage import OPEN_FILES_MAX, Storage, StorageError
+from kipcheck.impl.storage.durable_log import DurableLog
 
 log = logging.getLogger("kipcheck.broker")
 
@@ -93,6 +96,13 @@ class Broker:
         for topic in self.topics:
             for partition in range(topic.partitions):
                 self.partition_log(topic.name, partition)
+        self.transactions = TransactionCoordinator(self.data_dir / "transactions", self._write_marker,
+                                                   storage=self.storage)
+        # DeleteRecords: every log start offset it set, one record each (Kafka's log-start-offset checkpoint).
+        self._log_starts = DurableLog(self.data_dir / "log-start-offsets.log", storage=self.storage)
+        for payload in self._log_starts.replay():
+            record = json.loads(payload)
+            self.partition_log(record["topic"], record["partition"]).deleted_below = record["offset"]
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -116,6 +126,8 @@ class Broker:
         self.engine.close()
         self.ic.close()
         self.consumer_groups.close()
+        self.transactions.close()
+        self._log_starts.close()
         for partition_log in self.logs.values():
             try:
                 partition_log.close()
@@ -159,6 +171,28 @@ class Broker:
                                                self.config.segment_bytes, self.config.flush_interval_messages,
                                                self.storage)
         return self.logs[key]
+
+    def _write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        """The transaction coordinator's marker for one partition (StorageError if the disk refuses it)."""
+        partition_log = self.partition_log(topic, partition)
+        end_before = partition_log.end_offset
+        if partition_log.append_marker(producer_id, producer_epoch, commit) is not None:
+            self.engine.on_produced(topic, partition, partition_log.batch_details(end_before))
+            self.notify_changed()
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """DeleteRecords: the log start offset moves to `offset` (-1: the log end), durably; returns the new
+        log start offset. ValueError for an offset past the log end (OFFSET_OUT_OF_RANGE); StorageError."""
+        partition_log = self.partition_log(topic, partition)
+        offset = partition_log.end_offset if offset == -1 else offset
+        if not 0 <= offset <= partition_log.end_offset:
+            raise ValueError(f"offset {offset} is past the log end {partition_log.end_offset}")
+        if offset > partition_log.start_offset:
+            self._log_starts.append(json.dumps({"topic": topic, "partition": partition, "offset": offset}).encode())
+            partition_log.deleted_below = offset
+            self.engine.on_log_start(topic, partition, offset)
+            self.notify_changed()
+        return partition_log.start_offset
 
     def find_log(self, topic: str, partition: int) -> PartitionLog | None:
         known = self.topics.get(topic)

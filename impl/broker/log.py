@@ -32,11 +32,21 @@ and epoch are remembered (rebuilt by the replay too), so a retried batch, one
 of up to five requests a producer had in flight when the broker died, is
 answered with its first offset and not written again; a batch that does not
 follow the last one is OUT_OF_ORDER_SEQUENCE_NUMBER.
+
+Transactions: a transactional batch opens (or extends) its producer's
+transaction in this partition; the control batch the transaction coordinator
+appends (`append_marker`, one commit or abort record written by kio) closes
+it. The log keeps, rebuilt by the replay, the first offset of every open
+transaction (the last stable offset is the earliest of them, else the log
+end) and the aborted transactions as Kafka's AbortedTxn (producer id, first
+offset, marker offset), which read_committed fetches are told about.
 """
 
 from __future__ import annotations
 
 import bisect
+import datetime
+import io
 import logging
 import struct
 from collections import deque
@@ -44,6 +54,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import crc32c
+from kio.records.readers import read_batch
+from kio.records.schema import NewRecordBatch, Record
+from kio.records.writers import write_new_batch
+from kio.schema.end_txn_marker.v0 import EndTxnMarker
+from kio.serial import entity_writer
+from kio.static.primitive import i8, i16, i32, i64
 
 from kipcheck.impl.storage import AppendFile, Storage
 
@@ -52,6 +68,8 @@ LENGTH_PREFIX_BYTES = 12  # baseOffset + batchLength
 MAGIC_OFFSET, CRC_OFFSET, ATTRIBUTES_OFFSET = 16, 17, 21
 CRC_COVERS_FROM = 21
 RETAINED_BATCHES = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+TRANSACTIONAL, CONTROL = 0x10, 0x20  # batch attribute bits
+ABORT, COMMIT = 0, 1  # control record types (Kafka's ControlRecordType)
 
 
 class InvalidBatch(Exception):
@@ -73,6 +91,12 @@ class BatchHeader:
     producer_epoch: int
     base_sequence: int
     record_count: int
+    attributes: int = 0
+    control_type: int | None = None  # ABORT or COMMIT for a transaction marker
+
+    @property
+    def transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL) and self.producer_id >= 0
 
 
 def read_header(data: bytes | memoryview, position: int = 0) -> BatchHeader:
@@ -92,7 +116,39 @@ def read_header(data: bytes | memoryview, position: int = 0) -> BatchHeader:
         ">iqqqhii", data, position + 23)
     if last_delta < 0 or count < 0:
         raise InvalidBatch("negative record count")
-    return BatchHeader(length, last_delta, max_timestamp, producer_id, producer_epoch, base_sequence, count)
+    (attributes,) = struct.unpack_from(">h", data, position + ATTRIBUTES_OFFSET)
+    control_type = _control_type(data, position, length) if attributes & CONTROL else None
+    return BatchHeader(length, last_delta, max_timestamp, producer_id, producer_epoch, base_sequence, count,
+                       attributes, control_type)
+
+
+def _control_type(data: bytes | memoryview, position: int, length: int) -> int:
+    """The type in a control batch's record key (version int16, type int16)."""
+    batch, _ = read_batch(bytes(data[position:position + length]), 0)
+    key = batch.records[0].key if batch.records else None
+    if key is None or len(key) < 4:
+        raise InvalidBatch("control batch without a control record key")
+    return struct.unpack_from(">h", key, 2)[0]
+
+
+def marker_batch(producer_id: int, producer_epoch: int, control_type: int, coordinator_epoch: int = 0) -> bytes:
+    """A transaction marker: one control record in a transactional control batch, as Kafka's
+    EndTransactionMarker writes it. Key: version 0 and the control type (Kafka's ControlRecordType key,
+    two int16s, for which there is no message schema); value: version 0, then kio's EndTxnMarker."""
+    value = io.BytesIO()
+    value.write(struct.pack(">h", 0))
+    entity_writer(EndTxnMarker)(value, EndTxnMarker(coordinator_epoch=i32(coordinator_epoch)))
+    record = Record(attributes=i8(0), timestamp=_now(), offset=i64(0), headers=(),
+                    key=struct.pack(">hh", 0, control_type), value=value.getvalue())
+    buffer = io.BytesIO()
+    write_new_batch(buffer, NewRecordBatch(producer_id=i64(producer_id), producer_epoch=i16(producer_epoch),
+                                           base_sequence=i32(-1), records=(record,),
+                                           attributes=i16(TRANSACTIONAL | CONTROL)))
+    return buffer.getvalue()
+
+
+def _now():
+    return datetime.datetime.now(datetime.timezone.utc)
 
 
 def split_batches(records: bytes) -> list[tuple[bytes, BatchHeader]]:
@@ -136,8 +192,13 @@ class PartitionLog:
     lasts: list[int] = field(default_factory=list)
     places: list[tuple[int, int, int]] = field(default_factory=list)  # (segment index, position, length)
     timestamps: list[int] = field(default_factory=list)
+    # Per batch: None, or (producer id, None) for transactional data, (producer id, ABORT or COMMIT) for a marker.
+    transactions: list[tuple[int, int | None] | None] = field(default_factory=list)
     producers: dict[int, ProducerState] = field(default_factory=dict)
     unflushed: int = 0
+    deleted_below: int = 0  # DeleteRecords: the log start offset it set (the broker restores it at open)
+    open_transactions: dict[int, int] = field(default_factory=dict)  # producer id -> first offset
+    aborted: list[tuple[int, int, int]] = field(default_factory=list)  # (producer id, first offset, marker offset)
 
     @classmethod
     def open(cls, directory: Path, segment_bytes: int = 1 << 30, flush_interval_messages: int = 1 << 62,
@@ -149,16 +210,39 @@ class PartitionLog:
 
     @property
     def start_offset(self) -> int:
-        return self.bases[0] if self.bases else self.segments[0].base_offset if self.segments else 0
+        stored = self.bases[0] if self.bases else self.segments[0].base_offset if self.segments else 0
+        return max(stored, self.deleted_below)
 
     @property
     def end_offset(self) -> int:
         return self.lasts[-1] + 1 if self.lasts else self.segments[-1].base_offset if self.segments else 0
 
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the earliest open transaction, else the log end."""
+        return min(self.open_transactions.values(), default=self.end_offset)
+
+    def aborted_transactions(self, first: int, last: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions a read of offsets first..last meets."""
+        return [(producer, start) for producer, start, marker in self.aborted if start <= last and marker >= first]
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool) -> int | None:
+        """The transaction coordinator ends `producer_id`'s open transaction here: its marker's offset,
+        or None when the producer has no open transaction in this partition (a repeated end)."""
+        if producer_id not in self.open_transactions:
+            return None
+        return self.append(marker_batch(producer_id, producer_epoch, COMMIT if commit else ABORT))
+
     def batch_ranges(self, from_offset: int = 0) -> list[tuple[int, int]]:
         """(first, last) offsets of the stored batches that end at or after `from_offset`."""
         index = bisect.bisect_left(self.lasts, from_offset)
         return list(zip(self.bases[index:], self.lasts[index:]))
+
+    def batch_details(self, from_offset: int = 0) -> list[tuple[int, int, tuple[int, int | None] | None]]:
+        """batch_ranges with each batch's transaction: None, (producer id, None) for transactional data,
+        or (producer id, ABORT or COMMIT) for a marker."""
+        index = bisect.bisect_left(self.lasts, from_offset)
+        return list(zip(self.bases[index:], self.lasts[index:], self.transactions[index:]))
 
     def append(self, records: bytes) -> int:
         """Append a produce request's record set; returns the base offset of its first batch.
@@ -190,11 +274,13 @@ class PartitionLog:
             offset += header.last_offset_delta + 1
         return base_offset
 
-    def read(self, offset: int, max_bytes: int) -> bytes:
-        """Whole batches from the one holding `offset`, up to `max_bytes` (always at least one batch)."""
+    def read(self, offset: int, max_bytes: int, until: int | None = None) -> bytes:
+        """Whole batches from the one holding `offset`, up to `max_bytes` (always at least one batch),
+        none starting at or past `until` (read_committed reads below the last stable offset)."""
         index = bisect.bisect_right(self.lasts, offset - 1)
+        stop = len(self.bases) if until is None else bisect.bisect_left(self.bases, until)
         chunks, total = [], 0
-        while index < len(self.bases):
+        while index < stop:
             segment_index, position, length = self.places[index]
             if chunks and total + length > max_bytes:
                 break
@@ -234,8 +320,8 @@ class PartitionLog:
         """Idempotence: the base offset of a retried duplicate (any of the producer's last RETAINED_BATCHES
         batches: a producer has up to five requests in flight), None for new batches; SequenceError otherwise."""
         header = batches[0][1]
-        if header.producer_id < 0:
-            return None
+        if header.producer_id < 0 or header.control_type is not None:
+            return None  # markers are written by the coordinator, not sequenced
         state = self.producers.get(header.producer_id)
         if state is None or header.producer_epoch != state.epoch:
             return None  # a new producer or epoch may start at any sequence after our restart
@@ -263,6 +349,15 @@ class PartitionLog:
         self.lasts.append(offset + header.last_offset_delta)
         self.places.append((segment_index, position, header.length))
         self.timestamps.append(header.max_timestamp_ms)
+        self.transactions.append((header.producer_id, header.control_type)
+                                 if header.transactional or header.control_type is not None else None)
+        if header.control_type is not None:
+            first = self.open_transactions.pop(header.producer_id, None)
+            if first is not None and header.control_type == ABORT:
+                self.aborted.append((header.producer_id, first, offset))
+            return
+        if header.transactional:
+            self.open_transactions.setdefault(header.producer_id, offset)
         if header.producer_id >= 0:
             state = self.producers.get(header.producer_id)
             if state is None or state.epoch != header.producer_epoch:

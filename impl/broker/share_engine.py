@@ -82,8 +82,8 @@ class ShareEngine:
             share_partition = self.partition_factory(
                 self.config, self.coordinator, f"{group}:{tp}", partition_log.start_offset,
                 partition_log.end_offset, at_ms, trace_writer=self.trace_writer, reset_offset=reset_offset)
-            for first, last in partition_log.batch_ranges(share_partition.log_end_offset):
-                share_partition.on_append(first, last - first + 1, at_ms)
+            for first, last, transaction in partition_log.batch_details(share_partition.log_end_offset):
+                share_partition.on_append(first, last - first + 1, at_ms, transaction)
             self.partitions[(group, tp)] = share_partition
             self.groups_of_tp.setdefault(tp, set()).add(group)
         return share_partition
@@ -96,12 +96,19 @@ class ShareEngine:
         return self.config.profile == "kip" or (group, tp) in self.partitions or f"{group}:{tp}" in self.persisted_keys \
             or self.broker.groups.has_subscribed(group, tp.rsplit(":", 1)[0])
 
-    def on_produced(self, topic: str, partition: int, batch_ranges: list[tuple[int, int]]) -> None:
+    def on_produced(self, topic: str, partition: int, batch_ranges: list) -> None:
+        """New log batches (PartitionLog.batch_details: first, last, transaction) for the loaded share-partitions."""
         tp, at_ms = f"{topic}:{partition}", now_ms()
         for group in self.groups_of_tp.get(tp, ()):
             share_partition = self.partitions[(group, tp)]
-            for first, last in batch_ranges:
-                share_partition.on_append(first, last - first + 1, at_ms)
+            for first, last, transaction in batch_ranges:
+                share_partition.on_append(first, last - first + 1, at_ms, transaction)
+
+    def on_log_start(self, topic: str, partition: int, offset: int) -> None:
+        """DeleteRecords moved the log start offset: the loaded share-partitions' SPSO jumps (spec SP-64)."""
+        tp, at_ms = f"{topic}:{partition}", now_ms()
+        for group in self.groups_of_tp.get(tp, ()):
+            self.partitions[(group, tp)].on_log_start(offset, at_ms)
 
     def acquire(self, group: str, member: str, tp: str, max_records: int, at_ms: int,
                 record_limit: bool = False) -> list[tuple[int, int, int]]:

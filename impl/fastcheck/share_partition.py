@@ -22,10 +22,10 @@ Library API (time comes in as `at_ms`, which never decreases):
     partition.lowest_acquisition(max_records, record_limit=False)
                                       # one allowed answer: the lowest acquirable records,
                                       # as observed runs [[first, last, delivery_count], ...]
-    partition.check_acquisition(max_records, records, record_limit=False)
+    partition.check_acquisition(max_records, records, record_limit=False, archived=None)
                                       # raise Violation unless `records` is an allowed answer
-    partition.acquire(at_ms, actor, max_records, records, record_limit=False)
-                                      # check, then apply the observed answer (SP-3..SP-8, SP-42)
+    partition.acquire(at_ms, actor, max_records, records, record_limit=False, archived=None)
+                                      # check, then apply the observed answer (SP-3..SP-8, SP-42, SP-63)
     partition.acknowledge(at_ms, actor, [(first, last, type), ...], renew=False, received_ms=None)
                                       # -> Ruled(error, clause), applied only when the error is
                                       # "NONE" (SP-9..SP-19, SP-41, SP-44)
@@ -58,9 +58,11 @@ from typing import Iterable, Sequence
 
 from kipcheck.model.share_partition import (
     ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_LOCK_EXPIRED, LOCK_EXPIRED, NONE, NOT_ACQUIRED, LimitArchives,
-    acknowledged_in_progress, acknowledgement_answer, acquisition_violation, cached_runs, check_config, loaded_runs,
-    snapshot_violation, throttle_threshold,
+    acknowledged_in_progress, acknowledgement_answer, acquisition_violation, archived_runs, below_start_clause,
+    cached_runs, check_compaction, check_config, check_log_start, loaded_runs, new_records_bounds, snapshot_violation,
+    throttle_threshold,
 )
+from kipcheck.model.share_partition_log import LogFacts
 from kipcheck.model.violation import Ruled, Violation
 
 # Dropping the dead prefix of the per-record lists costs a copy of the window;
@@ -74,12 +76,16 @@ class SharePartition:
 
     def __init__(self, start_offset: int = 0, delivery_count_limit: int = 5,
                  record_lock_duration_ms: int = 30000, max_inflight_records: int = 2000,
-                 profile: str = "kip", initial_state: Sequence = (), straddle_npe: str = "accept") -> None:
+                 profile: str = "kip", initial_state: Sequence = (), straddle_npe: str = "accept",
+                 isolation_level: str = "read_uncommitted") -> None:
         check_config(start_offset, delivery_count_limit, record_lock_duration_ms, max_inflight_records, profile,
                      straddle_npe)
         self.profile = profile
         self.straddle_npe = straddle_npe
         self.kafka = profile == "kafka-4.2"
+        # SP-61..SP-65: transactions and compaction. A trace that uses them is judged in the model's own words.
+        self.log = LogFacts(isolation_level, profile)
+        self._archived_by: dict[int, str] = {}  # SP-63, SP-65: offset -> the clause that archived it
         self.delivery_count_limit = delivery_count_limit
         self._throttle_threshold = throttle_threshold(delivery_count_limit)  # SP-43
         self.record_lock_duration_ms = record_lock_duration_ms
@@ -100,7 +106,7 @@ class SharePartition:
         self._write_failed: set[int] = set()
         # SP-41: acquired offsets whose lock was renewed since; read only to name a clause.
         self._renewed: set[int] = set()
-        self._limit_archives = LimitArchives()  # SP-21: read only to name a clause
+        self.limit_archives = LimitArchives()  # SP-21: read only to name a clause
         # Lock deadlines in acquisition order: at_ms never decreases and every lock
         # lasts the same time, so the earliest deadline is always at the front.
         self._locks: deque[tuple[int, Sequence[Sequence[int]], str]] = deque()  # (deadline, runs, owner)
@@ -177,11 +183,13 @@ class SharePartition:
         """SP-25: the clause of the rule that put the record in its present state and count; below SPSO,
         SP-21 for a record recently archived at the delivery limit, else SP-23 (SPSO passed it: terminal)."""
         if offset < self._spso:
-            return "SP-21" if offset in self._limit_archives else "SP-23"
+            return below_start_clause(self, offset)
         index = self._index(offset)
         state, count = self._state[index], self._count[index]
         if state is ACQUIRED:
             return "SP-27" if offset in self._write_failed else "SP-41" if offset in self._renewed else "SP-4"
+        if offset in self._archived_by:
+            return self._archived_by[offset]
         if offset in self._loaded:  # SP-26: still as initial_state gave it
             return "SP-26"
         if state is AVAILABLE:
@@ -232,13 +240,53 @@ class SharePartition:
 
     # Log.
 
-    def append(self, count: int) -> None:
-        """SP-2: one log batch of `count` records at the log end."""
+    def append(self, count: int, producer: str | None = None) -> None:
+        """SP-2: one log batch of `count` records at the log end (SP-61: in `producer`'s open transaction)."""
         if count < 1:
             raise ValueError(f"an append holds at least one record, not {count}")
+        self.log.append(self._log_end, count, producer)
         self._log_end += count
         if self.kafka:  # SP-6: only Kafka 4.2 acquires by log batch
             self._batch_ends.append(self._log_end - 1)
+
+    # The log under Kafka 4.2: transactions, the log start offset, compaction (SP-60..SP-65).
+
+    def end_transaction(self, producer: str, result: str) -> None:
+        """SP-61: the producer's transaction ends with a control batch of one record at the log end."""
+        self.log.end_transaction(producer, result)
+        self.append(1)
+
+    def move_log_start(self, at_ms: int, offset: int) -> None:
+        """SP-64: the log start offset moved to `offset`; SPSO jumps to it, the records below leave the window."""
+        check_log_start(self, offset)
+        self.log.used = True
+        self.advance(at_ms)
+        self.log.start_offset = max(self.log.start_offset, offset)
+        if offset <= self._spso:  # Kafka ignores a log start offset at or below SPSO
+            return
+        covered = self._base + len(self._state)
+        if offset > covered:  # offsets never acquired below the new start: below SPSO, never read
+            self._append_records(offset - covered, ARCHIVED, 0, None)
+            self._open[covered - self._base:] = [False] * (offset - covered)
+        if offset > self._speo:  # SPEO no longer where an acquisition (SP-42 or not) put it
+            self.speo_clause = "SP-24"
+        self._spso, self._speo = offset, max(self._speo, offset)
+        self._no_available_below = max(self._no_available_below, offset)
+        while self._batch_ends and self._batch_ends[0] < self._speo:
+            self._batch_ends.popleft()
+        self._advance_start()
+
+    def compact(self, at_ms: int, first: int, last: int) -> None:
+        """SP-65: compaction removed the whole log batches [first, last]; available records of them are archived."""
+        check_compaction(self, first, last)
+        self.advance(at_ms)
+        self.log.remove(first, last)
+        for offset in range(max(first, self._spso), min(last + 1, self._speo)):
+            index = offset - self._base
+            if self._state[index] is AVAILABLE:
+                self._state[index], self._open[index] = ARCHIVED, False
+                self._archived_by[offset] = "SP-65"
+        self._advance_start()
 
     # Acquisition.
 
@@ -263,12 +311,7 @@ class SharePartition:
 
     def acquirable_new_records(self) -> tuple[int, int]:
         """(first, last) of the never-acquired records that may be acquired now; empty when last < first."""
-        last = self._log_end - 1
-        if not self.kafka:  # SP-7: the window may not grow past max_inflight_records
-            last = min(last, self._spso + self.max_inflight_records - 1)
-        elif self._speo - self._spso >= self.max_inflight_records:  # SP-8
-            last = self._speo - 1
-        return self._speo, last
+        return new_records_bounds(self)
 
     def lowest_acquisition(self, max_records: int, record_limit: bool = False) -> list[list[int]]:
         """One allowed answer: the lowest acquirable records (Kafka 4.2: rounded up to whole new batches,
@@ -283,10 +326,14 @@ class SharePartition:
             offsets.append(index + self._base)
             index += 1
         self._no_available_below = offsets[0] if offsets else self._speo
-        _, new_last = self.acquirable_new_records()
-        offsets.extend(range(self._speo, min(new_last + 1, self._speo + max_records - len(offsets))))
+        new_first, new_last = self.acquirable_new_records()
+        offsets.extend(range(new_first, min(new_last + 1, new_first + max_records - len(offsets))))
         if self.kafka:
             offsets = self._round_up_new_records(offsets, max_records, record_limit)
+        new = [offset for offset in offsets if offset >= self._speo]
+        if new and self.log.read_committed:  # SP-63: records of aborted transactions are left out
+            aborted = {offset for first, last in self.log.aborted_in(new[0], new[-1]) for offset in range(first, last + 1)}
+            offsets = [offset for offset in offsets if offset not in aborted]
         return self._runs(offsets)
 
     def _round_up_new_records(self, offsets: list[int], max_records: int, record_limit: bool) -> list[int]:
@@ -301,10 +348,12 @@ class SharePartition:
         room = min(max_records, self.max_inflight_records - (self._speo - self._spso)) - len(reacquired)
         if room <= 0 or len(offsets) == len(reacquired):
             return reacquired
-        last = min(self._speo + room, self._log_end) - 1
+        # SP-65: past batches compaction removed; SP-62: below the last stable offset.
+        new_first, new_last = self.acquirable_new_records()
+        last = min(new_first + room - 1, new_last)
         if not record_limit:
             _, last = self._log_batch_around(last)
-        return reacquired + list(range(self._speo, last + 1))
+        return reacquired + list(range(new_first, last + 1))
 
     def _runs(self, offsets: Iterable[int]) -> list[list[int]]:
         runs: list[list[int]] = []
@@ -316,12 +365,19 @@ class SharePartition:
                 runs.append([offset, offset, count])
         return runs
 
-    def check_acquisition(self, max_records: int, records: Sequence[Sequence[int]], record_limit: bool = False) -> None:
-        """Raise Violation unless `records` (runs [first, last, delivery_count]) is an allowed acquisition.
+    def check_acquisition(self, max_records: int, records: Sequence[Sequence[int]], record_limit: bool = False,
+                          archived: Sequence[Sequence[int]] | None = None) -> None:
+        """Raise Violation unless `records` (runs [first, last, delivery_count]) is an allowed acquisition,
+        with `archived` (runs [first, last]; None: not observed) its records of aborted transactions (SP-63).
 
-        Only detects: a refusal is explained by the model's own words (acquisition_violation)."""
-        if not self._allowed_acquisition(max_records, records, record_limit and self.kafka):
-            raise _explained(acquisition_violation(self, max_records, records, record_limit))
+        Only detects: a refusal is explained by the model's own words (acquisition_violation). A trace
+        with transactions, a moved log start or compaction is judged by those words alone."""
+        if self.log.used:
+            violation = acquisition_violation(self, max_records, records, record_limit, archived)
+            if violation is not None:
+                raise violation
+        elif archived or not self._allowed_acquisition(max_records, records, record_limit and self.kafka):
+            raise _explained(acquisition_violation(self, max_records, records, record_limit, archived))
 
     def _allowed_acquisition(self, max_records: int, records: Sequence[Sequence[int]], record_limit: bool) -> bool:
         speo, base = self._speo, self._base
@@ -391,18 +447,22 @@ class SharePartition:
         return previous_end, self._log_end - 1
 
     def acquire(self, at_ms: int, actor: str, max_records: int, records: Sequence[Sequence[int]],
-                record_limit: bool = False) -> None:
+                record_limit: bool = False, archived: Sequence[Sequence[int]] | None = None) -> None:
         """Check the observed acquisition, then apply it: the model continues from the observed answer.
-        `record_limit`: Kafka 4.2's record_limit acquire mode (SP-42; batch_optimized otherwise)."""
+        `record_limit`: Kafka 4.2's record_limit acquire mode (SP-42; batch_optimized otherwise).
+        `archived`: the observed runs [first, last] acquired and archived at once (SP-63); None: not observed."""
         if at_ms >= self._next_deadline_ms:  # SP-20: locks fire before the op
             self._fire_locks(at_ms)
-        if not records:  # SP-3: an acquisition may be empty
+        if not records and not archived:  # SP-3: an acquisition may be empty
             return
-        self.check_acquisition(max_records, records, record_limit)
+        self.check_acquisition(max_records, records, record_limit, archived)
+        speo = self._speo
+        if self.log.used:
+            self._archive_aborted(archived_runs(self, records, archived))
         deadline = at_ms + self.record_lock_duration_ms
-        speo, new_last = self._speo, records[-1][1]
         for first, last, count in records:
             self._acquire_run(first, last, count, actor, deadline)
+        new_last = self._base + len(self._state) - 1  # the highest record in the window now
         if new_last >= speo:
             self.speo_clause = "SP-24"
             if record_limit and self.kafka:
@@ -420,12 +480,38 @@ class SharePartition:
         batch_ends = self._batch_ends
         while batch_ends and batch_ends[0] < self._speo:
             batch_ends.popleft()
+        if self.log.used:  # SP-63, SP-65: records archived at acquisition may let SPSO move
+            self._advance_start()
+
+    def _archive_aborted(self, runs: list[tuple[int, int]]) -> None:
+        # SP-63: acquired (count 1) and archived at once; the window reaches past them.
+        for first, last in runs:
+            self._fill_to(first)
+            self._append_records(last + 1 - first, ARCHIVED, 1, None)
+            self._open[first - self._base:] = [False] * (last + 1 - first)
+            self._archived_by.update(dict.fromkeys(range(first, last + 1), "SP-63"))
+        self._speo = self._base + len(self._state)
+
+    def _fill_to(self, offset: int) -> None:
+        """SP-4: records skipped past SPEO enter the window available, count 0; SP-65: archived where
+        compaction removed them."""
+        covered = self._base + len(self._state)
+        for skipped in range(covered, offset):
+            if self.log.is_removed(skipped):
+                self._append_records(1, ARCHIVED, 0, None)
+                self._open[-1] = False
+                self._archived_by[skipped] = "SP-65"
+            else:
+                self._append_records(1, AVAILABLE, 0, None)
+                self._no_available_below = min(self._no_available_below, skipped)
 
     def _acquire_run(self, first: int, last: int, count: int, actor: str, deadline: int) -> None:
         # SP-4: acquired, owned by the actor, count incremented, locked until at_ms + duration.
         covered = self._base + len(self._state)
         if first >= covered:  # the whole run enters the window
-            if first > covered:  # SP-4: records skipped past SPEO enter the window available, count 0
+            if first > covered and self.log.used:
+                self._fill_to(first)
+            elif first > covered:  # SP-4: records skipped past SPEO enter the window available, count 0
                 self._append_records(first - covered, AVAILABLE, 0, None)
                 self._no_available_below = min(self._no_available_below, covered)
             self._append_records(last + 1 - first, ACQUIRED, count, actor, deadline)
@@ -553,7 +639,7 @@ class SharePartition:
         if self._count[index] >= self.delivery_count_limit:
             self._state[index] = ARCHIVED
             self._open[index] = False
-            self._limit_archives.add(index + self._base)
+            self.limit_archives.add(index + self._base)
         else:
             self._state[index] = AVAILABLE
             self._no_available_below = min(self._no_available_below, index + self._base)
@@ -601,6 +687,8 @@ class SharePartition:
             self._write_failed = {offset for offset in self._write_failed if offset >= self._base}
         if self._renewed:
             self._renewed = {offset for offset in self._renewed if offset >= self._base}
+        if self._archived_by:
+            self._archived_by = {offset: clause for offset, clause in self._archived_by.items() if offset >= self._base}
 
 
 def _explained(violation: Violation | None) -> Violation:

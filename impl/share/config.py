@@ -25,6 +25,7 @@ AUTO_OFFSET_RESETS = ("latest", "earliest", "by_duration:<ISO-8601 duration, e.g
 BY_DURATION = "by_duration:"
 # java.time.Duration.parse's days, hours, minutes and seconds, as Kafka's AutoOffsetResetStrategy reads them.
 _DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)(?:\.(\d{1,3})\d*)?S)?)?", re.IGNORECASE)
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")  # share.isolation.level (spec SP-62)
 
 # Kafka's config name -> (field name, parser); one place lists every setting.
 _PROPERTIES = {
@@ -34,6 +35,7 @@ _PROPERTIES = {
     "group.share.max.share.sessions": "max_share_sessions",
     "share.coordinator.snapshot.update.records.per.snapshot": "updates_per_snapshot",
     "share.auto.offset.reset": "auto_offset_reset",
+    "share.isolation.level": "isolation_level",
     "profile": "profile",
 }
 
@@ -46,6 +48,7 @@ class ShareConfig:
     max_share_sessions: int = 2000
     updates_per_snapshot: int = 500
     auto_offset_reset: str = "latest"
+    isolation_level: str = "read_uncommitted"
     profile: str = "kafka-4.2"
 
     def __post_init__(self) -> None:
@@ -59,6 +62,11 @@ class ShareConfig:
                              f"found {self.auto_offset_reset!r}")
         if self.profile not in PROFILES:
             raise ValueError(f"profile must be one of {', '.join(PROFILES)}, found {self.profile!r}")
+        if self.isolation_level not in ISOLATION_LEVELS:
+            raise ValueError(f"share.isolation.level must be one of {', '.join(ISOLATION_LEVELS)}, "
+                             f"found {self.isolation_level!r}")
+        if self.isolation_level == "read_committed" and self.profile != "kafka-4.2":
+            raise ValueError("share.isolation.level read_committed needs profile kafka-4.2 (spec SP-60)")
 
     @property
     def reset_duration_ms(self) -> int | None:
@@ -93,7 +101,7 @@ class ShareConfig:
             "max_inflight_records": self.max_inflight_records,
             # SP-40: this engine answers INVALID_RECORD_STATE where Kafka 4.2 fails with UNKNOWN_SERVER_ERROR.
             **({"straddle_npe": "flag"} if self.profile == "kafka-4.2" else {}),
-        }
+        } | ({"isolation_level": self.isolation_level} if self.isolation_level == "read_committed" else {})
 
 
 _STRING_FIELDS = {field.name for field in fields(ShareConfig) if field.type == "str"}

@@ -16,9 +16,15 @@ API (all times are the caller's clock in ms, never decreasing per partition):
         `error` as the share-partition leader answers it, e.g. COORDINATOR_NOT_AVAILABLE).
         Then call on_append for the log's batches from partition.log_end_offset on.
 
-    partition.on_append(base_offset, count, now_ms)   # a produced batch landed in the log
+    partition.on_append(base_offset, count, now_ms, transaction=None)   # a produced batch landed in the log
         Offsets already known are ignored (so a broker may replay its whole log
         after load); a base past the known log end raises ValueError.
+        transaction: (producer id, None) for transactional data, (producer id,
+        0 abort or 1 commit) for a transaction marker (kafka-4.2: spec SP-61).
+        Under share.isolation.level=read_committed, acquisition stops at the
+        last stable offset (SP-62) and the new records of aborted transactions
+        are acquired and archived at once, count 1, not returned (SP-63).
+    partition.on_log_start(offset, now_ms)   # kafka-4.2: the log start offset moved (DeleteRecords): SPSO jumps
     partition.acquire(member_id, max_records, now_ms) -> list[(first, last, delivery_count)]
         Ascending, one entry per contiguous run of equal delivery count; [] if
         nothing is acquirable (or max_records < 1, which is not traced). kafka-4.2 acquires whole log batches (max_records
@@ -99,6 +105,7 @@ from collections import deque
 from typing import Iterable, Protocol
 
 from kipcheck.impl.share.config import ShareConfig
+from kipcheck.model.share_partition_log import LogFacts
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4   # Kafka's RecordState ids
 STATE_NAMES = {AVAILABLE: "available", ACQUIRED: "acquired", ACKNOWLEDGED: "acknowledged", ARCHIVED: "archived"}
@@ -147,6 +154,8 @@ class SharePartition:
         self.store = store
         self._trace = trace
         self._whole_batches = config.profile == "kafka-4.2"
+        # SP-61..SP-63: the log's transactions, as the model reads them (Kafka 4.2 only).
+        self._transactions = LogFacts(config.isolation_level, config.profile)
         self._ack_types = _PROFILE_ACK_TYPES[config.profile]
         # Kafka 4.2 throttles redelivery from this delivery count on (SharePartition.throttleRecordsDeliveryLimit).
         self._throttle_from = max(2, -(-config.delivery_count_limit // 2))
@@ -247,8 +256,9 @@ class SharePartition:
 
     # -- log -------------------------------------------------------------------------------
 
-    def on_append(self, base_offset: int, count: int, now_ms: int) -> None:
-        """A batch of `count` records at `base_offset` landed in the log."""
+    def on_append(self, base_offset: int, count: int, now_ms: int,
+                  transaction: tuple[int, int | None] | None = None) -> None:
+        """A batch of `count` records at `base_offset` landed in the log (transaction: see the module docstring)."""
         if count < 1:
             raise ValueError(f"an appended batch needs count >= 1, found {count}")
         if base_offset > self._log_end:
@@ -260,7 +270,50 @@ class SharePartition:
         first = self._log_end
         self._log_batches.append([first, last])
         self._log_end = last + 1
-        self._record(now_ms, "log", "append", {"count": last - first + 1})
+        if transaction is None or not self._whole_batches:  # kip has no transactions (SP-60)
+            self._record(now_ms, "log", "append", {"count": last - first + 1})
+            return
+        producer, control_type = str(transaction[0]), transaction[1]
+        if control_type is None:  # SP-61: transactional data opens or extends the producer's transaction
+            self._transactions.append(first, last - first + 1, producer)
+            self._record(now_ms, "log", "append", {"count": last - first + 1, "producer": producer})
+        elif self._transactions.has_open_transaction(producer):  # SP-61: its marker ends it
+            result = "commit" if control_type == 1 else "abort"
+            self._transactions.end_transaction(producer, result)
+            self._record(now_ms, "log", "end_transaction", {"producer": producer, "result": result})
+        else:  # the marker of a transaction whose data this share-partition never read (below its start)
+            self._record(now_ms, "log", "append", {"count": 1})
+
+    def on_log_start(self, offset: int, now_ms: int) -> None:
+        """The log start offset moved to `offset` (kafka-4.2, spec SP-64): SPSO jumps to it. Records below it
+        leave the cache: available ones as Kafka archives them, acquired ones too (an acknowledgement of them
+        is skipped below SPSO, SP-18, and they are never delivered again). Nothing is written until the next
+        write, which carries the new SPSO."""
+        self._tick(now_ms)
+        if not self._whole_batches:
+            return  # kip has no log start movement (SP-60): the broker serves DeleteRecords only under kafka-4.2
+        self._record(now_ms, "log", "log_start", {"offset": offset})
+        if offset <= self._spso:
+            return
+        gone = 0
+        while gone < len(self._batches) and self._batches[gone][FIRST] < offset:
+            batch = self._batches[gone]
+            if batch[LAST] >= offset:
+                self._split_after(gone, offset - 1)
+            if batch[STATE] == ACQUIRED:
+                self._leave_acquired(batch, ARCHIVED)
+            elif batch[STATE] == AVAILABLE:
+                self._available_records -= batch[LAST] - batch[FIRST] + 1
+            gone += 1
+        del self._batches[:gone]
+        del self._firsts[:gone]
+        while self._log_batches and self._log_batches[0][1] < offset:
+            self._log_batches.popleft()
+        if self._log_batches and self._log_batches[0][0] < offset:
+            self._log_batches[0][0] = offset  # new records start at the new SPSO (Kafka adjusts the base offset)
+        self._cache_end = max(self._cache_end, offset)
+        self._spso = offset
+        self._advance_start()
 
     # -- acquire ---------------------------------------------------------------------------
 
@@ -279,15 +332,21 @@ class SharePartition:
         if self._whole_batches:
             # Kafka 4.2 (SP-6, SP-8): re-acquired records use up the in-flight room too.
             budget = room = min(max_records, room) - (max_records - budget)
+        archived: list[list[int]] = []
         if budget > 0 and room > 0:
-            self._acquire_new(member_id, budget, room, lock_id, acquired, record_limit)
+            self._acquire_new(member_id, budget, room, lock_id, acquired, archived, record_limit)
         if acquired:
             self._lock(lock_id, acquired, now_ms)
+        if archived:
+            self._advance_start()  # SP-63: archived at once; nothing is written until the next write
         records = _coalesce(acquired)
         args: dict = {"max_records": max_records}
         if record_limit:
             args["acquire_mode"] = "record_limit"
-        self._record(now_ms, member_id, "acquire", args, {"records": [list(run) for run in records]})
+        observed: dict = {"records": [list(run) for run in records]}
+        if self._transactions.read_committed:
+            observed["archived"] = archived
+        self._record(now_ms, member_id, "acquire", args, observed)
         return records
 
     def _lock(self, lock_id: int, acquired: list[tuple[int, int, int]], now_ms: int) -> None:
@@ -334,10 +393,22 @@ class SharePartition:
         acquired.append((batch[FIRST], batch[LAST], batch[COUNT]))
 
     def _acquire_new(self, member_id: str, budget: int, room: int, lock_id: int, acquired: list,
-                     record_limit: bool = False) -> None:
+                     archived: list, record_limit: bool = False) -> None:
         log_batches = self._log_batches
-        while budget > 0 and room > 0 and log_batches:
+        transactions = self._transactions
+        # SP-62: read_committed reads below the last stable offset (Kafka 4.2 reads whole batches).
+        stable = transactions.last_stable_offset(self._log_end) if transactions.read_committed else self._log_end
+        while budget > 0 and room > 0 and log_batches and log_batches[0][1] < stable:
             first, last = log_batches[0]
+            if transactions.aborted_in(first, last):  # SP-63: a data batch of an aborted transaction
+                log_batches.popleft()
+                self._batches.append([first, last, ARCHIVED, 1, None, NO_LOCK, None])
+                self._firsts.append(first)
+                self._cache_end = last + 1
+                archived.append([first, last])
+                budget -= last - first + 1
+                room -= last - first + 1
+                continue
             size = last - first + 1
             if not self._whole_batches and size > min(budget, room):
                 size = min(budget, room)

@@ -14,8 +14,8 @@ DESCRIPTION = """\
 Run a one-node Kafka broker that serves KIP-932 share groups and consumer
 groups (classic and KIP-848) to real clients (confluent-kafka's
 ShareConsumer, Producer and Consumer): ApiVersions, Metadata, CreateTopics,
-Produce, ListOffsets, Fetch, FindCoordinator, InitProducerId,
-ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge,
+Produce, ListOffsets, Fetch, FindCoordinator, InitProducerId, AddPartitionsToTxn,
+EndTxn (transactional producers; Fetch and share groups read_committed), ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge,
 JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
 OffsetDelete, ConsumerGroupHeartbeat, ConsumerGroupDescribe, ListGroups and
 DescribeGroups. Prints "listening on HOST:PORT" when ready.
@@ -24,6 +24,7 @@ Settings (--set NAME=VALUE, Kafka's names): group.share.record.lock.duration.ms
 (30000), group.share.delivery.count.limit (5), group.share.partition.max.record.locks
 (2000), group.share.max.share.sessions (2000), share.auto.offset.reset (latest;
 earliest; by_duration:<ISO-8601 duration such as PT1H>),
+share.isolation.level (read_uncommitted; read_committed under profile kafka-4.2),
 share.coordinator.snapshot.update.records.per.snapshot (500),
 group.share.session.timeout.ms (45000), group.share.heartbeat.interval.ms (5000),
 group.share.max.size (200), group.consumer.session.timeout.ms (45000),

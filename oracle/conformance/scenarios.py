@@ -32,6 +32,7 @@ from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER, EmbeddedBroke
 from kipcheck.oracle.conformance.group_scenarios import GROUP_SCENARIOS
 from kipcheck.oracle.conformance.kafka42_scenarios import KAFKA42_SCENARIOS
 from kipcheck.oracle.conformance.ic_scenarios import IC_SCENARIOS
+from kipcheck.oracle.conformance.kafka42_log_scenarios import KAFKA42_LOG_SCENARIOS
 from kipcheck.oracle.conformance.revoke_scenarios import REVOKE_SCENARIOS
 from kipcheck.oracle.conformance.runner import WAIT_S, ScenarioResult, check, run_scenario
 
@@ -290,6 +291,7 @@ SCENARIOS.update(GROUP_SCENARIOS)
 SCENARIOS.update(REVOKE_SCENARIOS)
 SCENARIOS.update(KAFKA42_SCENARIOS)
 SCENARIOS.update(IC_SCENARIOS)
+SCENARIOS.update(KAFKA42_LOG_SCENARIOS)
 
 
 def run_scenarios(work_root: Path, names: list[str] | None = None,

@@ -17,6 +17,7 @@ from typing import NoReturn
 from kipcheck.impl.fastcheck import share_partition as fastcheck
 from kipcheck.model import share_partition as reference_model
 from kipcheck.model.share_partition import ACK_TYPES, STATES
+from kipcheck.model.share_partition_log import kafka_only
 from kipcheck.model.violation import STORAGE_ERRORS
 from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.trace import Malformed, Step
@@ -42,6 +43,8 @@ class SharePartitionJudge(Judge):
         # SP-40: Kafka 4.2's failure on a batch straddling SPSO with no cached record there (a trace format
         # extension): "accept" it (UNKNOWN_SERVER_ERROR) or "flag" it (INVALID_RECORD_STATE is expected).
         "straddle_npe": "accept",
+        # SP-62: the share group's share.isolation.level (a trace format extension, kafka-4.2 only).
+        "isolation_level": "read_uncommitted",
     }
     profiles = ("kip", "kafka-4.2")
     has_fast_acceptor = True  # oracle/check.py passes reference=True for `kipcheck check --reference`
@@ -61,15 +64,40 @@ class SharePartitionJudge(Judge):
 
     # The hot ops read their fields inline and call the helpers above only to word an error.
 
-    @op(args=["count"])
+    @op(args=["count", "producer"])
     def op_append(self, step: Step) -> None:
         count = step.args.get("count")
         if type(count) is not int or count < 1:
             self._not_positive(step, "count")
         self.model.advance(step.at_ms)
+        producer = step.args.get("producer")
+        if producer is not None:  # SP-61: a transactional append (a trace format extension)
+            self._log_step(step, self.model.append, count, self.arg(step, "producer", str))
+            return
         self.model.append(count)
 
-    @op(args=["max_records", "acquire_mode"], observed=["records"])
+    # The trace format extensions of Kafka 4.2's log (SP-60..SP-65): a step the model cannot take is malformed.
+
+    def _log_step(self, step: Step, apply, *args) -> None:
+        try:
+            apply(*args)
+        except ValueError as error:
+            raise Malformed(step.line, f"{step.op}: {error}") from None
+
+    @op(args=["producer", "result"])
+    def op_end_transaction(self, step: Step) -> None:
+        self.model.advance(step.at_ms)
+        self._log_step(step, self.model.end_transaction, self.arg(step, "producer", str), self.arg(step, "result", str))
+
+    @op(args=["offset"])
+    def op_log_start(self, step: Step) -> None:
+        self._log_step(step, self.model.move_log_start, step.at_ms, self.arg(step, "offset", int))
+
+    @op(args=["first", "last"])
+    def op_compact(self, step: Step) -> None:
+        self._log_step(step, self.model.compact, step.at_ms, self.arg(step, "first", int), self.arg(step, "last", int))
+
+    @op(args=["max_records", "acquire_mode"], observed=["records", "archived"])
     def op_acquire(self, step: Step) -> None:
         max_records = step.args.get("max_records")
         if type(max_records) is not int or max_records < 1:
@@ -88,7 +116,16 @@ class SharePartitionJudge(Judge):
         if mode not in ACQUIRE_MODES:
             raise Malformed(step.line, f"args.acquire_mode of 'acquire' must be one of {', '.join(ACQUIRE_MODES)}, "
                                        f"found {mode!r}")
-        self.model.acquire(step.at_ms, step.actor, max_records, records, mode == "record_limit")
+        archived = observed.get("archived")  # SP-63: a trace format extension
+        if archived is not None:
+            self._check_archived(step)
+        self.model.acquire(step.at_ms, step.actor, max_records, records, mode == "record_limit", archived)
+
+    def _check_archived(self, step: Step) -> None:
+        self._log_step(step, kafka_only, "observed.archived", self.profile)
+        for run in self.observed(step, "archived", list):
+            if type(run) is not list or len(run) != 2 or not _is_int(run[0]) or not _is_int(run[1]):
+                raise Malformed(step.line, f"observed.archived entries must be [first, last] integers, found {run!r}")
 
     @staticmethod
     def _bad_run(step: Step, run: object) -> NoReturn:

@@ -7,7 +7,8 @@ from typing import Any
 import msgspec
 
 from kipcheck.model.share_state import (
-    KIP_DELTAS_MAX, STATE_IDS, UNCHANGED, Answer, Batch, ShareCoordinator, canonical,
+    COLD_SNAPSHOT_INTERVAL_MS, KIP_DELTAS_MAX, RECORD_KINDS, STATE_IDS, UNCHANGED, Answer, Batch, ShareCoordinator,
+    canonical,
 )
 from kipcheck.model.violation import STORAGE_ERRORS, Violation
 from kipcheck.oracle.judge import Judge, op
@@ -19,7 +20,8 @@ BATCH_FIELDS = ("first", "last", "state", "delivery_count")
 class ShareStateJudge(Judge):
     machine = "share-state"
     # None: the profile's default (256 under kip, 500 under kafka-4.2).
-    config_defaults = {"deltas_per_checkpoint": None}
+    # cold_snapshot_interval_ms: share.coordinator.cold.partition.snapshot.interval.ms (ST-34, kafka-4.2).
+    config_defaults = {"deltas_per_checkpoint": None, "cold_snapshot_interval_ms": COLD_SNAPSHOT_INTERVAL_MS}
     profiles = ("kip", "kafka-4.2")
 
     def __init__(self, config: dict, profile: str) -> None:
@@ -28,36 +30,93 @@ class ShareStateJudge(Judge):
         highest = KIP_DELTAS_MAX if self.profile == "kip" else 2**31 - 1
         if limit is not None and (type(limit) is not int or not 0 <= limit <= highest):
             raise Malformed(1, f"config 'deltas_per_checkpoint' must be an integer in 0..{highest}, found {limit!r}")
-        self.model = ShareCoordinator(self.profile, limit)
+        if self.config["cold_snapshot_interval_ms"] < 0:
+            raise Malformed(1, "config 'cold_snapshot_interval_ms' must be >= 0")
+        self.model = ShareCoordinator(self.profile, limit,
+                                      cold_snapshot_interval_ms=self.config["cold_snapshot_interval_ms"])
 
-    @op(args=["state_epoch", "start_offset"], observed=["error"])
+    def judge(self, step: Step) -> None:
+        self.model.advance(step.at_ms)  # ST-34: cold-partition snapshots read the clock
+        super().judge(step)
+
+    @op(args=["state_epoch", "start_offset"], observed=["error", "record"])
     def op_initialize(self, step: Step) -> None:
         state_epoch, start_offset = self.arg(step, "state_epoch", int), self._start_offset(step)
-        if not self._failed(step):
-            self._expect_error(step, self.model.initialize(state_epoch, start_offset))
+        answer = None if self._failed(step) else self.model.initialize(state_epoch, start_offset)
+        self._expect_answer(step, answer, "ST-31")
 
-    @op(args=["state_epoch", "start_offset", "batches"], observed=["error"], objects={"args.batches": BATCH_FIELDS})
+    @op(args=["state_epoch", "start_offset", "batches", "leader_epoch"], observed=["error", "record"],
+        objects={"args.batches": BATCH_FIELDS})
     def op_write(self, step: Step) -> None:
         state_epoch, start_offset = self.arg(step, "state_epoch", int), self._start_offset(step)
         batches = _batches(step, self.arg(step, "batches", list), f"args.batches of {step.op!r}")
         for batch in batches:
             if batch.first < 0 or batch.first > batch.last or batch.delivery_count < 0:
                 raise Malformed(step.line, f"args.batches needs 0 <= first <= last and delivery_count >= 0, found {batch}")
-        if not self._failed(step):
-            self._expect_error(step, self.model.write(state_epoch, start_offset, batches))
+        leader_epoch = self._leader_epoch(step)
+        answer = None if self._failed(step) else self.model.write(state_epoch, start_offset, batches, leader_epoch)
+        self._expect_answer(step, answer, self.model.update_count_clause)
 
     @op()
     def op_failover(self, step: Step) -> None:
         self.model.failover()
 
-    @op(observed=["error", "state_epoch", "start_offset", "batches"], objects={"observed.batches": BATCH_FIELDS})
-    def op_read(self, step: Step) -> None:
-        if self._failed(step):
+    # The share coordinator's own records (kafka-4.2 only, trace format extensions: ST-30..ST-35).
+
+    @op(observed=["error", "record"])
+    def op_delete(self, step: Step) -> None:
+        self._kafka_only(step)
+        self._expect_answer(step, None if self._failed(step) else self.model.delete(), "ST-33")
+
+    @op(observed=["record"])
+    def op_cold_snapshot(self, step: Step) -> None:
+        self._kafka_only(step)
+        self.model.cold_snapshot()
+        self._expect_record(step, "ST-34")
+
+    @op()
+    def op_prune(self, step: Step) -> None:
+        self._kafka_only(step)
+        self.model.prune()
+
+    def _kafka_only(self, step: Step, what: str | None = None) -> None:
+        if self.profile != "kafka-4.2":
+            raise Malformed(step.line, f"{what or 'op ' + repr(step.op)} is defined only under profile kafka-4.2 (ST-30)")
+
+    def _leader_epoch(self, step: Step) -> int | None:
+        if "leader_epoch" not in step.args:
+            return None
+        self._kafka_only(step, "args.leader_epoch")
+        leader_epoch = self.arg(step, "leader_epoch", int)
+        if leader_epoch < UNCHANGED:
+            raise Malformed(step.line, f"args.leader_epoch must be an epoch or -1, found {leader_epoch}")
+        return leader_epoch
+
+    def _expect_answer(self, step: Step, answer: Answer | None, clause: str) -> None:
+        """The error of `answer` (None: the request failed on storage, ST-18), then the record it appended,
+        decided by `clause` when it succeeded and by the refusing clause when it did not."""
+        if answer is not None:
+            self._expect_error(step, answer)
+        self._expect_record(step, "ST-18" if answer is None else clause if answer.error == "NONE" else answer.clause)
+
+    def _expect_record(self, step: Step, clause: str) -> None:
+        """ST-31: the record the request appended, when observed (a failed or refused request appends none)."""
+        record = self.observed(step, "record", str)
+        if record is None:
             return
-        answer = self.model.read()
-        self._expect_error(step, answer)
+        self._kafka_only(step, "observed.record")
+        if record not in RECORD_KINDS:
+            raise Malformed(step.line, f"observed.record must be one of {', '.join(RECORD_KINDS)}, found {record!r}")
+        self.expect(clause, "record", self.model.appended, record)
+
+    @op(args=["leader_epoch"], observed=["error", "state_epoch", "start_offset", "batches", "record"],
+        objects={"observed.batches": BATCH_FIELDS})
+    def op_read(self, step: Step) -> None:
+        leader_epoch = self._leader_epoch(step)
+        answer = None if self._failed(step) else self.model.read(leader_epoch)
+        self._expect_answer(step, answer, "ST-32")
         state = self.model.state
-        if answer.error != "NONE" or state is None:
+        if answer is None or answer.error != "NONE" or state is None:
             return
         for name in ("state_epoch", "start_offset"):
             self.expect(self.model.ruled(name), name, getattr(state, name), self.observed(step, name, int))
@@ -71,6 +130,7 @@ class ShareStateJudge(Judge):
         error = self.observed(step, "error", str)
         if error not in STORAGE_ERRORS:
             return False
+        self.model.appended = "none"
         self.model.storage_failure(error)
         return True
 

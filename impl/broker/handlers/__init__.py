@@ -7,11 +7,13 @@ ApiVersions advertises.
 
 from __future__ import annotations
 
-from kipcheck.impl.broker.handlers import classic_groups, cluster, consumer_groups, offsets, records, share
+from kipcheck.impl.broker.handlers import (
+    classic_groups, cluster, consumer_groups, offsets, records, share, transactions,
+)
 
 
 def all_handlers(broker) -> dict:
     table: dict = {}
-    for module in (cluster, records, share, classic_groups, consumer_groups, offsets):
+    for module in (cluster, records, share, classic_groups, consumer_groups, offsets, transactions):
         table.update(module.handlers(broker))
     return table

@@ -11,15 +11,14 @@ controller: POLICY_VIOLATION for every topic of a request asking for more than
 10,000 partitions in all, INVALID_REQUEST for a name given twice,
 INVALID_PARTITIONS for a count that is neither positive nor -1 (the default),
 and POLICY_VIOLATION for a topic that would take the broker past
-`max.broker.partitions`. Transactions are not served: InitProducerId with a transactional id
-answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; idempotent producers get a
-producer id that is unique across restarts (it starts from the wall clock).
+`max.broker.partitions`. InitProducerId with a transactional id is answered by
+the transaction coordinator (impl/broker/transactions.py); idempotent
+producers get a producer id from the same sequence, unique across restarts
+(it starts from the wall clock and past every transactional producer id).
 """
 
 from __future__ import annotations
 
-import itertools
-import time
 from collections import Counter
 
 from kipcheck.impl.broker.codec import reply
@@ -31,8 +30,6 @@ MAX_PARTITIONS_PER_REQUEST = 10_000  # Kafka's ReplicationControlManager.MAX_PAR
 
 
 def handlers(broker) -> dict:
-    producer_ids = itertools.count(int(time.time() * 1000))
-
     async def api_versions(connection, request):
         return reply(request, error_code="NONE", api_keys=api_version_list(broker.server.supported), throttle_time=0)
 
@@ -67,9 +64,10 @@ def handlers(broker) -> dict:
 
     async def init_producer_id(connection, request):
         if request.body.transactional_id is not None:
-            return reply(request, throttle_time=0, error_code="TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
-                         producer_id=-1, producer_epoch=-1)
-        return reply(request, throttle_time=0, error_code="NONE", producer_id=next(producer_ids), producer_epoch=0)
+            error, producer_id, epoch = broker.transactions.init_producer_id(request.body.transactional_id)
+            return reply(request, throttle_time=0, error_code=error, producer_id=producer_id, producer_epoch=epoch)
+        return reply(request, throttle_time=0, error_code="NONE", producer_id=broker.transactions.new_producer_id(),
+                     producer_epoch=0)
 
     async def describe_configs(connection, request):
         return reply(request, throttle_time=0, results=[_described(broker, resource)

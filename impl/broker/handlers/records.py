@@ -1,7 +1,11 @@
 """Record APIs for plain clients: Produce (v3-10), Fetch (v4-12), ListOffsets (v1-7).
 
 Produce stores each batch as raw bytes (log.PartitionLog), then tells the
-share engine about the new batches and wakes waiting fetches. A write the disk
+share engine about the new batches and wakes waiting fetches. A transactional
+produce writes only to partitions its transaction added (AddPartitionsToTxn),
+with the producer's current epoch (else INVALID_TXN_STATE or
+INVALID_PRODUCER_EPOCH, as Kafka). A read_committed Fetch reads below the last
+stable offset and is told the aborted transactions it meets. A write the disk
 refuses answers KAFKA_STORAGE_ERROR for that partition (retriable: clients
 retry) and stores nothing. acks=0 gets no
 response, as in Kafka. Fetch serves plain consumers with whole stored batches
@@ -9,7 +13,9 @@ and long-polls up to `max_wait` until `min_bytes` are there; Fetch must be
 advertised at v4 or more in any case: librdkafka only enables the record
 format v2 feature, which ShareFetch needs, when Produce >= 3 and Fetch >= 4
 are advertised. Fetch sessions (KIP-227) are not kept: every fetch is full
-and answers session id 0, which clients accept.
+and answers session id 0, which clients accept. DeleteRecords (v0-2, profile
+kafka-4.2) moves a partition's log start offset, durably; reads below it are
+OFFSET_OUT_OF_RANGE and share-partitions move their SPSO (spec SP-64).
 
 A Fetch v12 partition carrying KeyRanges (impl/ic/wire.py) gets only the
 records whose key hash lies in them (KR-10: impl/ic/filtering.py, with the
@@ -26,7 +32,7 @@ import logging
 from kipcheck.impl.broker.broker import MAX_WAIT_MS
 from kipcheck.impl.broker.clock import now_ms
 from kipcheck.impl.broker.codec import reply
-from kipcheck.impl.broker.log import InvalidBatch, SequenceError
+from kipcheck.impl.broker.log import InvalidBatch, SequenceError, read_header
 from kipcheck.impl.broker.server import NO_RESPONSE
 from kipcheck.impl.ic.compression import BatchDecodeError
 from kipcheck.impl.ic.filtering import filter_batches
@@ -42,15 +48,9 @@ log = logging.getLogger("kipcheck.broker")
 def handlers(broker) -> dict:
     async def produce(connection, request):
         body = request.body
-        if body.transactional_id is not None:
-            error = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
-            topics = [{"name": topic.name, "partition_responses": [
-                _produce_result(part.index, error, -1, "transactions are not supported") for part in topic.partition_data]}
-                for topic in body.topic_data]
-        else:
-            topics = [{"name": topic.name, "partition_responses": [
-                _append(broker, topic.name, part.index, part.records) for part in topic.partition_data]}
-                for topic in body.topic_data]
+        topics = [{"name": topic.name, "partition_responses": [
+            _append(broker, topic.name, part.index, part.records, body.transactional_id)
+            for part in topic.partition_data]} for topic in body.topic_data]
         if body.acks == 0:
             return NO_RESPONSE
         return reply(request, responses=topics, throttle_time=0)
@@ -71,7 +71,29 @@ def handlers(broker) -> dict:
                   for topic in request.body.topics]
         return reply(request, throttle_time=0, topics=topics)
 
-    return {0: (3, 10, produce), 1: (4, 12, fetch), 2: (1, 7, list_offsets)}
+    async def delete_records(connection, request):
+        topics = [{"name": topic.name, "partitions": [_delete_records(broker, topic.name, part.partition_index, part.offset)
+                                                      for part in topic.partitions]}
+                  for topic in request.body.topics]
+        return reply(request, throttle_time=0, topics=topics)
+
+    table = {0: (3, 10, produce), 1: (4, 12, fetch), 2: (1, 7, list_offsets)}
+    if broker.share_config.profile == "kafka-4.2":  # the kip profile has no log start movement (spec SP-60)
+        table[21] = (0, 2, delete_records)
+    return table
+
+
+def _delete_records(broker, topic: str, partition: int, offset: int) -> dict:
+    result = {"partition_index": partition, "low_watermark": -1, "error_code": "NONE"}
+    if broker.find_log(topic, partition) is None:
+        return result | {"error_code": "UNKNOWN_TOPIC_OR_PARTITION"}
+    try:
+        return result | {"low_watermark": broker.delete_records(topic, partition, offset)}
+    except ValueError:
+        return result | {"error_code": "OFFSET_OUT_OF_RANGE"}
+    except StorageError as error:
+        log.warning("records of %s-%d not deleted: %s", topic, partition, error)
+        return result | {"error_code": "KAFKA_STORAGE_ERROR"}
 
 
 def _produce_result(index: int, error: str, base_offset: int, message: str | None = None, start: int = -1) -> dict:
@@ -79,11 +101,17 @@ def _produce_result(index: int, error: str, base_offset: int, message: str | Non
             "record_errors": [], "error_message": message}
 
 
-def _append(broker, topic: str, partition: int, records: bytes | None) -> dict:
+def _append(broker, topic: str, partition: int, records: bytes | None, transactional_id: str | None) -> dict:
     partition_log = broker.find_log(topic, partition)
     if partition_log is None:
         return _produce_result(partition, "UNKNOWN_TOPIC_OR_PARTITION", -1)
     try:
+        if transactional_id is not None:
+            header = read_header(records or b"")
+            error = broker.transactions.in_transaction(transactional_id, header.producer_id, header.producer_epoch,
+                                                       topic, partition)
+            if error != "NONE":
+                return _produce_result(partition, error, -1)
         end_before = partition_log.end_offset
         base_offset = partition_log.append(records or b"")
     except InvalidBatch as error:
@@ -94,7 +122,7 @@ def _append(broker, topic: str, partition: int, records: bytes | None) -> dict:
         log.warning("produce to %s-%d not stored: %s", topic, partition, error)
         return _produce_result(partition, "KAFKA_STORAGE_ERROR", -1, str(error))
     if partition_log.end_offset > end_before:
-        broker.engine.on_produced(topic, partition, partition_log.batch_ranges(end_before))
+        broker.engine.on_produced(topic, partition, partition_log.batch_details(end_before))
         broker.notify_changed()
     return _produce_result(partition, "NONE", base_offset, start=partition_log.start_offset)
 
@@ -109,15 +137,18 @@ def _read(broker, body) -> tuple[list[dict], int]:
             if partition_log is None:
                 partitions.append(_fetch_result(part.partition, "UNKNOWN_TOPIC_OR_PARTITION", -1))
                 continue
-            end = partition_log.end_offset
+            end, stable = partition_log.end_offset, partition_log.last_stable_offset
             if not partition_log.start_offset <= part.fetch_offset <= end:
-                partitions.append(_fetch_result(part.partition, "OFFSET_OUT_OF_RANGE", end, partition_log.start_offset))
+                partitions.append(_fetch_result(part.partition, "OFFSET_OUT_OF_RANGE", end, partition_log.start_offset,
+                                                stable=stable))
                 continue
             key_ranges = getattr(part, "key_ranges", ())
             error = _key_ranges_error(broker, topic.topic, key_ranges)
-            data = b""
-            if error == NONE and part.fetch_offset < end and budget > 0:
-                data = partition_log.read(part.fetch_offset, min(part.partition_max_bytes, budget))
+            # read_committed (isolation level 1) reads below the last stable offset only.
+            until = stable if body.isolation_level == 1 else end
+            data, aborted = b"", None
+            if error == NONE and part.fetch_offset < until and budget > 0:
+                data = partition_log.read(part.fetch_offset, min(part.partition_max_bytes, budget), until)
                 if key_ranges:
                     try:
                         data = filter_batches(data, pairs(key_ranges), limit_bytes=broker.config.ic.filtering_bytes,
@@ -127,7 +158,11 @@ def _read(broker, body) -> tuple[list[dict], int]:
                         error, data = "CORRUPT_MESSAGE", b""
                 budget -= len(data)
                 total += len(data)
-            partitions.append(_fetch_result(part.partition, error, end, partition_log.start_offset, data))
+                if body.isolation_level == 1:
+                    aborted = [{"producer_id": producer, "first_offset": first}
+                               for producer, first in partition_log.aborted_transactions(part.fetch_offset, until - 1)]
+            partitions.append(_fetch_result(part.partition, error, end, partition_log.start_offset, data,
+                                            stable, aborted))
         topics.append({"topic": topic.topic, "partitions": partitions})
     return topics, total
 
@@ -143,9 +178,10 @@ def _key_ranges_error(broker, topic: str, key_ranges) -> str:
     return range_fetch_error(ranges, broker.topics.get(topic).accept_range_fetch, True)
 
 
-def _fetch_result(index: int, error: str, high_watermark: int, start: int = -1, records: bytes = b"") -> dict:
+def _fetch_result(index: int, error: str, high_watermark: int, start: int = -1, records: bytes = b"",
+                  stable: int = -1, aborted: list[dict] | None = None) -> dict:
     return {"partition_index": index, "error_code": error, "high_watermark": high_watermark,
-            "last_stable_offset": high_watermark, "log_start_offset": start, "aborted_transactions": None,
+            "last_stable_offset": stable, "log_start_offset": start, "aborted_transactions": aborted,
             "preferred_read_replica": -1, "records": records}
 
 
