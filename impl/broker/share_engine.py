@@ -84,6 +84,14 @@ class ShareEngine:
         return self.config.profile == "kip" or (group, tp) in self.partitions or f"{group}:{tp}" in self.persisted_keys \
             or self.broker.groups.has_subscribed(group, tp.rsplit(":", 1)[0])
 
+    def start_offset(self, group: str, tp: str) -> int:
+        """The share-partition's SPSO: in memory when loaded, else as persisted; -1 if never initialized."""
+        share_partition = self.partitions.get((group, tp))
+        if share_partition is not None:
+            return share_partition.spso
+        error, _, start_offset, _ = self.coordinator.read(f"{group}:{tp}")
+        return start_offset if error == "NONE" else -1
+
     def on_produced(self, topic: str, partition: int, batch_ranges: list[tuple[int, int]]) -> None:
         tp, at_ms = f"{topic}:{partition}", now_ms()
         for group in self.groups_of_tp.get(tp, ()):

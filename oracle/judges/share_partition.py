@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from kipcheck.impl.fastcheck import share_partition as fastcheck
 from kipcheck.model import share_partition as reference_model
-from kipcheck.model.share_partition import ACK_TYPES, STATES
+from kipcheck.model.share_partition import ACK_TYPES, STATES, waited_fetch_violation
 from kipcheck.model.violation import STORAGE_ERRORS
 from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.trace import Malformed, Step
@@ -65,7 +65,7 @@ class SharePartitionJudge(Judge):
         self.model.advance(step.at_ms)
         self.model.append(count)
 
-    @op(args=["max_records"], observed=["records"])
+    @op(args=["max_records", "wait_ms"], observed=["records"])
     def op_acquire(self, step: Step) -> None:
         max_records = step.args.get("max_records")
         if type(max_records) is not int or max_records < 1:
@@ -79,6 +79,14 @@ class SharePartitionJudge(Judge):
         for run in records:
             if type(run) is not list or len(run) != 3 or type(run[0]) is not int or type(run[1]) is not int or type(run[2]) is not int:
                 self._bad_run(step, run)
+        wait_ms = step.args.get("wait_ms")
+        if wait_ms is not None and (type(wait_ms) is not int or wait_ms < 1):
+            self._not_positive(step, "wait_ms")
+        if wait_ms and not records:
+            self.model.advance(step.at_ms)
+            violation = waited_fetch_violation(self.model, wait_ms, records)
+            if violation is not None:
+                raise violation
         self.model.acquire(step.at_ms, step.actor, max_records, records)
 
     @staticmethod
