@@ -7,8 +7,6 @@
     target.can_restart        # embedded: kill -9 and start again; wire: no
     target.broker_traces()    # the traces the broker wrote itself (embedded), judged beside the probes'
     target.close()
-
-`reference` is not a broker: see oracle/conformance/reference.py.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from pathlib import Path
 from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
 
 WIRE = re.compile(r"^wire://(?P<host>[^:/\s]+):(?P<port>\d{1,5})$")
-TARGET_FORMS = "reference, embedded, wire://HOST:PORT"
+TARGET_FORMS = "embedded, wire://HOST:PORT"
 
 # The embedded broker's settings: short locks and small limits, so that expiry, the delivery limit, the in-flight
 # limit, the session limit and share-state snapshots are all reached within seconds.
@@ -119,8 +117,8 @@ class WireTarget:
 
 
 def parse_target(text: str) -> tuple[str, tuple[str, int] | None]:
-    """("embedded" | "reference" | "wire", (host, port) for wire); TargetError names the accepted forms."""
-    if text in ("embedded", "reference"):
+    """("embedded" | "wire", (host, port) for wire); TargetError names the accepted forms."""
+    if text == "embedded":
         return text, None
     match = WIRE.match(text)
     if match is None:

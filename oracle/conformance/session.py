@@ -1,0 +1,152 @@
+"""One `kipcheck conform` session against a target: probes, client scenarios, the broker's own traces, the verdict.
+
+    outcome = run("embedded", None, {}, "kafka-4.2", probe_names, client_names, work_dir, seed=1, budget_s=60,
+                  tolerance_ms=None, launcher=None)
+    print(outcome.render(verbose=False, target_text="embedded"))
+    outcome.failures            # probe runs failed + client scenarios failed + broker traces not allowed
+
+Progress goes to stderr (a bar over the probe budget, then one line per client scenario).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from kipcheck.oracle.check import Verdict, check_file
+from kipcheck.oracle.conformance.conform import ProbeRun, run_probes
+from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER
+from kipcheck.oracle.conformance.report import clause_table, format_table
+from kipcheck.oracle.conformance.runner import ScenarioResult
+from kipcheck.oracle.conformance.shrink import shrink_file
+from kipcheck.oracle.conformance.targets import EmbeddedTarget, WireTarget
+from kipcheck.oracle.conformance.tolerance import DEFAULT_TOLERANCE_MS
+
+# Clauses a wire target cannot show: the runner cannot restart a broker it did not start.
+WIRE_UNOBSERVABLE = {"XM-1": "needs a broker restart", "SP-26": "needs a broker restart"}
+
+
+@dataclass
+class Outcome:
+    profile: str
+    probe_runs: list[ProbeRun] = field(default_factory=list)
+    client_results: list[ScenarioResult] = field(default_factory=list)
+    broker_verdicts: list[Verdict] = field(default_factory=list)
+    unobservable: dict[str, str] = field(default_factory=dict)
+    shrunk: Path | None = None
+    replay: str = ""
+    error: str | None = None
+
+    @property
+    def verdicts(self) -> list[Verdict]:
+        return ([verdict for run in self.probe_runs for verdict in run.verdicts] + self.broker_verdicts
+                + [verdict for result in self.client_results for verdict in result.traces])
+
+    @property
+    def failures(self) -> int:
+        return (sum(run.failed for run in self.probe_runs) + sum(not result.ok for result in self.client_results)
+                + sum(verdict.status != "ok" for verdict in self.broker_verdicts) + (self.error is not None))
+
+    def render(self, verbose: bool, target_text: str) -> str:
+        lines = [f"\nprobes against {target_text} ({self.profile}):"]
+        for run in self.probe_runs:
+            lines.append(f"  {run.outcome.upper():<15} {run.name:<24} {run.detail}  ({run.seconds:.1f} s)")
+            lines += [f"      {verdict.summary()}" for verdict in run.verdicts if verdict.status != "ok"]
+        if self.client_results:
+            lines.append("\nclient scenarios (confluent-kafka clients; each on a broker of its own):")
+            lines += [f"  {result.summary()}" for result in self.client_results]
+        if self.broker_verdicts:
+            bad = [verdict for verdict in self.broker_verdicts if verdict.status != "ok"]
+            lines.append(f"\nthe broker's own traces: {len(self.broker_verdicts) - len(bad)} of "
+                         f"{len(self.broker_verdicts)} allowed")
+            lines += [f"  {verdict.summary()}" for verdict in bad]
+        if self.error:
+            lines.append(f"\nthe target failed: {self.error}")
+        lines.append("\nclauses:")
+        lines.append(format_table(clause_table(self.verdicts, self.profile, self.unobservable), verbose))
+        if self.shrunk is not None:
+            lines.append(f"\nfirst failure, shrunk: {self.shrunk}\n  reproduce: kipcheck check {self.shrunk}"
+                         f"\n  replay:    {self.replay}")
+        return "\n".join(lines)
+
+    def junit_cases(self) -> list[tuple[str, str, float, str | None, str | None]]:
+        cases = []
+        for run in self.probe_runs:
+            failure = None
+            if run.failed:
+                failure = "\n".join([run.detail] + [verdict.summary() for verdict in run.verdicts if verdict.status != "ok"])
+            skipped = run.detail if run.outcome in ("not observable", "inconclusive") else None
+            cases.append(("probes", run.name, run.seconds, failure, skipped))
+        for result in self.client_results:
+            cases.append(("client scenarios", result.name, result.seconds, None if result.ok else result.summary(), None))
+        for verdict in self.broker_verdicts:
+            cases.append(("broker traces", Path(verdict.name).name, 0.0,
+                          None if verdict.status == "ok" else verdict.summary(), None))
+        return cases
+
+
+def run(kind: str, address, settings: dict, profile: str, probe_names: list[str], client_names: list[str],
+        work_dir: Path, seed: int, budget_s: float, tolerance_ms: int | None,
+        launcher: tuple[str, ...] | None) -> Outcome:
+    outcome = Outcome(profile)
+    tolerance_ms = DEFAULT_TOLERANCE_MS if tolerance_ms is None else tolerance_ms
+    if kind == "embedded":
+        target = EmbeddedTarget(work_dir, profile, launcher or DEFAULT_LAUNCHER)
+    else:
+        target = WireTarget(*address, profile, settings)
+        outcome.unobservable = dict(WIRE_UNOBSERVABLE)
+    try:
+        if probe_names:
+            outcome.probe_runs = _probe(target, probe_names, work_dir, seed, budget_s, tolerance_ms)
+        outcome.broker_verdicts = [check_file(path) for path in target.broker_traces()]
+    except Exception as error:  # the target died or refused: reported as a failure, never a traceback
+        outcome.error = f"{type(error).__name__}: {error}"
+    finally:
+        target.close()
+    for run_ in outcome.probe_runs:
+        if run_.outcome == "not observable" and run_.name == "broker-restart":
+            outcome.unobservable.update(WIRE_UNOBSERVABLE)
+    if client_names:
+        outcome.client_results = _clients(client_names, work_dir / "clients", profile, launcher or DEFAULT_LAUNCHER)
+    _shrink_first_failure(outcome, work_dir, kind, address, profile, seed, launcher)
+    return outcome
+
+
+def _probe(target, names: list[str], work_dir: Path, seed: int, budget_s: float, tolerance_ms: int) -> list[ProbeRun]:
+    with tqdm(total=100, desc="probes", unit="%", file=sys.stderr, leave=False,
+              bar_format="{desc}: {bar} {n:.0f}% {postfix}") as bar:
+        def progress(run: ProbeRun, fraction: float) -> None:
+            bar.n = max(bar.n, fraction * 100)
+            bar.set_postfix_str(f"{run.name}: {run.outcome}")
+
+        return run_probes(target, names, work_dir / "probes", seed, budget_s, tolerance_ms, progress)
+
+
+def _clients(names: list[str], work_root: Path, profile: str, launcher: tuple[str, ...]) -> list[ScenarioResult]:
+    from kipcheck.oracle.conformance.scenarios import SCENARIOS
+
+    results = []
+    for name in names:
+        print(f"client scenario {name} ...", file=sys.stderr, flush=True)
+        results.append(SCENARIOS[name](work_root / name, launcher=launcher, profile=profile))
+    return results
+
+
+def _shrink_first_failure(outcome: Outcome, work_dir: Path, kind: str, address, profile: str, seed: int,
+                          launcher) -> None:
+    for run_ in outcome.probe_runs:
+        failing = [path for path, verdict in zip(run_.paths, run_.verdicts) if verdict.status == "violation"]
+        if failing:
+            outcome.shrunk = shrink_file(failing[0], work_dir / f"shrunk-{failing[0].name}")
+            target = "embedded" if kind == "embedded" else "wire://%s:%d" % address
+            extra = f" --launcher '{' '.join(launcher)}'" if launcher else ""
+            outcome.replay = f"kipcheck conform --target {target} --profile {profile} --scenario {run_.name}{extra}"
+            return
+    bad = [verdict for verdict in outcome.verdicts if verdict.status == "violation"]
+    if bad:
+        path = Path(bad[0].name)
+        outcome.shrunk = shrink_file(path, work_dir / f"shrunk-{path.name}")
+        outcome.replay = f"kipcheck check {path}"
