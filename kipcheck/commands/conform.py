@@ -65,6 +65,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="how late a lock timer may fire, as seen from the client (default 300)")
     parser.add_argument("--launcher", metavar="COMMAND",
                         help="embedded: run COMMAND instead of `kipcheck broker` (it must take the same flags)")
+    parser.add_argument("--first-failure", action="store_true", help="stop probing at the first failure")
     parser.add_argument("--junit", type=Path, metavar="FILE", help="also write the results as JUnit XML")
     parser.add_argument("--work-dir", type=Path, help="keep traces, broker data and logs here (default: a temporary "
                                                       "directory, kept only when something failed)")
@@ -87,8 +88,8 @@ def run(args: argparse.Namespace) -> int:
     if not suite:
         print(f"kipcheck conform: no example traces for machine {args.machine!r}", file=sys.stderr)
         return 2
-    failures = _judge_examples(suite, args.verbose)
-    cases = [("examples", example.path.name, 0.0, None, None) for example in suite]
+    cases: list = []
+    failures = _judge_examples(suite, args.verbose, cases)
     if args.machine is None and not args.no_broker:
         failures += _probe_target(args, kind, address, settings, probes, clients, cases)
     if args.junit is not None:
@@ -131,8 +132,9 @@ def _scenarios(names: list[str], kind: str) -> tuple[list[str], list[str]]:
     return probes, clients
 
 
-def _judge_examples(suite: list, verbose: bool) -> int:
-    """Judge the example traces; one line per machine (per trace with --verbose). Returns the failures."""
+def _judge_examples(suite: list, verbose: bool, cases: list) -> int:
+    """Judge the example traces; one line per machine (per trace with --verbose), one JUnit case each added to
+    `cases`. Returns the failures."""
     print("example traces (allowed ones must pass; corrupted ones must be caught at their clause):")
     failures = 0
     for machine in sorted({example.machine for example in suite}):
@@ -144,6 +146,7 @@ def _judge_examples(suite: list, verbose: bool) -> int:
                 expectation = f"must fail at {example.expected_clause}" if example.expected_clause else "must pass"
                 print(f"  {'PASS' if as_expected else 'FAIL'}  {example.path.name:<52} {expectation:<20} {verdict.summary()}")
             failures += not as_expected
+            cases.append((f"examples/{machine}", example.path.name, 0.0, None if as_expected else verdict.summary(), None))
             if as_expected and example.expected_clause:
                 caught += 1
                 clauses.add(example.expected_clause)
@@ -161,7 +164,7 @@ def _probe_target(args, kind: str, address, settings: dict, probes: list[str], c
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="kipcheck-conform-"))
     launcher = tuple(shlex.split(args.launcher)) if args.launcher else None
     outcome = session.run(kind, address, settings, args.profile, probes, clients, work_dir, args.seed, args.budget,
-                          args.tolerance_ms, launcher)
+                          args.tolerance_ms, launcher, args.first_failure)
     print(outcome.render(args.verbose, args.target))
     cases += outcome.junit_cases()
     if outcome.failures == 0 and args.work_dir is None:

@@ -73,31 +73,36 @@ def hostile_acks(probe: Probe) -> str:
     if not held:
         return "nothing acquired"
     first, last = held[0][0], held[-1][1]
-    probe.fetch(bob, [tp], max_records=1)
+    bobs = probe.fetch(bob, [tp], max_records=1).get(tp, [])
     probe.acknowledge(bob, {tp: [(first, last, "accept")]})          # foreign
     probe.acknowledge(alice, {tp: [(first, first, "accept")]})
     probe.acknowledge(alice, {tp: [(first, first, "accept")]})       # duplicate
     probe.acknowledge(alice, {tp: [(last, last + 50, "accept")]})    # past the end
-    probe.acknowledge(alice, {tp: [(last + 1, last + 1, "accept")]}) # just past SPEO
+    speo = probe.window_end(tp)
+    probe.acknowledge(bob, {tp: [(speo, speo, "accept")]})           # at SPEO
+    probe.acknowledge(bob, {tp: [(speo - 1, speo, "accept")]})       # reaching SPEO
     probe.acknowledge(alice, {tp: [(first + 1, first + 1, "accept"), (last + 20, last + 21, "reject")]})  # mixed
     probe.acknowledge(alice, {tp: [(0, 0, "release")]})              # below SPSO once it moved
     rest = probe.fetch(alice, [tp], max_records=8, wait_ms=WAIT_MS).get(tp, [])
     probe.close(alice, {tp: [(first + 1, last, "accept"), *_all_of(rest)]})
-    probe.close(bob)
+    probe.close(bob, {tp: _all_of(bobs)})
     return f"hostile acknowledgements around [{first}, {last}]"
 
 
 def late_ack(probe: Probe) -> str:
-    """A lock expires, then its holder acknowledges (too late); another member gets the records, counted again."""
+    """A lock expires, then its holder acknowledges (too late); another member gets the records, counted again, and
+    lets their lock expire in turn."""
     tp = _one_partition(probe, [3])
     alice, bob = probe.member("alice"), probe.member("bob")
     held = probe.fetch(alice, [tp], max_records=3, wait_ms=WAIT_MS).get(tp, [])
     probe.wait_for_lock_expiry()
     probe.acknowledge(alice, {tp: _all_of(held)})
     again = probe.fetch(bob, [tp], max_records=3, wait_ms=WAIT_MS).get(tp, [])
-    probe.close(bob, {tp: _all_of(again)})
-    probe.close(alice)
-    return f"held {held}, acknowledged after expiry, re-acquired {again}"
+    probe.wait_for_lock_expiry()  # a re-acquired record's lock expires too
+    third = probe.fetch(alice, [tp], max_records=3, wait_ms=WAIT_MS).get(tp, [])
+    probe.close(alice, {tp: _all_of(third)})
+    probe.close(bob)
+    return f"held {held}, acknowledged after expiry, re-acquired {again}, expired again, then {third}"
 
 
 def partial_ack_then_expiry(probe: Probe) -> str:
@@ -201,7 +206,7 @@ def broker_restart(probe: Probe) -> str:
         if len(offsets) < 4:
             continue
         probe.acknowledge(alice, {tp: [(offsets[0], offsets[0], "accept"), (offsets[2], offsets[3], "release")]})
-        for _ in range(2):  # released twice: persisted with count 1, then 2
+        for _ in range(3):  # released again and again: persisted with counts 1, 2, 3 (and a share-state snapshot)
             again = probe.fetch(alice, [tp], max_records=2, wait_ms=WAIT_MS).get(tp, [])
             probe.acknowledge(alice, {tp: [(first, last, "release") for first, last, _ in again]})
     probe.restart()

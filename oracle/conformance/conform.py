@@ -52,12 +52,18 @@ def _swarm_seed(name: str) -> int | None:
 
 
 def run_probes(target, names: list[str], work_dir: Path, seed: int, budget_s: float, tolerance_ms: int,
-               progress: Callable[[ProbeRun, float], None] | None = None) -> list[ProbeRun]:
+               progress: Callable[[ProbeRun, float], None] | None = None,
+               first_failure: bool = False) -> list[ProbeRun]:
+    """Run the named scenarios (`swarm`: swarm runs while the budget lasts); with `first_failure`, stop at the first
+    run that failed."""
     started = time.monotonic()
     runs: list[ProbeRun] = []
 
     def spent() -> float:
         return time.monotonic() - started
+
+    def stopped() -> bool:
+        return first_failure and any(run.failed for run in runs)
 
     def one(name: str, scenario) -> None:
         run = _run_one(target, name, scenario, work_dir / name.replace(":", "-"), tolerance_ms)
@@ -68,9 +74,11 @@ def run_probes(target, names: list[str], work_dir: Path, seed: int, budget_s: fl
             progress(run, min(spent() / budget_s, 1.0))
 
     for name in names:
+        if stopped():
+            break
         if name == SWARM:
             next_seed = seed
-            while spent() + SWARM_RUN_S < budget_s:
+            while spent() + SWARM_RUN_S < budget_s and not stopped():
                 one(f"{SWARM}:{next_seed}", swarm(next_seed))
                 next_seed += 1
         elif _swarm_seed(name) is not None:

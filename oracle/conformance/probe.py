@@ -105,7 +105,8 @@ class Probe:
         return {entry.api_key for entry in answer.api_keys}
 
     def topic(self, partitions: int = 1) -> str:
-        """A fresh topic (CreateTopics), its share-partitions initialized for the group at offset 0."""
+        """A fresh topic (CreateTopics), its share-partitions initialized for the group at offset 0 (by a member that
+        subscribes, opens a session on them and closes it)."""
         name = f"{self.group}-t{len(self.topic_ids)}"
         answer = self.admin.request(19, 7, topics=[{"name": name, "num_partitions": partitions, "replication_factor": 1,
                                                     "assignments": [], "configs": []}],
@@ -115,10 +116,15 @@ class Probe:
             raise ProbeError(f"CreateTopics {name}: {error.upper()}")
         self.topic_ids[name] = answer.topics[0].topic_id
         config = self.target.settings.partition_config()
-        for index in range(partitions):
-            self.partitions[f"{name}:{index}"] = TraceBook({"format": "kipcheck-trace", "version": 1,
-                                                            "machine": "share-partition", "profile": self.target.profile,
-                                                            "config": {**config, "start_offset": 0}})
+        tps = [f"{name}:{index}" for index in range(partitions)]
+        for tp in tps:
+            self.partitions[tp] = TraceBook({"format": "kipcheck-trace", "version": 1, "machine": "share-partition",
+                                             "profile": self.target.profile, "config": {**config, "start_offset": 0}})
+        # Initialize the share-partitions while the log is empty, so they start at offset 0 whatever the group's
+        # share.auto.offset.reset: Kafka does it when a member subscribes, the reference broker at first use.
+        opener = self.member(f"opener{len(self.topic_ids)}")
+        self.fetch(opener, tps, max_records=1)
+        self.close(opener)
         return name
 
     def member(self, name: str) -> Member:
@@ -217,10 +223,12 @@ class Probe:
             self._observe(acks)
             return {}
         acquired = {}
-        for tp, part in results.items():
-            if part.error_code.name != "none":
+        for tp in sorted(member.session | set(results)):  # a session partition left out of the answer got nothing
+            part = results.get(tp)
+            if part is not None and part.error_code.name != "none":
                 continue
-            runs = _coalesce([[run.first_offset, run.last_offset, run.delivery_count] for run in part.acquired_records])
+            runs = [] if part is None else _coalesce([[run.first_offset, run.last_offset, run.delivery_count]
+                                                      for run in part.acquired_records])
             args = {"max_records": max_records}
             if wait_ms and member.session == {tp}:
                 args["wait_ms"] = wait_ms  # SP-28: a lone fetcher of a one-partition session that waited
@@ -325,6 +333,11 @@ class Probe:
         self.sessions = TraceBook(dict(self.sessions.header))
         for tp in self.partitions:
             self.check(tp)
+
+    def window_end(self, tp: str) -> int:
+        """SPEO of the partition as the model has it after what the probe saw (to aim acknowledgements at it)."""
+        spso, window = self._model_window(self.partitions[tp])
+        return window[-1][1] + 1 if window else spso
 
     def _model_window(self, book: TraceBook) -> tuple[int, list[list]]:
         """(SPSO, window runs) of the model after the trace's steps so far."""

@@ -90,7 +90,7 @@ class Outcome:
 
 def run(kind: str, address, settings: dict, profile: str, probe_names: list[str], client_names: list[str],
         work_dir: Path, seed: int, budget_s: float, tolerance_ms: int | None,
-        launcher: tuple[str, ...] | None) -> Outcome:
+        launcher: tuple[str, ...] | None, first_failure: bool = False) -> Outcome:
     outcome = Outcome(profile)
     tolerance_ms = DEFAULT_TOLERANCE_MS if tolerance_ms is None else tolerance_ms
     if kind == "embedded":
@@ -100,7 +100,7 @@ def run(kind: str, address, settings: dict, profile: str, probe_names: list[str]
         outcome.unobservable = dict(WIRE_UNOBSERVABLE)
     try:
         if probe_names:
-            outcome.probe_runs = _probe(target, probe_names, work_dir, seed, budget_s, tolerance_ms)
+            outcome.probe_runs = _probe(target, probe_names, work_dir, seed, budget_s, tolerance_ms, first_failure)
         outcome.broker_verdicts = [check_file(path) for path in target.broker_traces()]
     except Exception as error:  # the target died or refused: reported as a failure, never a traceback
         outcome.error = f"{type(error).__name__}: {error}"
@@ -109,20 +109,21 @@ def run(kind: str, address, settings: dict, profile: str, probe_names: list[str]
     for run_ in outcome.probe_runs:
         if run_.outcome == "not observable" and run_.name == "broker-restart":
             outcome.unobservable.update(WIRE_UNOBSERVABLE)
-    if client_names:
+    if client_names and not (first_failure and outcome.failures):
         outcome.client_results = _clients(client_names, work_dir / "clients", profile, launcher or DEFAULT_LAUNCHER)
     _shrink_first_failure(outcome, work_dir, kind, address, profile, seed, launcher)
     return outcome
 
 
-def _probe(target, names: list[str], work_dir: Path, seed: int, budget_s: float, tolerance_ms: int) -> list[ProbeRun]:
+def _probe(target, names: list[str], work_dir: Path, seed: int, budget_s: float, tolerance_ms: int,
+           first_failure: bool) -> list[ProbeRun]:
     with tqdm(total=100, desc="probes", unit="%", file=sys.stderr, leave=False,
               bar_format="{desc}: {bar} {n:.0f}% {postfix}") as bar:
         def progress(run: ProbeRun, fraction: float) -> None:
             bar.n = max(bar.n, fraction * 100)
             bar.set_postfix_str(f"{run.name}: {run.outcome}")
 
-        return run_probes(target, names, work_dir / "probes", seed, budget_s, tolerance_ms, progress)
+        return run_probes(target, names, work_dir / "probes", seed, budget_s, tolerance_ms, progress, first_failure)
 
 
 def _clients(names: list[str], work_root: Path, profile: str, launcher: tuple[str, ...]) -> list[ScenarioResult]:

@@ -3,8 +3,8 @@
     path = shrink_file(trace_path, out_path)     # writes the minimal trace; returns out_path
 
 Greedy delta debugging over the step lines: drop chunks of steps (halves, then
-quarters, ... then single steps) while the trace still fails at the same clause,
-then renumber the steps. The header is kept. Each try is one judge of a short
+quarters, ... then single steps) while the trace still fails at the same clause
+with the same allowed answer (so it still shows the same fault), then renumber the steps. The header is kept. Each try is one judge of a short
 trace, so a few hundred tries take well under a second.
 """
 
@@ -16,9 +16,9 @@ from pathlib import Path
 from kipcheck.oracle.check import check_lines
 
 
-def _fails_at(header: str, steps: list[str], clause: str) -> bool:
+def _fails_alike(header: str, steps: list[str], clause: str, allowed: str) -> bool:
     verdict = check_lines([header, *_renumbered(steps)])
-    return verdict.status == "violation" and verdict.clause == clause
+    return verdict.status == "violation" and (verdict.clause, verdict.allowed) == (clause, allowed)
 
 
 def _renumbered(steps: list[str]) -> list[str]:
@@ -36,14 +36,14 @@ def shrink_lines(lines: list[str]) -> list[str]:
     verdict = check_lines(lines)
     if verdict.status != "violation":
         return lines
-    clause = verdict.clause
+    clause, allowed = verdict.clause, verdict.allowed
     steps = steps[:verdict.step]  # nothing after the failing step matters
     chunk = max(len(steps) // 2, 1)
     while True:
         index, removed = 0, False
         while index < len(steps):
             candidate = steps[:index] + steps[index + chunk:]
-            if candidate and _fails_at(header, candidate, clause):
+            if candidate and _fails_alike(header, candidate, clause, allowed):
                 steps, removed = candidate, True
             else:
                 index += chunk
