@@ -34,7 +34,7 @@ from kipcheck.oracle.conformance.catalogue import CATALOGUE  # noqa: E402
 from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER, EmbeddedBroker  # noqa: E402
 from kipcheck.oracle.conformance.targets import EMBEDDED_SETTINGS  # noqa: E402
 
-FAILED_CLAUSE = re.compile(r"^\s+FAILED\s+(\S+)", re.MULTILINE)
+FAILED_CLAUSE = re.compile(r"^\s+FAILED\s+((?:SP|SS|ST|XM)-\d+)\s", re.MULTILINE)
 RUN_TIMEOUT_S = 900
 
 

@@ -62,7 +62,7 @@ class Broker:
     storage_factory: Callable[..., Storage] = Storage
 
     def __init__(self, data_dir: Path, config: BrokerConfig, share_config: ShareConfig,
-                 trace_dir: Path | None = None):
+                 trace_dir: Path | None = None, trace_state: bool = False):
         self.data_dir = Path(data_dir)
         self.config = config
         self.share_config = share_config
@@ -76,7 +76,7 @@ class Broker:
             self.data_dir / "consumer-offsets", config.groups, self._partition_count,
             lambda: [topic.name for topic in self.topics], lambda group_id: group_id in self.groups.groups,
             trace_dir=trace_dir, storage=self.storage)
-        self.engine = ShareEngine(self, share_config, trace_dir)
+        self.engine = ShareEngine(self, share_config, trace_dir, trace_state)
         self.host, self.port = "127.0.0.1", 0
         self.advertised = (self.host, self.port)  # what Metadata and FindCoordinator tell clients
         self.server: Server | None = None

@@ -67,6 +67,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="embedded: run COMMAND instead of `kipcheck broker` (it must take the same flags)")
     parser.add_argument("--first-failure", action="store_true", help="stop probing at the first failure")
     parser.add_argument("--junit", type=Path, metavar="FILE", help="also write the results as JUnit XML")
+    parser.add_argument("--html", type=Path, metavar="FILE",
+                        help="also write a self-contained HTML report: the table, and for each counterexample a "
+                             "picture of its record states over time")
     parser.add_argument("--work-dir", type=Path, help="keep traces, broker data and logs here (default: a temporary "
                                                       "directory, kept only when something failed)")
     parser.add_argument("--verbose", "-v", action="store_true", help="one line per example trace and every clause")
@@ -167,6 +170,10 @@ def _probe_target(args, kind: str, address, settings: dict, probes: list[str], c
                           args.tolerance_ms, launcher, args.first_failure)
     print(outcome.render(args.verbose, args.target))
     cases += outcome.junit_cases()
+    if args.html is not None:
+        from kipcheck.oracle.conformance.picture import write_html
+
+        write_html(args.html, outcome.table(args.verbose), outcome.counterexamples())
     if outcome.failures == 0 and args.work_dir is None:
         import shutil
 

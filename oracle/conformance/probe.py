@@ -36,6 +36,7 @@ from pathlib import Path
 from kipcheck.impl.broker.log import split_batches
 from kipcheck.impl.consumer.connection import BrokerConnection
 from kipcheck.model.cross_machine import reloaded_window
+from kipcheck.model.violation import Violation
 from kipcheck.oracle.check import check_file
 from kipcheck.oracle.conformance.tolerance import Timers
 
@@ -341,22 +342,7 @@ class Probe:
 
     def _model_window(self, book: TraceBook) -> tuple[int, list[list]]:
         """(SPSO, window runs) of the model after the trace's steps so far."""
-        from kipcheck.model.share_partition import SharePartition
-
-        config = book.header["config"]
-        model = SharePartition(**config, profile=self.target.profile)
-        for step in book.steps:
-            model.advance(step["at_ms"])
-            if step["op"] == "append":
-                model.append(step["args"]["count"])
-            elif step["op"] == "acquire":
-                model.acquire(step["at_ms"], step["actor"], step["args"]["max_records"], step["observed"]["records"])
-            elif step["op"] == "acknowledge":
-                batches = [(batch["first"], batch["last"], batch["type"]) for batch in step["args"]["batches"]]
-                if step["observed"]["error"] == "NONE":
-                    model.acknowledge(step["at_ms"], step["actor"], batches)
-            elif step["op"] == "leave":
-                model.leave(step["at_ms"], step["actor"])
+        model, _ = replay(book.header, book.steps)
         model.advance(self.timers.now_ms())
         return model.spso, model.snapshot()
 
@@ -406,6 +392,34 @@ class Probe:
             path.write_text("\n".join(book.lines()) + "\n")
             paths.append(path)
         return paths
+
+
+def replay(header: dict, steps: list[dict], after_step=None):
+    """Replay share-partition steps (dicts) through the model, stopping at the first it does not allow:
+    (the model, the index of that step or None). `after_step(model, index)` is called after each step."""
+    from kipcheck.model.share_partition import SharePartition
+
+    model = SharePartition(**header["config"], profile=header.get("profile", "kip"))
+    for index, step in enumerate(steps):
+        args, observed = step["args"], step.get("observed") or {}
+        try:
+            model.advance(step["at_ms"])
+            if step["op"] == "append":
+                model.append(args["count"])
+            elif step["op"] == "acquire":
+                model.acquire(step["at_ms"], step["actor"], args["max_records"], observed["records"])
+            elif step["op"] == "acknowledge":
+                batches = [(batch["first"], batch["last"], batch["type"]) for batch in args["batches"]]
+                ruled = model.acknowledge(step["at_ms"], step["actor"], batches)
+                if observed.get("error", ruled.value) != ruled.value:
+                    return model, index
+            elif step["op"] == "leave":
+                model.leave(step["at_ms"], step["actor"])
+        except Violation:
+            return model, index
+        if after_step is not None:
+            after_step(model, index)
+    return model, None
 
 
 def judge(paths: list[Path]):

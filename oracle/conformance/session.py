@@ -66,11 +66,18 @@ class Outcome:
         if self.error:
             lines.append(f"\nthe target failed: {self.error}")
         lines.append("\nclauses:")
-        lines.append(format_table(clause_table(self.verdicts, self.profile, self.unobservable), verbose))
+        lines.append(self.table(verbose))
         if self.shrunk is not None:
             lines.append(f"\nfirst failure, shrunk: {self.shrunk}\n  reproduce: kipcheck check {self.shrunk}"
                          f"\n  replay:    {self.replay}")
         return "\n".join(lines)
+
+    def table(self, verbose: bool) -> str:
+        return format_table(clause_table(self.verdicts, self.profile, self.unobservable), verbose)
+
+    def counterexamples(self, most: int = 10) -> list[tuple[Verdict, Path]]:
+        """(verdict, trace) of the traces that broke a clause, the probes' first."""
+        return [(verdict, Path(verdict.name)) for verdict in self.verdicts if verdict.status == "violation"][:most]
 
     def junit_cases(self) -> list[tuple[str, str, float, str | None, str | None]]:
         cases = []

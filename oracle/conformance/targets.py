@@ -72,7 +72,9 @@ class EmbeddedTarget:
     can_restart = True
 
     def __init__(self, work_dir: Path, profile: str, launcher: tuple[str, ...] = DEFAULT_LAUNCHER):
-        self.broker = EmbeddedBroker(work_dir / "broker", EMBEDDED_SETTINGS, profile=profile, launcher=launcher)
+        # --trace-state: the broker's own traces show its state after every step, not only at the clean stop.
+        self.broker = EmbeddedBroker(work_dir / "broker", EMBEDDED_SETTINGS, profile=profile,
+                                     launcher=(*launcher, "--trace-state"))
         self.profile = profile
         self.settings = BrokerSettings.from_properties(EMBEDDED_SETTINGS)
         self.name = "embedded"
