@@ -84,6 +84,7 @@ def test_shrinking_keeps_the_fault_and_drops_the_rest():
 
 
 def test_xm_1_a_restart_makes_acquired_records_available_with_the_count_of_their_last_write():
+    """XM-1: the window a restarted share-partition must serve."""
     window = [[0, 1, "acknowledged", 1], [2, 3, "acquired", 2], [4, 4, "available", 1], [5, 6, "acquired", 1]]
     assert reloaded_window(window) == [[0, 1, "acknowledged", 1], [2, 3, "available", 1], [4, 4, "available", 1]]
     assert reloaded_window([[0, 2, "acquired", 1]]) == [], "never written: past the reloaded SPEO"

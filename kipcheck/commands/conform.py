@@ -99,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
         from kipcheck.oracle.conformance.report import write_junit
 
         write_junit(args.junit, cases)
-    print(f"\nverdict: {'PASS' if not failures else f'FAIL: {failures} failure(s)'}")
+    print(f"\nverdict: {'PASS' if not failures else 'FAIL'}: {len(cases) - failures} of {len(cases)} conformance checks "
+          f"as expected" + (f"; {failures} FAILED" if failures else ""))
     return 1 if failures else 0
 
 

@@ -92,6 +92,8 @@ class Outcome:
         for verdict in self.broker_verdicts:
             cases.append(("broker traces", Path(verdict.name).name, 0.0,
                           None if verdict.status == "ok" else verdict.summary(), None))
+        if self.error is not None:
+            cases.append(("target", "the target ran to the end", 0.0, self.error, None))
         return cases
 
 
