@@ -181,15 +181,12 @@ def _release_stops_at_foreign(base):
 
 def _inflight_limit_ignores_released(base):
     class Bug(base):
-        """KAFKA-19555: released records do not count as in flight, so acquisition overshoots the limit."""
+        """KAFKA-19555: records acquired again after a release do not use up the in-flight room, so a fetch that
+        re-acquires them also takes new records past group.share.partition.max.record.locks."""
 
-        def acquire(self, member_id, max_records, now_ms):
-            saved = self.config
-            self.config = dataclasses.replace(saved, max_inflight_records=saved.max_inflight_records + self._available_records)
-            try:
-                return super().acquire(member_id, max_records, now_ms)
-            finally:
-                self.config = saved
+        def _acquire_cached(self, member_id, budget, lock_id, acquired):
+            super()._acquire_cached(member_id, budget, lock_id, acquired)
+            return budget
     return Bug
 
 

@@ -179,8 +179,8 @@ def inflight_limit(probe: Probe) -> str:
         raise NotObservable(f"in-flight limit {limit}: give a small group.share.partition.max.record.locks with --set")
     tp = _one_partition(probe, [5] * (limit // 5 + 4))
     members = [probe.member(f"m{index}") for index in range(3)]
-    held = {member.name: probe.fetch(member, [tp], max_records=limit // 3, wait_ms=WAIT_MS).get(tp, [])
-            for member in members}
+    held = {member.name: probe.fetch(member, [tp], max_records=limit // 5, wait_ms=WAIT_MS).get(tp, [])
+            for member in members}  # three quarters of the room taken: released records can fill the rest
     for member in members[:2]:
         probe.acknowledge(member, {tp: [(first, last, "release") for first, last, _ in held[member.name]]})
     for member in members:
