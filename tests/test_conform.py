@@ -130,3 +130,12 @@ def test_the_clean_broker_passes_the_same_probes(tmp_path):
     runs = probe(None, sorted(set(CAUGHT_BY.values())), tmp_path)
     assert [(run.name, run.outcome) for run in runs] == [(name, "passed") for name in sorted(set(CAUGHT_BY.values()))], \
         [(run.name, run.detail, [verdict.summary() for verdict in run.verdicts if verdict.status != "ok"]) for run in runs]
+
+
+def test_librdkafka_mock_is_probed_and_its_known_difference_found(tmp_path, capsys):
+    """spec/librdkafka-mock.md: the mock acquires new records up to max_records exactly (SP-6 of kafka-4.2)."""
+    code = main(["conform", "--target", "librdkafka-mock", "--scenario", "hostile-acks", "--work-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "FAILED          SP-6" in out and "hostile-acks" in out
+    assert "NOT OBSERVABLE  XM-1" in out, "the runner cannot restart the mock"

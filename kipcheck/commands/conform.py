@@ -22,6 +22,8 @@ target is probed:
   --target wire://HOST:PORT  any broker with share groups (a single broker, or
                              one leading every partition of the probes' topics);
                              tell the runner its share settings with --set
+  --target librdkafka-mock   confluent-kafka's mock cluster, in this process (its
+                             differences from Kafka 4.2: spec/librdkafka-mock.md)
 
 The probes speak the protocol themselves (kio) as careless and hostile
 clients would: a named catalogue (session limit, wrong and stale epochs,
@@ -47,7 +49,7 @@ CLIENT_SCENARIOS = ("share-groups", "explicit-acknowledgement", "delivery-limit"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--target", default="embedded", help="embedded (default) or wire://HOST:PORT")
+    parser.add_argument("--target", default="embedded", help="embedded (default), wire://HOST:PORT or librdkafka-mock")
     parser.add_argument("--profile", choices=("kafka-4.2", "kip"), default="kafka-4.2",
                         help="whose semantics the broker is judged by (default kafka-4.2)")
     parser.add_argument("--seed", type=int, default=1, help="first swarm seed (default 1); a failure names its seed")

@@ -54,6 +54,7 @@ def wrong_epochs(probe: Probe) -> str:
     tp = _one_partition(probe, [5])
     alice, bob = probe.member("alice"), probe.member("bob")
     held = probe.fetch(alice, [tp], max_records=5).get(tp, [])
+    held += probe.fetch(alice, [tp], max_records=5).get(tp, [])   # epoch 1 used: it is stale from now on
     probe.fetch(alice, [tp], epoch=alice.epoch + 5)
     probe.fetch(alice, [tp], epoch=alice.epoch - 1)
     probe.acknowledge(alice, {tp: _all_of(held)}, epoch=0)

@@ -22,7 +22,7 @@ from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER
 from kipcheck.oracle.conformance.report import clause_table, format_table
 from kipcheck.oracle.conformance.runner import ScenarioResult
 from kipcheck.oracle.conformance.shrink import shrink_file
-from kipcheck.oracle.conformance.targets import EmbeddedTarget, WireTarget
+from kipcheck.oracle.conformance.targets import MOCK, EmbeddedTarget, MockTarget, WireTarget
 from kipcheck.oracle.conformance.tolerance import DEFAULT_TOLERANCE_MS
 
 # Clauses a wire target cannot show: the runner cannot restart a broker it did not start.
@@ -105,7 +105,7 @@ def run(kind: str, address, settings: dict, profile: str, probe_names: list[str]
     if kind == "embedded":
         target = EmbeddedTarget(work_dir, profile, launcher or DEFAULT_LAUNCHER)
     else:
-        target = WireTarget(*address, profile, settings)
+        target = MockTarget(profile, settings) if kind == MOCK else WireTarget(*address, profile, settings)
         outcome.unobservable = dict(WIRE_UNOBSERVABLE)
     try:
         if probe_names:
@@ -126,11 +126,10 @@ def run(kind: str, address, settings: dict, profile: str, probe_names: list[str]
 
 def _probe(target, names: list[str], work_dir: Path, seed: int, budget_s: float, tolerance_ms: int,
            first_failure: bool) -> list[ProbeRun]:
-    with tqdm(total=100, desc="probes", unit="%", file=sys.stderr, leave=False,
-              bar_format="{desc}: {bar} {n:.0f}% {postfix}") as bar:
+    with tqdm(total=100, desc="probes", file=sys.stderr, leave=False, bar_format="{desc} {bar} {n:.0f}% of the budget") as bar:
         def progress(run: ProbeRun, fraction: float) -> None:
             bar.n = max(bar.n, fraction * 100)
-            bar.set_postfix_str(f"{run.name}: {run.outcome}")
+            bar.set_description_str(f"probes (last: {run.name} {run.outcome})")
 
         return run_probes(target, names, work_dir / "probes", seed, budget_s, tolerance_ms, progress, first_failure)
 
@@ -151,7 +150,7 @@ def _shrink_first_failure(outcome: Outcome, work_dir: Path, kind: str, address, 
         failing = [path for path, verdict in zip(run_.paths, run_.verdicts) if verdict.status == "violation"]
         if failing:
             outcome.shrunk = shrink_file(failing[0], work_dir / f"shrunk-{failing[0].name}")
-            target = "embedded" if kind == "embedded" else "wire://%s:%d" % address
+            target = kind if kind in ("embedded", MOCK) else "wire://%s:%d" % address
             extra = f" --launcher '{' '.join(launcher)}'" if launcher else ""
             outcome.replay = f"kipcheck conform --target {target} --profile {profile} --scenario {run_.name}{extra}"
             return

@@ -18,7 +18,8 @@ from pathlib import Path
 from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
 
 WIRE = re.compile(r"^wire://(?P<host>[^:/\s]+):(?P<port>\d{1,5})$")
-TARGET_FORMS = "embedded, wire://HOST:PORT"
+TARGET_FORMS = "embedded, wire://HOST:PORT, librdkafka-mock"
+MOCK = "librdkafka-mock"
 
 # The embedded broker's settings: short locks and small limits, so that expiry, the delivery limit, the in-flight
 # limit, the session limit and share-state snapshots are all reached within seconds.
@@ -118,9 +119,22 @@ class WireTarget:
         pass
 
 
+class MockTarget(WireTarget):
+    """confluent-kafka's mock cluster (librdkafka's, `test.mock.num.brokers`), running in this process: an
+    independent implementation of share groups. Its differences from Kafka 4.2 are in spec/librdkafka-mock.md."""
+
+    def __init__(self, profile: str, settings: dict[str, str]):
+        from confluent_kafka import Producer
+
+        self.cluster = Producer({"test.mock.num.brokers": 1, "log_level": 0})  # the mock lives as long as it does
+        broker = next(iter(self.cluster.list_topics(timeout=30).brokers.values()))
+        super().__init__(broker.host, broker.port, profile, settings)
+        self.name = MOCK
+
+
 def parse_target(text: str) -> tuple[str, tuple[str, int] | None]:
-    """("embedded" | "wire", (host, port) for wire); TargetError names the accepted forms."""
-    if text == "embedded":
+    """("embedded" | "wire" | "librdkafka-mock", (host, port) for wire); TargetError names the accepted forms."""
+    if text in ("embedded", MOCK):
         return text, None
     match = WIRE.match(text)
     if match is None:
