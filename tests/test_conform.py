@@ -32,7 +32,7 @@ def trace(*steps) -> list[str]:
 
 @pytest.mark.parametrize("arguments, message", [
     (["--scenario", "no-such", "--scenario", "swarm:x"], "unknown scenarios 'no-such', 'swarm:x' (known: "),
-    (["--target", "wire://nohost"], "unknown target 'wire://nohost' (accepted: embedded, wire://HOST:PORT, librdkafka-mock)"),
+    (["--target", "wire://nohost"], "unknown target 'wire://nohost' (accepted: embedded, wire://HOST:PORT, librdkafka-mock, reference, python:MODULE:FACTORY)"),
     (["--target", "wire://h:70000"], "is not a TCP port"),
     (["--set", "group.share.delivery.count.limit=zero"], "must be a positive integer, found 'zero'"),
     (["--set", "log.dirs=/tmp"], "expected NAME=VALUE with NAME one of"),
@@ -139,3 +139,27 @@ def test_librdkafka_mock_is_probed_and_its_known_difference_found(tmp_path, caps
     assert code == 1
     assert "FAILED          SP-6" in out and "hostile-acks" in out
     assert "NOT OBSERVABLE  XM-1" in out, "the runner cannot restart the mock"
+
+
+def test_reference_target_passes_and_a_seeded_partition_bug_behind_the_adapter_is_caught(tmp_path):
+    """The python:MODULE:FACTORY path on impl/share's SharePartition (the worked example) and on copies with a bug."""
+    import broker_bugs
+    from kipcheck.impl.share.partition import SharePartition
+    from kipcheck.oracle.conformance.adapter_example import make_partition
+    from kipcheck.oracle.conformance.inprocess import load_factory, run_seeds
+
+    assert load_factory("reference") is make_partition
+    seeds = list(range(1, 61))
+    clean = run_seeds(make_partition, "kafka-4.2", tmp_path / "clean", 1, 60, seeds=seeds)
+    assert [run.outcome for run in clean] == ["passed"] * len(seeds), [run.verdicts[0].summary() for run in clean if run.failed]
+    for make_bug in (broker_bugs._expired_count_kept, broker_bugs._spso_moves_while_pending, broker_bugs._foreign_ack):
+        bug = make_bug(SharePartition)
+        factory = lambda config, bug=bug: bug(make_partition(config).config)  # noqa: E731
+        runs = run_seeds(factory, "kafka-4.2", tmp_path / make_bug.__name__, 1, 60, seeds=seeds)
+        assert any(run.outcome == "failed" for run in runs), f"{bug.__doc__} survived {len(seeds)} seeded runs"
+
+
+def test_the_adapter_target_is_checked_before_anything_runs(capsys):
+    assert main(["conform", "--target", "python:no_such_module:make"]) == 2
+    assert "cannot load 'python:no_such_module:make'" in capsys.readouterr().err
+    assert main(["conform", "--target", "reference", "--scenario", "late-ack"]) == 2

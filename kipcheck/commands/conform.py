@@ -24,6 +24,12 @@ target is probed:
                              tell the runner its share settings with --set
   --target librdkafka-mock   confluent-kafka's mock cluster, in this process (its
                              differences from Kafka 4.2: spec/librdkafka-mock.md)
+  --target reference         impl/share's share-partition, in this process, on a
+                             virtual clock: seeded runs until the budget is spent
+  --target python:MODULE:FACTORY
+                             your share-partition implementation behind a small
+                             adapter (oracle/conformance/inprocess.py; a worked
+                             example: oracle/conformance/adapter_example.py)
 
 The probes speak the protocol themselves (kio) as careless and hostile
 clients would: a named catalogue (session limit, wrong and stale epochs,
@@ -49,7 +55,8 @@ CLIENT_SCENARIOS = ("share-groups", "explicit-acknowledgement", "delivery-limit"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--target", default="embedded", help="embedded (default), wire://HOST:PORT or librdkafka-mock")
+    parser.add_argument("--target", default="embedded",
+                        help="embedded (default), wire://HOST:PORT, librdkafka-mock, reference or python:MODULE:FACTORY")
     parser.add_argument("--profile", choices=("kafka-4.2", "kip"), default="kafka-4.2",
                         help="whose semantics the broker is judged by (default kafka-4.2)")
     parser.add_argument("--seed", type=int, default=1, help="first swarm seed (default 1); a failure names its seed")
@@ -82,11 +89,15 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         kind, address = parse_target(args.target)
+        if kind == "python":
+            from kipcheck.oracle.conformance.inprocess import load_factory
+
+            load_factory(args.target)
         settings = _settings(args.set)
         probes, clients = _scenarios(args.scenario or [], kind)
         if args.budget <= 0 or (args.tolerance_ms is not None and args.tolerance_ms < 0):
             raise TargetError("--budget must be > 0 and --tolerance-ms >= 0")
-    except TargetError as error:  # before anything runs: a typo must not cost a whole run
+    except ValueError as error:  # TargetError, AdapterError: before anything runs, a typo must not cost a whole run
         print(f"kipcheck conform: {error}", file=sys.stderr)
         return 2
     suite = [example for example in examples() if args.machine in (None, example.machine)]
@@ -126,6 +137,11 @@ def _scenarios(names: list[str], kind: str) -> tuple[list[str], list[str]]:
     from kipcheck.oracle.conformance.scenarios import SCENARIOS
     from kipcheck.oracle.conformance.targets import TargetError
 
+    if kind == "python":  # an implementation in this process gets seeded runs, not the wire catalogue
+        bad = [name for name in names if name != SWARM and not name.startswith(f"{SWARM}:")]
+        if bad or scenario_names(names)[1]:
+            raise TargetError(f"a python or reference target runs {SWARM} or {SWARM}:SEED only, not {', '.join(bad or names)}")
+        return names or [SWARM], []
     if not names:
         return [*CATALOGUE, SWARM], list(CLIENT_SCENARIOS) if kind == "embedded" else []
     probes, unknown = scenario_names([name for name in names if name not in SCENARIOS])
@@ -170,7 +186,7 @@ def _probe_target(args, kind: str, address, settings: dict, probes: list[str], c
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="kipcheck-conform-"))
     launcher = tuple(shlex.split(args.launcher)) if args.launcher else None
     outcome = session.run(kind, address, settings, args.profile, probes, clients, work_dir, args.seed, args.budget,
-                          args.tolerance_ms, launcher, args.first_failure)
+                          args.tolerance_ms, launcher, args.first_failure, args.target)
     print(outcome.render(args.verbose, args.target))
     cases += outcome.junit_cases()
     if args.html is not None:

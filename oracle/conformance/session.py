@@ -17,7 +17,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from kipcheck.oracle.check import Verdict, check_file
-from kipcheck.oracle.conformance.conform import ProbeRun, run_probes
+from kipcheck.oracle.conformance.conform import SWARM, ProbeRun, run_probes
 from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER
 from kipcheck.oracle.conformance.report import clause_table, format_table
 from kipcheck.oracle.conformance.runner import ScenarioResult
@@ -99,8 +99,10 @@ class Outcome:
 
 def run(kind: str, address, settings: dict, profile: str, probe_names: list[str], client_names: list[str],
         work_dir: Path, seed: int, budget_s: float, tolerance_ms: int | None,
-        launcher: tuple[str, ...] | None, first_failure: bool = False) -> Outcome:
+        launcher: tuple[str, ...] | None, first_failure: bool = False, target_text: str = "") -> Outcome:
     outcome = Outcome(profile)
+    if kind == "python":
+        return _in_process(outcome, target_text, work_dir, seed, budget_s, probe_names, first_failure)
     tolerance_ms = DEFAULT_TOLERANCE_MS if tolerance_ms is None else tolerance_ms
     if kind == "embedded":
         target = EmbeddedTarget(work_dir, profile, launcher or DEFAULT_LAUNCHER)
@@ -121,6 +123,24 @@ def run(kind: str, address, settings: dict, profile: str, probe_names: list[str]
     if client_names and not (first_failure and outcome.failures):
         outcome.client_results = _clients(client_names, work_dir / "clients", profile, launcher or DEFAULT_LAUNCHER)
     _shrink_first_failure(outcome, work_dir, kind, address, profile, seed, launcher)
+    return outcome
+
+
+def _in_process(outcome: Outcome, target_text: str, work_dir: Path, seed: int, budget_s: float, names: list[str],
+                first_failure: bool) -> Outcome:
+    """A share-partition implementation in this process: seeded runs on a virtual clock (inprocess.py)."""
+    from kipcheck.oracle.conformance.inprocess import load_factory, run_seeds
+
+    outcome.unobservable = {"XM-1": "no broker", "SP-26": "no broker"}
+    seeds = None if names in ([], [SWARM]) else [int(name.partition(":")[2]) for name in names]
+    with tqdm(total=100, desc="runs", file=sys.stderr, leave=False, bar_format="{desc} {bar} {n:.0f}% of the budget") as bar:
+        def progress(run: ProbeRun, fraction: float) -> None:
+            bar.n = max(bar.n, fraction * 100)
+            bar.set_description_str(f"runs (last: {run.name} {run.outcome})")
+
+        outcome.probe_runs = run_seeds(load_factory(target_text), outcome.profile, work_dir / "runs", seed, budget_s,
+                                       progress, first_failure, seeds)
+    _shrink_first_failure(outcome, work_dir, "python", target_text, outcome.profile, seed, None)
     return outcome
 
 
@@ -150,7 +170,7 @@ def _shrink_first_failure(outcome: Outcome, work_dir: Path, kind: str, address, 
         failing = [path for path, verdict in zip(run_.paths, run_.verdicts) if verdict.status == "violation"]
         if failing:
             outcome.shrunk = shrink_file(failing[0], work_dir / f"shrunk-{failing[0].name}")
-            target = kind if kind in ("embedded", MOCK) else "wire://%s:%d" % address
+            target = {"embedded": "embedded", MOCK: MOCK, "python": address}.get(kind) or "wire://%s:%d" % address
             extra = f" --launcher '{' '.join(launcher)}'" if launcher else ""
             outcome.replay = f"kipcheck conform --target {target} --profile {profile} --scenario {run_.name}{extra}"
             return

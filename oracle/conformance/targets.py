@@ -18,7 +18,7 @@ from pathlib import Path
 from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
 
 WIRE = re.compile(r"^wire://(?P<host>[^:/\s]+):(?P<port>\d{1,5})$")
-TARGET_FORMS = "embedded, wire://HOST:PORT, librdkafka-mock"
+TARGET_FORMS = "embedded, wire://HOST:PORT, librdkafka-mock, reference, python:MODULE:FACTORY"
 MOCK = "librdkafka-mock"
 
 # The embedded broker's settings: short locks and small limits, so that expiry, the delivery limit, the in-flight
@@ -133,9 +133,12 @@ class MockTarget(WireTarget):
 
 
 def parse_target(text: str) -> tuple[str, tuple[str, int] | None]:
-    """("embedded" | "wire" | "librdkafka-mock", (host, port) for wire); TargetError names the accepted forms."""
+    """("embedded" | "wire" | "librdkafka-mock" | "python", (host, port) for wire); TargetError names the forms.
+    `reference` is python: with impl/share's SharePartition (inprocess.REFERENCE)."""
     if text in ("embedded", MOCK):
         return text, None
+    if text == "reference" or text.startswith("python:"):
+        return "python", None
     match = WIRE.match(text)
     if match is None:
         raise TargetError(f"unknown target {text!r} (accepted: {TARGET_FORMS})")
