@@ -29,8 +29,9 @@ def _one_partition(probe: Probe, batches: list[int]) -> str:
     return f"{topic}:0"
 
 
-def _all_of(runs: list) -> list[tuple[int, int, str]]:
-    return [(first, last, "accept") for first, last, _ in runs]
+def _all_of(runs: list, kind: str = "accept") -> list[tuple[int, int, str]]:
+    """One acknowledgement of `kind` for each acquired run [first, last, delivery_count]."""
+    return [(first, last, kind) for first, last, _ in runs]
 
 
 def session_limit(probe: Probe) -> str:
@@ -116,7 +117,7 @@ def partial_ack_then_expiry(probe: Probe) -> str:
         probe.acknowledge(alice, {tp: [(first + 2, first + 4, "accept"), (first + 6, first + 6, "reject")]})
     probe.wait_for_lock_expiry()
     again = probe.fetch(bob, [tp], max_records=10, wait_ms=WAIT_MS).get(tp, [])
-    probe.close(bob, {tp: [(first, last, "release") for first, last, _ in again]})
+    probe.close(bob, {tp: _all_of(again, "release")})
     last = probe.fetch(alice, [tp], max_records=10, wait_ms=WAIT_MS).get(tp, [])
     probe.close(alice, {tp: _all_of(last)})
     return f"partial acknowledgement of {held}, then {again} after expiry"
@@ -141,7 +142,7 @@ def poison_message(probe: Probe) -> str:
     alice = probe.member("alice")
     for _ in range(probe.target.settings.delivery_limit + 1):
         held = probe.fetch(alice, [tp], max_records=1, wait_ms=WAIT_MS).get(tp, [])
-        probe.acknowledge(alice, {tp: [(first, last, "release") for first, last, _ in held]})
+        probe.acknowledge(alice, {tp: _all_of(held, "release")})
     probe.close(alice)
     return f"released {probe.target.settings.delivery_limit} times"
 
@@ -183,7 +184,7 @@ def inflight_limit(probe: Probe) -> str:
     held = {member.name: probe.fetch(member, [tp], max_records=limit // 5, wait_ms=WAIT_MS).get(tp, [])
             for member in members}  # three quarters of the room taken: released records can fill the rest
     for member in members[:2]:
-        probe.acknowledge(member, {tp: [(first, last, "release") for first, last, _ in held[member.name]]})
+        probe.acknowledge(member, {tp: _all_of(held[member.name], "release")})
     for member in members:
         held[member.name] += probe.fetch(member, [tp], max_records=limit, wait_ms=WAIT_MS).get(tp, [])
     for member in members:
@@ -209,7 +210,7 @@ def broker_restart(probe: Probe) -> str:
         probe.acknowledge(alice, {tp: [(offsets[0], offsets[0], "accept"), (offsets[2], offsets[3], "release")]})
         for _ in range(3):  # released again and again: persisted with counts 1, 2, 3 (and a share-state snapshot)
             again = probe.fetch(alice, [tp], max_records=2, wait_ms=WAIT_MS).get(tp, [])
-            probe.acknowledge(alice, {tp: [(first, last, "release") for first, last, _ in again]})
+            probe.acknowledge(alice, {tp: _all_of(again, "release")})
     probe.restart()
     readers = [probe.member(f"reader{index}") for index in range(3)]
     read = 0
