@@ -221,6 +221,8 @@ class Probe:
             {"error": error})
         if error != "NONE":
             return {}
+        if epoch == 0 and member.epoch != 0 and self.target.profile == "kip":
+            self._left(sent_ms, member)  # SS-3: under kip, re-opening releases the old session's records
         self._session_advanced(member, epoch, set(tps) | set(acks))
         results = self._partition_results(answer)
         for tp, batches in acks.items():
