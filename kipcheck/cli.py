@@ -10,7 +10,8 @@ import sys
 # run(args) -> exit code. Only the module of the command being run is imported: `kipcheck check` is
 # called once per file in CI, and importing every command (asyncio, the broker, z3) would triple its start-up.
 COMMANDS = {
-    "conformance": ("kipcheck.commands.conformance", "run the conformance suite and print a readable verdict"),
+    "conform": ("kipcheck.commands.conform", "probe a broker from the outside: a verdict per machine and clause"),
+    "conformance": ("kipcheck.commands.conform", "the same as conform (its former name)"),
     "check": ("kipcheck.commands.check", "judge trace files (exit 0 all allowed, 1 a violation, 2 malformed input)"),
     "broker": ("kipcheck.commands.broker", "run the reference broker: share and consumer groups for real Kafka clients, with durable logs"),
     "prove": ("kipcheck.commands.prove", "prove the theorems behind the models with z3 (exit 0 all hold, 1 otherwise)"),

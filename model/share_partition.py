@@ -857,3 +857,13 @@ def runs_of(offsets: list[int], count_of) -> list[tuple[int, int, int]]:
         else:
             runs.append((offset, offset, count))
     return runs
+
+
+def waited_fetch_violation(partition, wait_ms: int, records: Sequence[Sequence[int]]) -> Violation | None:
+    """SP-28: a fetch that waited `wait_ms` with no other fetcher of the partition came back empty while
+    records were acquirable (after its `at_ms` timers fired); None when the answer is allowed."""
+    acquirable = partition.acquirable_ranges()
+    if wait_ms > 0 and not records and acquirable:
+        return Violation("SP-28", f"some of the acquirable records {acquirable} (the fetch waited {wait_ms} ms)",
+                         "records=[]")
+    return None

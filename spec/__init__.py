@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-CLAUSE_ID = re.compile(r"\b(SP|SS|ST|IC|RD|KR|EX)-\d+\b")
-_HEADING = re.compile(r"^## ((?:SP|SS|ST|IC|RD|KR|EX)-\d+): (.+)$")
+CLAUSE_ID = re.compile(r"\b(SP|SS|ST|IC|RD|KR|EX|XM)-\d+\b")
+_HEADING = re.compile(r"^## ((?:SP|SS|ST|IC|RD|KR|EX|XM)-\d+): (.+)$")
 _FIELD = re.compile(r"^- (seed|profile|decision): (.+)$")
 # The source documents (shared/seeds/NNN_*.txt), cited in a clause's seed line by number.
 SEEDS = {
@@ -28,7 +28,7 @@ SEEDS = {
 _SEED_NUMBER = re.compile(r"(^|;\s*)(00[0-4])\b")
 PREFIXES = {
     "SP": "share-partition", "SS": "share-session", "ST": "share-state", "IC": "ic",
-    "RD": "revoke-delay", "KR": "key-range-assign", "EX": "expansion",
+    "RD": "revoke-delay", "KR": "key-range-assign", "EX": "expansion", "XM": "cross-machine",
 }
 
 

@@ -12,7 +12,7 @@ EXAMPLES = ROOT / "oracle" / "examples"
 MACHINES = ("expansion", "ic", "key_range_assign", "revoke_delay", "share_partition", "share_session", "share_state")
 # Heavy libraries no `kipcheck check` needs: the prover, the clients, the test library, the wire protocol.
 NEVER_IMPORTED_BY_CHECK = ("z3", "confluent_kafka", "hypothesis", "kio", "asyncio", "tqdm", "kipcheck.impl.broker",
-                           "kipcheck.impl.share", "kipcheck.commands.broker", "kipcheck.commands.conformance",
+                           "kipcheck.impl.share", "kipcheck.commands.broker", "kipcheck.commands.conform",
                            "kipcheck.commands.prove", "kipcheck.oracle.conformance", "kipcheck.oracle.proofs")
 
 _IMPORTS_AFTER_CHECK = """

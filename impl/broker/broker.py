@@ -69,7 +69,7 @@ class Broker:
     storage_factory: Callable[..., Storage] = Storage
 
     def __init__(self, data_dir: Path, config: BrokerConfig, share_config: ShareConfig,
-                 trace_dir: Path | None = None):
+                 trace_dir: Path | None = None, trace_state: bool = False):
         self.data_dir = Path(data_dir)
         self.config = config
         self.share_config = share_config
@@ -87,7 +87,7 @@ class Broker:
                                 on_cap_reached=self._ic_cap_reached, offsets=self.consumer_groups.offsets,
                                 now_ms=now_ms(), storage=self.storage)
         self.key_range_cache = KeyRangeCache(config.ic.key_range_cache_bytes)
-        self.engine = ShareEngine(self, share_config, trace_dir)
+        self.engine = ShareEngine(self, share_config, trace_dir, trace_state)
         self.host, self.port = "127.0.0.1", 0
         self.advertised = (self.host, self.port)  # what Metadata and FindCoordinator tell clients
         self.server: Server | None = None

@@ -25,7 +25,9 @@ them to the broker:
   member that reconnected keeps its new session, and a request that failed
   (say, a stranger naming the member) claims nothing (Kafka keys sessions by
   connection);
-- with a trace dir, impl/share's TraceWriter writes the traces; `close()`
+- with a trace dir, impl/share's TraceWriter writes the traces (with
+  `trace_state`, each share-partition step is followed by a `check` of the
+  partition's whole state); `close()`
   writes a final `check` step for every share-partition and for the sessions
   of every group with a share-partition, then flushes. A connection close that
   ends a session is traced as `disconnect` (SS-17); sessions die with the
@@ -54,8 +56,9 @@ Acks = list[tuple[str, int, int, str]]  # (tp, first, last, type), as the sessio
 class ShareEngine:
     partition_factory: Callable[..., SharePartition] = staticmethod(SharePartition.load)
 
-    def __init__(self, broker, config: ShareConfig, trace_dir: Path | None):
+    def __init__(self, broker, config: ShareConfig, trace_dir: Path | None, trace_state: bool = False):
         self.broker = broker
+        self.trace_state = trace_state
         self.config = config
         self.trace_writer = None
         if trace_dir is not None:
@@ -82,6 +85,7 @@ class ShareEngine:
             share_partition = self.partition_factory(
                 self.config, self.coordinator, f"{group}:{tp}", partition_log.start_offset,
                 partition_log.end_offset, at_ms, trace_writer=self.trace_writer, reset_offset=reset_offset)
+            share_partition.trace_state = self.trace_state
             for first, last, transaction in partition_log.batch_details(share_partition.log_end_offset):
                 share_partition.on_append(first, last - first + 1, at_ms, transaction)
             self.partitions[(group, tp)] = share_partition
@@ -95,6 +99,14 @@ class ShareEngine:
         share coordinator refuses to read it (see handlers/share.py)."""
         return self.config.profile == "kip" or (group, tp) in self.partitions or f"{group}:{tp}" in self.persisted_keys \
             or self.broker.groups.has_subscribed(group, tp.rsplit(":", 1)[0])
+
+    def start_offset(self, group: str, tp: str) -> int:
+        """The share-partition's SPSO: in memory when loaded, else as persisted; -1 if never initialized."""
+        share_partition = self.partitions.get((group, tp))
+        if share_partition is not None:
+            return share_partition.spso
+        error, _, start_offset, _ = self.coordinator.read(f"{group}:{tp}")
+        return start_offset if error == "NONE" else -1
 
     def on_produced(self, topic: str, partition: int, batch_ranges: list) -> None:
         """New log batches (PartitionLog.batch_details: first, last, transaction) for the loaded share-partitions."""

@@ -144,6 +144,8 @@ class PartitionTrace(Protocol):
 
 
 class SharePartition:
+    trace_state = False  # with a trace: a `check` after every step (the broker's --trace-state)
+
     def __init__(self, config: ShareConfig, start_offset: int = 0, *, store: StateStore | None = None,
                  key: str = "", state_epoch: int = 0, trace: PartitionTrace | None = None) -> None:
         if start_offset < 0:
@@ -675,6 +677,8 @@ class SharePartition:
     def _record(self, at_ms: int, actor: str, op: str, args: dict, observed: dict | None = None) -> None:
         if self._trace is not None:
             self._trace.step(at_ms, actor, op, args, observed)
+            if self.trace_state and op != "check":
+                self.trace_check(at_ms)  # the state after the step, so the oracle sees a wrong one at once
 
     def trace_check(self, now_ms: int) -> None:
         """Write a `check` step (spso, speo, states) to the trace, if this partition is traced."""

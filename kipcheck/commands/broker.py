@@ -80,7 +80,10 @@ limit if that is lower); segment files reopen on demand. SIGTERM or SIGINT
 stops cleanly (traces flushed, files fsync'd).
 
 With --trace-dir the broker writes its share-partition, share-session and
-share-state traces there; judge them with `kipcheck check DIR/*.jsonl`.
+share-state traces there; judge them with `kipcheck check DIR/*.jsonl`. With
+--trace-state too, every share-partition step is followed by a `check` of the
+partition's state, so a wrong state is caught when it happens, even if a crash
+or a later reload would hide it (bench/bench_trace_state.py measures the cost).
 
 exit status: 0 after a clean stop, 1 if the broker cannot start, 2 bad flags."""
 
@@ -90,6 +93,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=9092, help="port (0 picks a free one; default 9092)")
     parser.add_argument("--data-dir", required=True, type=Path, help="directory for logs and share state")
     parser.add_argument("--trace-dir", type=Path, help="write the broker's traces here")
+    parser.add_argument("--trace-state", action="store_true",
+                        help="with --trace-dir: a check of the share-partition's state after every step")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="settings",
                         help="a Kafka config setting (repeatable)")
     parser.add_argument("--profile", choices=("kip", "kafka-4.2"), default="kafka-4.2",
@@ -140,7 +145,10 @@ async def _serve(args: argparse.Namespace, config, share_config) -> int:
     from kipcheck.impl.broker.broker import Broker
 
     try:
-        broker = Broker(args.data_dir, config, share_config, args.trace_dir)
+        if args.trace_state and args.trace_dir is None:
+            print("kipcheck broker: --trace-state needs --trace-dir", file=sys.stderr)
+            return 2
+        broker = Broker(args.data_dir, config, share_config, args.trace_dir, args.trace_state)
         host, port = await broker.start(args.host, args.port)
     except OSError as error:
         print(f"kipcheck broker: cannot start: {error}", file=sys.stderr)

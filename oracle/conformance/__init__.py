@@ -1,8 +1,13 @@
-"""Broker conformance: end-to-end scenarios with real Kafka clients against the reference broker.
+"""Broker conformance: `kipcheck conform` probes a share-group broker from the outside and judges what it saw.
 
-`scenarios.run_scenarios(work_root)` runs each scenario against an embedded
-broker (embedded.EmbeddedBroker: a subprocess on a free loopback port with
-its own data and trace dirs), checks what the clients saw, and judges every
-trace the broker wrote; `kipcheck conformance` runs them after the bundled
-example traces, and tests/test_e2e_broker.py runs the same scenarios.
+The runner's modules: targets.py (what is probed), probe.py (a kio client that
+writes what it saw as traces), tolerance.py (lock timers seen from outside),
+catalogue.py (the named hostile and crash scenarios, and seeded swarm runs),
+conform.py (running them within a budget), inprocess.py (an implementation
+driven in this process: `reference`, `python:MODULE:FACTORY`), session.py (one
+run against a target, the verdict), report.py (the table per machine and
+clause, JUnit), picture.py (the HTML report), shrink.py (the minimal failing
+trace). scenarios.py, group_scenarios.py and revoke_scenarios.py are the
+scenarios with real clients against an embedded broker (embedded.py), which
+`kipcheck conform --target embedded` runs too.
 """

@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from kipcheck.impl.fastcheck import share_partition as fastcheck
 from kipcheck.model import share_partition as reference_model
-from kipcheck.model.share_partition import ACK_TYPES, STATES
+from kipcheck.model.share_partition import ACK_TYPES, STATES, waited_fetch_violation
 from kipcheck.model.share_partition_log import kafka_only
 from kipcheck.model.violation import STORAGE_ERRORS
 from kipcheck.oracle.judge import Judge, op
@@ -97,7 +97,7 @@ class SharePartitionJudge(Judge):
     def op_compact(self, step: Step) -> None:
         self._log_step(step, self.model.compact, step.at_ms, self.arg(step, "first", int), self.arg(step, "last", int))
 
-    @op(args=["max_records", "acquire_mode"], observed=["records", "archived"])
+    @op(args=["max_records", "acquire_mode", "wait_ms"], observed=["records", "archived"])
     def op_acquire(self, step: Step) -> None:
         max_records = step.args.get("max_records")
         if type(max_records) is not int or max_records < 1:
@@ -119,6 +119,14 @@ class SharePartitionJudge(Judge):
         archived = observed.get("archived")  # SP-63: a trace format extension
         if archived is not None:
             self._check_archived(step)
+        wait_ms = step.args.get("wait_ms")
+        if wait_ms is not None and (type(wait_ms) is not int or wait_ms < 1):
+            self._not_positive(step, "wait_ms")
+        if wait_ms and not records and not archived:  # SP-63: aborted records acquired and archived are an answer
+            self.model.advance(step.at_ms)
+            violation = waited_fetch_violation(self.model, wait_ms, records)
+            if violation is not None:
+                raise violation
         self.model.acquire(step.at_ms, step.actor, max_records, records, mode == "record_limit", archived)
 
     def _check_archived(self, step: Step) -> None:

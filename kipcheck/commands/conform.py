@@ -1,0 +1,209 @@
+"""kipcheck conform: the conformance runner, with a verdict per machine and clause (`conformance` is its alias)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+
+from kipcheck.oracle.examples import examples
+
+DESCRIPTION = """\
+Judge a share-group broker against the spec, from the outside.
+
+First the bundled example traces are judged (allowed ones must pass, those
+under violations/ must be caught at the clause their name ends with). Then the
+target is probed:
+
+  --target embedded          the reference broker, started here on a free
+                             loopback port (the default; what `make conformance` runs)
+  --target wire://HOST:PORT  any broker with share groups (a single broker, or
+                             one leading every partition of the probes' topics);
+                             tell the runner its share settings with --set
+  --target librdkafka-mock   confluent-kafka's mock cluster, in this process (its
+                             differences from Kafka 4.2: spec/librdkafka-mock.md)
+  --target reference         impl/share's share-partition, in this process, on a
+                             virtual clock: seeded runs until the budget is spent
+  --target python:MODULE:FACTORY
+                             your share-partition implementation behind a small
+                             adapter (oracle/conformance/inprocess.py; a worked
+                             example: oracle/conformance/adapter_example.py)
+
+The probes speak the protocol themselves (kio) as careless and hostile
+clients would: a named catalogue (session limit, wrong and stale epochs,
+foreign, duplicate, late and past-the-end acknowledgements, partial
+acknowledgements then lock expiry, acknowledgements in the final request, a
+poison message, a consumer crash, interleaved releases, the in-flight limit,
+a broker restart followed by reads of every partition), then seeded swarm runs
+until the budget is spent. What each probe saw is written as share-partition
+and share-session traces (SPSO read with DescribeShareGroupOffsets after
+every step that may move it; lock timers judged with a tolerance) and judged.
+On the embedded target every client scenario runs too, each on a broker of its
+own: real confluent-kafka clients through share groups (compressed and
+idempotent producers, implicit and explicit acknowledgement, the delivery
+limit, a consumer or the broker killed -9) and consumer groups (classic and
+KIP-848, members leaving, joining and killed -9, offsets across a broker kill);
+KIP-983 consumers beside confluent-kafka ones; kio consumers sharing one
+partition by key range with individual commit; what Kafka 4.2 adds to share
+groups, spoken through kio's ShareFetch and ShareAcknowledge v2 (RENEW,
+record_limit, throttled redelivery, acknowledgements around SPSO, a group
+emptied by its last connection); transactions read `read_committed` and
+DeleteRecords. Every trace the broker and the consumers wrote is judged.
+
+The verdict is a table per machine and clause: passed, failed, or not
+observable on this target. The first failure is shrunk to a minimal trace
+that `kipcheck check` reproduces, and the command that replays its run is printed.
+
+exit status: 0 everything as expected, 1 a failure, 2 bad arguments."""
+
+DEFAULT_BUDGET_S = 60.0
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", default="embedded",
+                        help="embedded (default), wire://HOST:PORT, librdkafka-mock, reference or python:MODULE:FACTORY")
+    parser.add_argument("--profile", choices=("kafka-4.2", "kip"), default="kafka-4.2",
+                        help="whose semantics the broker is judged by (default kafka-4.2)")
+    parser.add_argument("--seed", type=int, default=1, help="first swarm seed (default 1); a failure names its seed")
+    parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS",
+                        help=f"time for the probes: the catalogue, then swarm runs (default {DEFAULT_BUDGET_S:.0f})")
+    parser.add_argument("--scenario", action="append", metavar="NAME",
+                        help="run only this scenario (repeatable): a catalogue name, swarm, swarm:SEED, or a client scenario")
+    parser.add_argument("--machine", help="judge only this machine's example traces, and run no probes")
+    parser.add_argument("--no-broker", action="store_true", help="judge the example traces only")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a share setting of a wire target, by Kafka's name (group.share.record.lock.duration.ms, "
+                             "group.share.delivery.count.limit, group.share.partition.max.record.locks, "
+                             "group.share.max.share.sessions); defaults are Kafka's")
+    parser.add_argument("--tolerance-ms", type=int, default=None, metavar="MS",
+                        help="how late a lock timer may fire, as seen from the client (default 300)")
+    parser.add_argument("--launcher", metavar="COMMAND",
+                        help="embedded: run COMMAND instead of `kipcheck broker` (it must take the same flags)")
+    parser.add_argument("--first-failure", action="store_true", help="stop probing at the first failure")
+    parser.add_argument("--junit", type=Path, metavar="FILE", help="also write the results as JUnit XML")
+    parser.add_argument("--html", type=Path, metavar="FILE",
+                        help="also write a self-contained HTML report: the table, and for each counterexample a "
+                             "picture of its record states over time")
+    parser.add_argument("--work-dir", type=Path, help="keep traces, broker data and logs here (default: a temporary "
+                                                      "directory, kept only when something failed)")
+    parser.add_argument("--verbose", "-v", action="store_true", help="one line per example trace and every clause")
+
+
+def run(args: argparse.Namespace) -> int:
+    from kipcheck.oracle.conformance.targets import TargetError, parse_target
+
+    try:
+        kind, address = parse_target(args.target)
+        if kind == "python":
+            from kipcheck.oracle.conformance.inprocess import load_factory
+
+            load_factory(args.target)
+        settings = _settings(args.set)
+        probes, clients = _scenarios(args.scenario or [], kind)
+        if args.budget <= 0 or (args.tolerance_ms is not None and args.tolerance_ms < 0):
+            raise TargetError("--budget must be > 0 and --tolerance-ms >= 0")
+    except ValueError as error:  # TargetError, AdapterError: before anything runs, a typo must not cost a whole run
+        print(f"kipcheck conform: {error}", file=sys.stderr)
+        return 2
+    suite = [example for example in examples() if args.machine in (None, example.machine)]
+    if not suite:
+        print(f"kipcheck conform: no example traces for machine {args.machine!r}", file=sys.stderr)
+        return 2
+    cases: list = []
+    failures = _judge_examples(suite, args.verbose, cases)
+    if args.machine is None and not args.no_broker:
+        failures += _probe_target(args, kind, address, settings, probes, clients, cases)
+    if args.junit is not None:
+        from kipcheck.oracle.conformance.report import write_junit
+
+        write_junit(args.junit, cases)
+    print(f"\nverdict: {'PASS' if not failures else 'FAIL'}: {len(cases) - failures} of {len(cases)} conformance checks "
+          f"as expected" + (f"; {failures} FAILED" if failures else ""))
+    return 1 if failures else 0
+
+
+def _settings(pairs: list[str]) -> dict[str, str]:
+    from kipcheck.oracle.conformance.targets import BrokerSettings, TargetError
+
+    settings = {}
+    for pair in pairs:
+        name, equals, value = pair.partition("=")
+        if not equals or name not in BrokerSettings.NAMES:
+            raise TargetError(f"--set {pair!r}: expected NAME=VALUE with NAME one of {', '.join(BrokerSettings.NAMES)}")
+        settings[name] = value
+    BrokerSettings.from_properties(settings)
+    return settings
+
+
+def _scenarios(names: list[str], kind: str) -> tuple[list[str], list[str]]:
+    """(probe scenarios, client scenarios) to run; TargetError for unknown names."""
+    from kipcheck.oracle.conformance.catalogue import CATALOGUE
+    from kipcheck.oracle.conformance.conform import SWARM, scenario_names
+    from kipcheck.oracle.conformance.scenarios import SCENARIOS
+    from kipcheck.oracle.conformance.targets import TargetError
+
+    if kind == "python":  # an implementation in this process gets seeded runs, not the wire catalogue
+        bad = [name for name in names if name != SWARM and not name.startswith(f"{SWARM}:")]
+        if bad or scenario_names(names)[1]:
+            raise TargetError(f"a python or reference target runs {SWARM} or {SWARM}:SEED only, not {', '.join(bad or names)}")
+        return names or [SWARM], []
+    if not names:
+        return [*CATALOGUE, SWARM], list(SCENARIOS) if kind == "embedded" else []
+    probes, unknown = scenario_names([name for name in names if name not in SCENARIOS])
+    if unknown:
+        known = ", ".join([*CATALOGUE, SWARM, "swarm:SEED", *SCENARIOS])
+        raise TargetError(f"unknown scenario{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} (known: {known})")
+    clients = [name for name in names if name in SCENARIOS]
+    if clients and kind != "embedded":
+        raise TargetError(f"client scenarios ({', '.join(clients)}) start their own broker: use --target embedded")
+    return probes, clients
+
+
+def _judge_examples(suite: list, verbose: bool, cases: list) -> int:
+    """Judge the example traces; one line per machine (per trace with --verbose), one JUnit case each added to
+    `cases`. Returns the failures."""
+    print("example traces (allowed ones must pass; corrupted ones must be caught at their clause):")
+    failures = 0
+    for machine in sorted({example.machine for example in suite}):
+        allowed = caught = 0
+        clauses: set[str] = set()
+        for example in (example for example in suite if example.machine == machine):
+            verdict, as_expected = example.judge()
+            if verbose or not as_expected:
+                expectation = f"must fail at {example.expected_clause}" if example.expected_clause else "must pass"
+                print(f"  {'PASS' if as_expected else 'FAIL'}  {example.path.name:<52} {expectation:<20} {verdict.summary()}")
+            failures += not as_expected
+            cases.append((f"examples/{machine}", example.path.name, 0.0, None if as_expected else verdict.summary(), None))
+            if as_expected and example.expected_clause:
+                caught += 1
+                clauses.add(example.expected_clause)
+            elif as_expected:
+                allowed += 1
+        shown = ", ".join(sorted(clauses, key=lambda clause: int(clause.split("-")[1])))
+        print(f"  {machine:<17} {allowed:>3} allowed as expected, {caught:>3} violations caught ({shown})")
+    return failures
+
+
+def _probe_target(args, kind: str, address, settings: dict, probes: list[str], clients: list[str], cases: list) -> int:
+    """Probe the target, run the client scenarios, judge everything, print the table. Returns the failures."""
+    from kipcheck.oracle.conformance import session
+
+    work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="kipcheck-conform-"))
+    launcher = tuple(shlex.split(args.launcher)) if args.launcher else None
+    outcome = session.run(kind, address, settings, args.profile, probes, clients, work_dir, args.seed, args.budget,
+                          args.tolerance_ms, launcher, args.first_failure, args.target)
+    print(outcome.render(args.verbose, args.target))
+    cases += outcome.junit_cases()
+    if args.html is not None:
+        from kipcheck.oracle.conformance.picture import write_html
+
+        write_html(args.html, outcome.table(args.verbose), outcome.counterexamples())
+    if outcome.failures == 0 and args.work_dir is None:
+        import shutil
+
+        shutil.rmtree(work_dir, ignore_errors=True)
+    elif outcome.failures:
+        print(f"\ntraces, broker data and logs kept in {work_dir}")
+    return outcome.failures

@@ -1,0 +1,456 @@
+"""Probe: a share-group client that speaks the protocol itself and writes down what it saw as traces.
+
+    probe = Probe(target, "late-ack", timers)
+    topic = probe.topic(partitions=1)
+    probe.produce(topic, 0, [5, 5])                   # two log batches of 5 records
+    alice = probe.member("alice")                     # joins the group (ShareGroupHeartbeat), subscribed
+    held = probe.fetch(alice, [f"{topic}:0"], max_records=10)   # {tp: [[first, last, count], ...]}
+    probe.acknowledge(alice, {f"{topic}:0": [(0, 4, "accept")]})
+    probe.close(alice)                                # the final (-1) request
+    traces = probe.finish()                           # the trace files it wrote
+
+Requests are built by impl/consumer/connection (kio), so the probe sends what a
+careless or hostile client would: any epoch, acknowledgements of records it
+never held, past the end or after the lock expired, sessions past the limit.
+Each answer becomes steps of the traces a broker would be judged by:
+share-partition traces (one per topic-partition: `append` as the log grew,
+`acquire`, `acknowledge`, `leave`, and a `check` of SPSO read with
+DescribeShareGroupOffsets after every step that may move it, where the broker
+serves it) and one share-session trace for the group. Times come from
+tolerance.Timers: every request is kept clear of the windows in which a lock
+deadline may fall, so the model's timers and the broker's agree.
+
+A probe assumes it is the only client of its group and topics (each probe makes
+fresh ones), so what it saw is everything that happened to them.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kipcheck.impl.broker.log import split_batches
+from kipcheck.impl.consumer.connection import BrokerConnection
+from kipcheck.model.cross_machine import reloaded_window
+from kipcheck.model.violation import Violation
+from kipcheck.oracle.check import check_file
+from kipcheck.oracle.conformance.tolerance import Timers
+
+ACK_CODES = {"gap": 0, "accept": 1, "release": 2, "reject": 3}
+FINAL_EPOCH = -1
+DESCRIBE_OFFSETS = 90
+CREATE_TOPICS = 19
+REQUEST_TIMEOUT_MS = 30_000
+SLACK_MS = 250  # what a request may take beyond its own wait (one that takes longer is inconclusive)
+UNUSED_EPOCH = 1_000_000  # an epoch no session of a probe reaches
+DISCONNECT_POLLS, DISCONNECT_POLL_S = 500, 0.02
+
+
+class ProbeError(RuntimeError):
+    """The broker answered something the probe cannot turn into a trace (say, no such topic)."""
+
+
+@dataclass
+class Member:
+    name: str
+    member_id: str
+    connection: BrokerConnection
+    epoch: int = 0  # the epoch of the next request (0: no session yet)
+    session: set[str] = field(default_factory=set)  # the topic-partitions of its session
+
+
+@dataclass
+class TraceBook:
+    """The steps of one trace, in order; `header` is its first line."""
+
+    header: dict
+    steps: list[dict] = field(default_factory=list)
+
+    def add(self, at_ms: int, actor: str, op: str, args: dict, observed: dict | None = None) -> None:
+        step = {"step": len(self.steps) + 1, "at_ms": at_ms, "actor": actor, "op": op, "args": args}
+        if observed is not None:
+            step["observed"] = observed
+        self.steps.append(step)
+
+    def lines(self) -> list[str]:
+        return [json.dumps(self.header)] + [json.dumps(step) for step in self.steps]
+
+
+class Probe:
+    def __init__(self, target, name: str, timers: Timers):
+        self.target = target
+        self.name = name
+        self.timers = timers
+        self.group = f"kipcheck-{name}-{uuid.uuid4().hex[:8]}"
+        self.members: list[Member] = []
+        self.topic_ids: dict[str, uuid.UUID] = {}
+        self.partitions: dict[str, TraceBook] = {}   # "topic:partition" -> its share-partition trace
+        self.finished: list[TraceBook] = []           # traces ended by a restart (sessions die with the broker)
+        self.sessions = TraceBook({"format": "kipcheck-trace", "version": 1, "machine": "share-session",
+                                   "profile": target.profile,
+                                   "config": {"max_sessions": target.settings.max_sessions}})
+        self.admin = self._connect("admin")
+        self.api_keys = self._api_keys()
+        self.describes_offsets = DESCRIBE_OFFSETS in self.api_keys
+
+    # -- setting up --------------------------------------------------------------------------
+
+    def _connect(self, client_id: str) -> BrokerConnection:
+        host, port = self.target.address
+        return BrokerConnection(host, port, client_id, REQUEST_TIMEOUT_MS, 100_000_000)
+
+    def _api_keys(self) -> set[int]:
+        answer = self.admin.request(18, 2)  # v2: what every broker with share groups serves, librdkafka's mock too
+        return {entry.api_key for entry in answer.api_keys}
+
+    def topic(self, partitions: int = 1) -> str:
+        """A fresh topic (CreateTopics), its share-partitions initialized for the group at offset 0 (by a member that
+        subscribes, opens a session on them and closes it)."""
+        name = f"{self.group}-t{len(self.topic_ids)}"
+        if CREATE_TOPICS in self.api_keys:
+            answer = self.admin.request(CREATE_TOPICS, 7, topics=[{
+                "name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": []}],
+                timeout=REQUEST_TIMEOUT_MS, validate_only=False)
+        else:  # a broker without CreateTopics (librdkafka's mock) creates topics when Metadata names them
+            answer = self.admin.request(3, 12, topics=[{"topic_id": None, "name": name}], allow_auto_topic_creation=True,
+                                        include_topic_authorized_operations=False)
+        error = answer.topics[0].error_code.name
+        if error != "none":
+            raise ProbeError(f"creating topic {name}: {error.upper()}")
+        self.topic_ids[name] = answer.topics[0].topic_id
+        config = self.target.settings.partition_config()
+        tps = [f"{name}:{index}" for index in range(partitions)]
+        for tp in tps:
+            self.partitions[tp] = TraceBook({"format": "kipcheck-trace", "version": 1, "machine": "share-partition",
+                                             "profile": self.target.profile, "config": {**config, "start_offset": 0}})
+        # Initialize the share-partitions while the log is empty, so they start at offset 0 whatever the group's
+        # share.auto.offset.reset: Kafka does it when a member subscribes, the reference broker at first use.
+        opener = self.member(f"opener{len(self.topic_ids)}")
+        self.fetch(opener, tps, max_records=1)
+        self.close(opener)
+        return name
+
+    def member(self, name: str) -> Member:
+        """A member with its own connection, joined to the group (subscribed to every topic of the probe), so the
+        group's share-partitions are initialized (Kafka does it when a member subscribes)."""
+        member = Member(name, f"{name}-{uuid.uuid4().hex[:12]}", self._connect(name))
+        answer = member.connection.request(76, 1, group_id=self.group, member_id=member.member_id, member_epoch=0,
+                                           rack_id=None, subscribed_topic_names=sorted(self.topic_ids))
+        if answer.error_code.name != "none":
+            raise ProbeError(f"ShareGroupHeartbeat for {name}: {answer.error_code.name.upper()}")
+        self.members.append(member)
+        return member
+
+    def produce(self, topic: str, partition: int, batch_sizes: list[int]) -> None:
+        """Produce batches (one Producer flush each) and append them to the partition's trace as the log has them."""
+        from kipcheck.oracle.conformance.clients import produce  # confluent-kafka: needed only by probes that produce
+
+        bootstrap = "%s:%d" % self.target.address
+        for size in batch_sizes:
+            produce(bootstrap, topic, [(partition, None, f"{topic}-{index}".encode()) for index in range(size)])
+        tp = f"{topic}:{partition}"
+        book = self.partitions[tp]
+        known = sum(step["args"]["count"] for step in book.steps if step["op"] == "append") + \
+            book.header["config"]["start_offset"] + sum(last - first + 1 for first, last, *_ in
+                                                        book.header["config"].get("initial_state", []))
+        at_ms = self.timers.now_ms()
+        for first, last in self.log_batches(topic, partition):
+            if last >= known:
+                book.add(at_ms, "log", "append", {"count": last - max(first, known) + 1})
+                known = last + 1
+
+    def log_batches(self, topic: str, partition: int) -> list[tuple[int, int]]:
+        """(first, last) of every batch in the partition's log, read with Fetch (API 1)."""
+        batches, offset = [], 0
+        while True:
+            answer = self.admin.request(1, 12, replica_id=-1, max_wait=0, min_bytes=0, max_bytes=64 << 20,
+                                        isolation_level=0, session_id=0, session_epoch=-1, rack_id="",
+                                        topics=[{"topic": topic, "partitions": [{
+                                            "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
+                                            "last_fetched_epoch": -1, "log_start_offset": -1,
+                                            "partition_max_bytes": 64 << 20}]}], forgotten_topics_data=[])
+            part = answer.responses[0].partitions[0]
+            found = [(struct.unpack_from(">q", batch)[0], struct.unpack_from(">q", batch)[0] + header.last_offset_delta)
+                     for batch, header in split_batches(bytes(part.records or b""))]
+            found = [(first, last) for first, last in found if last >= offset]
+            if not found:
+                return batches
+            batches += found
+            offset = found[-1][1] + 1
+            if offset >= part.high_watermark:
+                return batches
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def _topics(self, tps: list[str], acks: dict[str, list[tuple[int, int, str]]]) -> list[dict]:
+        topics: dict[str, list[dict]] = {}
+        for tp in dict.fromkeys([*tps, *acks]):
+            topic, partition = tp.rsplit(":", 1)
+            batches = [{"first_offset": first, "last_offset": last, "acknowledge_types": [ACK_CODES[kind]]}
+                       for first, last, kind in acks.get(tp, [])]
+            topics.setdefault(topic, []).append({"partition_index": int(partition), "acknowledgement_batches": batches})
+        return [{"topic_id": self.topic_ids[topic], "partitions": parts} for topic, parts in topics.items()]
+
+    def _timed(self, wait_ms: int, send):
+        """Send when no lock deadline can fall during the request (its wait shortened to fit, see Timers.fit):
+        (sent_ms, received_ms, wait_ms used, answer)."""
+        wait_ms = self.timers.fit(wait_ms, SLACK_MS)
+        sent_ms = self.timers.now_ms()
+        answer = send(wait_ms)
+        received_ms = self.timers.now_ms()
+        self.timers.check_clear(sent_ms, received_ms)
+        return sent_ms, received_ms, wait_ms, answer
+
+    def fetch(self, member: Member, tps: list[str], max_records: int = 500, wait_ms: int = 0,
+              acks: dict[str, list[tuple[int, int, str]]] | None = None, epoch: int | None = None) -> dict[str, list]:
+        """One ShareFetch; returns {tp: acquired runs [first, last, delivery_count]} (empty when refused)."""
+        acks = {tp: batches for tp, batches in (acks or {}).items() if batches}
+        epoch = member.epoch if epoch is None else epoch
+        topics = self._topics(tps, acks)
+        sent_ms, received_ms, wait_ms, answer = self._timed(wait_ms, lambda wait: member.connection.request(
+            78, 1, group_id=self.group, member_id=member.member_id, share_session_epoch=epoch, max_wait=wait,
+            min_bytes=1, max_bytes=64 << 20, max_records=max_records, batch_size=max_records, topics=topics,
+            forgotten_topics_data=[]))
+        error = answer.error_code.name.upper()
+        self.sessions.add(sent_ms, member.name, "share_fetch", {
+            "epoch": epoch, "add": sorted(set(tps) | set(acks)), "forget": [], "acks": _session_acks(acks)},
+            {"error": error})
+        if error != "NONE":
+            return {}
+        if epoch == 0 and member.epoch != 0 and self.target.profile == "kip":
+            self._left(sent_ms, member)  # SS-3: under kip, re-opening releases the old session's records
+        self._session_advanced(member, epoch, set(tps) | set(acks))
+        results = self._partition_results(answer)
+        for tp, batches in acks.items():
+            self._acknowledged(tp, sent_ms, member, batches, results.get(tp), "acknowledge_error_code")
+        if epoch == FINAL_EPOCH:
+            self._left(sent_ms, member)
+            self._observe(acks)
+            return {}
+        acquired = {}
+        for tp in sorted(member.session | set(results)):  # a session partition left out of the answer got nothing
+            part = results.get(tp)
+            if part is not None and part.error_code.name != "none":
+                continue
+            runs = [] if part is None else _coalesce([[run.first_offset, run.last_offset, run.delivery_count]
+                                                      for run in part.acquired_records])
+            args = {"max_records": max_records}
+            if wait_ms and member.session == {tp}:
+                args["wait_ms"] = wait_ms  # SP-28: a lone fetcher of a one-partition session that waited
+            self.partitions[tp].add(received_ms, member.name, "acquire", args, {"records": [list(run) for run in runs]})
+            acquired[tp] = runs
+        if any(acquired.values()):
+            self.timers.lock_taken(sent_ms, received_ms, self.target.settings.lock_ms)
+        self._observe(results)
+        return acquired
+
+    def acknowledge(self, member: Member, acks: dict[str, list[tuple[int, int, str]]],
+                    epoch: int | None = None) -> dict[str, str]:
+        """One ShareAcknowledge; returns {tp: error name} ({} when the request was refused)."""
+        acks = {tp: batches for tp, batches in acks.items() if batches}
+        epoch = member.epoch if epoch is None else epoch
+        topics = self._topics([], acks)
+        sent_ms, _, _, answer = self._timed(0, lambda _: member.connection.request(
+            79, 1, group_id=self.group, member_id=member.member_id, share_session_epoch=epoch, topics=topics))
+        error = answer.error_code.name.upper()
+        self.sessions.add(sent_ms, member.name, "share_acknowledge", {"epoch": epoch, "acks": _session_acks(acks)},
+                          {"error": error})
+        if error != "NONE":
+            return {}
+        self._session_advanced(member, epoch, set(acks))
+        results = self._partition_results(answer)
+        errors = {}
+        for tp, batches in acks.items():
+            errors[tp] = self._acknowledged(tp, sent_ms, member, batches, results.get(tp), "error_code")
+        if epoch == FINAL_EPOCH:
+            self._left(sent_ms, member)
+        self._observe(acks)
+        return errors
+
+    def close(self, member: Member, acks: dict[str, list[tuple[int, int, str]]] | None = None,
+              with_acknowledge: bool = False) -> None:
+        """The member's final request (epoch -1): a ShareFetch, or a ShareAcknowledge, with these acks."""
+        if with_acknowledge:
+            self.acknowledge(member, acks or {}, epoch=FINAL_EPOCH)
+        else:
+            self.fetch(member, [], acks=acks, epoch=FINAL_EPOCH)
+
+    def disconnect(self, member: Member) -> None:
+        """Close the member's connection: the broker ends its session and releases its records (SS-17).
+
+        The broker learns of the close on its own time, so the probe asks (on a new connection, with an epoch no
+        session has) until the answer is no longer INVALID_SHARE_SESSION_EPOCH: then the session is gone, and
+        that answer is recorded (SHARE_SESSION_NOT_FOUND, SS-6)."""
+        self.timers.fit(0, SLACK_MS)
+        at_ms = self.timers.now_ms()
+        member.connection.close()
+        member.connection = self._connect(member.name)
+        self.sessions.add(at_ms, member.name, "disconnect", {})
+        if member.epoch != 0:
+            self._left(at_ms, member)
+        member.epoch, member.session = 0, set()
+        for _ in range(DISCONNECT_POLLS):
+            answer = member.connection.request(78, 1, group_id=self.group, member_id=member.member_id,
+                                               share_session_epoch=UNUSED_EPOCH, max_wait=0, min_bytes=1,
+                                               max_records=1, batch_size=1, topics=[], forgotten_topics_data=[])
+            if answer.error_code.name != "invalid_share_session_epoch":
+                break
+            time.sleep(DISCONNECT_POLL_S)
+        self.timers.check_clear(at_ms, self.timers.now_ms())
+        self.fetch(member, [], epoch=UNUSED_EPOCH)
+        self._observe(self.partitions)
+
+    def check(self, tp: str) -> None:
+        """A `check` of the partition's SPSO, read with DescribeShareGroupOffsets (where the broker serves it)."""
+        if not self.describes_offsets:
+            return
+        topic, partition = tp.rsplit(":", 1)
+        sent_ms, _, _, answer = self._timed(0, lambda _: self.admin.request(DESCRIBE_OFFSETS, 0, groups=[
+            {"group_id": self.group, "topics": [{"topic_name": topic, "partitions": [int(partition)]}]}]))
+        part = answer.groups[0].topics[0].partitions[0]
+        if part.error_code.name == "none" and part.start_offset >= 0:
+            self.partitions[tp].add(sent_ms, "check", "check", {}, {"spso": part.start_offset})
+
+    def wait_for_lock_expiry(self) -> None:
+        """Sleep until every lock taken so far has surely fired."""
+        self.timers.after_all_deadlines()
+
+    # -- a broker restart (targets that can restart their broker) ----------------------------
+
+    def restart(self) -> None:
+        """Kill -9 the broker and start it again (no request in flight); each share-partition trace ends there and
+        the next starts from the window XM-1 says it reloads. Members must open new sessions (epoch 0)."""
+        windows = {tp: self._model_window(book) for tp, book in self.partitions.items()}
+        self.target.restart()
+        self.admin = self._connect("admin")
+        for member in self.members:
+            member.connection.close()
+            member.connection, member.epoch = self._connect(member.name), 0
+        for tp, (spso, window) in windows.items():
+            self.finished.append(self.partitions[tp])
+            reloaded = reloaded_window(window)
+            config = {**self.partitions[tp].header["config"], "start_offset": spso, "initial_state": reloaded}
+            self.partitions[tp] = TraceBook({**self.partitions[tp].header, "config": config})
+            topic, partition = tp.rsplit(":", 1)
+            self.produce(topic, int(partition), [])  # the log past the reloaded window, as append steps
+        # Sessions die with the broker: the share-session trace of the old process ends, a new one starts.
+        self.finished.append(self.sessions)
+        self.sessions = TraceBook(dict(self.sessions.header))
+        for tp in self.partitions:
+            self.check(tp)
+
+    def window_end(self, tp: str) -> int:
+        """SPEO of the partition as the model has it after what the probe saw (to aim acknowledgements at it)."""
+        spso, window = self._model_window(self.partitions[tp])
+        return window[-1][1] + 1 if window else spso
+
+    def _model_window(self, book: TraceBook) -> tuple[int, list[list]]:
+        """(SPSO, window runs) of the model after the trace's steps so far."""
+        model, _ = replay(book.header, book.steps)
+        model.advance(self.timers.now_ms())
+        return model.spso, model.snapshot()
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    def _session_advanced(self, member: Member, epoch: int, tps: set[str]) -> None:
+        if epoch == FINAL_EPOCH:
+            member.epoch, member.session = 0, set()
+            return
+        member.session = tps if epoch == 0 else member.session | tps
+        member.epoch = 1 if epoch == 2**31 - 1 else epoch + 1
+
+    def _observe(self, tps) -> None:
+        """The state after a step that may have changed it: a `check` of each partition's SPSO."""
+        for tp in tps:
+            self.check(tp)
+
+    def _partition_results(self, answer) -> dict:
+        names = {topic_id: name for name, topic_id in self.topic_ids.items()}
+        return {f"{names[topic.topic_id]}:{part.partition_index}": part
+                for topic in answer.responses for part in topic.partitions if topic.topic_id in names}
+
+    def _acknowledged(self, tp: str, at_ms: int, member: Member, batches, part, error_field: str) -> str | None:
+        """An acknowledge step; its error is not judged when the answer left the partition out."""
+        error = None if part is None else _error_name(getattr(part, error_field))
+        self.partitions[tp].add(at_ms, member.name, "acknowledge",
+                                {"batches": [{"first": first, "last": last, "type": kind} for first, last, kind in batches]},
+                                None if error is None else {"error": error})
+        return error
+
+    def _left(self, at_ms: int, member: Member) -> None:
+        for book in self.partitions.values():
+            book.add(at_ms, member.name, "leave", {})
+
+    def finish(self, directory: Path) -> list[Path]:
+        """Close every connection and write the traces to `directory`; returns their paths."""
+        for member in self.members:
+            member.connection.close()
+        self.admin.close()
+        directory.mkdir(parents=True, exist_ok=True)
+        books = [*self.finished, self.sessions, *self.partitions.values()]
+        paths = []
+        for index, book in enumerate(books):
+            if not book.steps:
+                continue
+            path = directory / f"{self.name}.{index:02d}.{book.header['machine']}.jsonl"
+            path.write_text("\n".join(book.lines()) + "\n")
+            paths.append(path)
+        return paths
+
+
+def replay(header: dict, steps: list[dict], after_step=None):
+    """Replay share-partition steps (dicts) through the model, stopping at the first it does not allow:
+    (the model, the index of that step or None). `after_step(model, index)` is called after each step."""
+    from kipcheck.model.share_partition import SharePartition
+
+    model = SharePartition(**header["config"], profile=header.get("profile", "kip"))
+    for index, step in enumerate(steps):
+        args, observed = step["args"], step.get("observed") or {}
+        try:
+            model.advance(step["at_ms"])
+            if step["op"] == "append":
+                model.append(args["count"])
+            elif step["op"] == "acquire":
+                model.acquire(step["at_ms"], step["actor"], args["max_records"], observed["records"])
+            elif step["op"] == "acknowledge":
+                batches = [(batch["first"], batch["last"], batch["type"]) for batch in args["batches"]]
+                ruled = model.acknowledge(step["at_ms"], step["actor"], batches)
+                if observed.get("error", ruled.value) != ruled.value:
+                    return model, index
+            elif step["op"] == "leave":
+                model.leave(step["at_ms"], step["actor"])
+        except Violation:
+            return model, index
+        if after_step is not None:
+            after_step(model, index)
+    return model, None
+
+
+def judge(paths: list[Path]):
+    return [check_file(path) for path in paths]
+
+
+def _session_acks(acks: dict[str, list[tuple[int, int, str]]]) -> list[dict]:
+    return [{"tp": tp, "first": first, "last": last, "type": kind} for tp, batches in acks.items()
+            for first, last, kind in batches]
+
+
+def _error_name(error_code) -> str:
+    from kio.schema.errors import ErrorCode
+
+    return ErrorCode(int(error_code)).name.upper()
+
+
+def _coalesce(runs: list[list[int]]) -> list[list[int]]:
+    """Contiguous runs of equal delivery count merged (the trace's `records` shape)."""
+    merged: list[list[int]] = []
+    for first, last, count in runs:
+        if merged and merged[-1][1] + 1 == first and merged[-1][2] == count:
+            merged[-1][1] = last
+        else:
+            merged.append([first, last, count])
+    return merged

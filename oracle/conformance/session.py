@@ -1,0 +1,181 @@
+"""One `kipcheck conform` session against a target: probes, client scenarios, the broker's own traces, the verdict.
+
+    outcome = run("embedded", None, {}, "kafka-4.2", probe_names, client_names, work_dir, seed=1, budget_s=60,
+                  tolerance_ms=None, launcher=None)
+    print(outcome.render(verbose=False, target_text="embedded"))
+    outcome.failures            # probe runs failed + client scenarios failed + broker traces not allowed
+
+Progress goes to stderr (a bar over the probe budget, then one line per client scenario).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from kipcheck.oracle.check import Verdict, check_file
+from kipcheck.oracle.conformance.conform import SWARM, ProbeRun, run_probes
+from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER
+from kipcheck.oracle.conformance.report import clause_table, format_table
+from kipcheck.oracle.conformance.runner import ScenarioResult
+from kipcheck.oracle.conformance.shrink import shrink_file
+from kipcheck.oracle.conformance.targets import MOCK, EmbeddedTarget, MockTarget, WireTarget
+from kipcheck.oracle.conformance.tolerance import DEFAULT_TOLERANCE_MS
+
+# Clauses a wire target cannot show: the runner cannot restart a broker it did not start.
+WIRE_UNOBSERVABLE = {"XM-1": "needs a broker restart", "SP-26": "needs a broker restart"}
+
+
+@dataclass
+class Outcome:
+    profile: str
+    probe_runs: list[ProbeRun] = field(default_factory=list)
+    client_results: list[ScenarioResult] = field(default_factory=list)
+    broker_verdicts: list[Verdict] = field(default_factory=list)
+    unobservable: dict[str, str] = field(default_factory=dict)
+    shrunk: Path | None = None
+    replay: str = ""
+    error: str | None = None
+
+    @property
+    def verdicts(self) -> list[Verdict]:
+        return ([verdict for run in self.probe_runs for verdict in run.verdicts] + self.broker_verdicts
+                + [verdict for result in self.client_results for verdict in result.traces])
+
+    @property
+    def failures(self) -> int:
+        return (sum(run.failed for run in self.probe_runs) + sum(not result.ok for result in self.client_results)
+                + sum(verdict.status != "ok" for verdict in self.broker_verdicts) + (self.error is not None))
+
+    def render(self, verbose: bool, target_text: str) -> str:
+        lines = [f"\nprobes against {target_text} ({self.profile}):"]
+        for run in self.probe_runs:
+            lines.append(f"  {run.outcome.upper():<15} {run.name:<24} {run.detail}  ({run.seconds:.1f} s)")
+            lines += [f"      {verdict.summary()}" for verdict in run.verdicts if verdict.status != "ok"]
+        if self.client_results:
+            lines.append("\nclient scenarios (confluent-kafka clients; each on a broker of its own):")
+            lines += [f"  {result.summary()}" for result in self.client_results]
+        if self.broker_verdicts:
+            bad = [verdict for verdict in self.broker_verdicts if verdict.status != "ok"]
+            lines.append(f"\nthe broker's own traces: {len(self.broker_verdicts) - len(bad)} of "
+                         f"{len(self.broker_verdicts)} allowed")
+            lines += [f"  {verdict.summary()}" for verdict in bad]
+        if self.error:
+            lines.append(f"\nthe target failed: {self.error}")
+        lines.append("\nclauses:")
+        lines.append(self.table(verbose))
+        if self.shrunk is not None:
+            lines.append(f"\nfirst failure, shrunk: {self.shrunk}\n  reproduce: kipcheck check {self.shrunk}"
+                         f"\n  replay:    {self.replay}")
+        return "\n".join(lines)
+
+    def table(self, verbose: bool) -> str:
+        return format_table(clause_table(self.verdicts, self.profile, self.unobservable), verbose)
+
+    def counterexamples(self, most: int = 10) -> list[tuple[Verdict, Path]]:
+        """(verdict, trace) of the traces that broke a clause, the probes' first."""
+        return [(verdict, Path(verdict.name)) for verdict in self.verdicts if verdict.status == "violation"][:most]
+
+    def junit_cases(self) -> list[tuple[str, str, float, str | None, str | None]]:
+        cases = []
+        for run in self.probe_runs:
+            failure = None
+            if run.failed:
+                failure = "\n".join([run.detail] + [verdict.summary() for verdict in run.verdicts if verdict.status != "ok"])
+            skipped = run.detail if run.outcome in ("not observable", "inconclusive") else None
+            cases.append(("probes", run.name, run.seconds, failure, skipped))
+        for result in self.client_results:
+            cases.append(("client scenarios", result.name, result.seconds, None if result.ok else result.summary(), None))
+        for verdict in self.broker_verdicts:
+            cases.append(("broker traces", Path(verdict.name).name, 0.0,
+                          None if verdict.status == "ok" else verdict.summary(), None))
+        if self.error is not None:
+            cases.append(("target", "the target ran to the end", 0.0, self.error, None))
+        return cases
+
+
+def run(kind: str, address, settings: dict, profile: str, probe_names: list[str], client_names: list[str],
+        work_dir: Path, seed: int, budget_s: float, tolerance_ms: int | None,
+        launcher: tuple[str, ...] | None, first_failure: bool = False, target_text: str = "") -> Outcome:
+    outcome = Outcome(profile)
+    if kind == "python":
+        return _in_process(outcome, target_text, work_dir, seed, budget_s, probe_names, first_failure)
+    tolerance_ms = DEFAULT_TOLERANCE_MS if tolerance_ms is None else tolerance_ms
+    if kind == "embedded":
+        target = EmbeddedTarget(work_dir, profile, launcher or DEFAULT_LAUNCHER)
+    else:
+        target = MockTarget(profile, settings) if kind == MOCK else WireTarget(*address, profile, settings)
+        outcome.unobservable = dict(WIRE_UNOBSERVABLE)
+    try:
+        if probe_names:
+            outcome.probe_runs = _probe(target, probe_names, work_dir, seed, budget_s, tolerance_ms, first_failure)
+        outcome.broker_verdicts = [check_file(path) for path in target.broker_traces()]
+    except Exception as error:  # the target died or refused: reported as a failure, never a traceback
+        outcome.error = f"{type(error).__name__}: {error}"
+    finally:
+        target.close()
+    for run_ in outcome.probe_runs:
+        if run_.outcome == "not observable" and run_.name == "broker-restart":
+            outcome.unobservable.update(WIRE_UNOBSERVABLE)
+    if client_names and not (first_failure and outcome.failures):
+        outcome.client_results = _clients(client_names, work_dir / "clients", profile, launcher or DEFAULT_LAUNCHER)
+    _shrink_first_failure(outcome, work_dir, kind, address, profile, seed, launcher)
+    return outcome
+
+
+def _in_process(outcome: Outcome, target_text: str, work_dir: Path, seed: int, budget_s: float, names: list[str],
+                first_failure: bool) -> Outcome:
+    """A share-partition implementation in this process: seeded runs on a virtual clock (inprocess.py)."""
+    from kipcheck.oracle.conformance.inprocess import load_factory, run_seeds
+
+    outcome.unobservable = {"XM-1": "no broker", "SP-26": "no broker"}
+    seeds = None if names in ([], [SWARM]) else [int(name.partition(":")[2]) for name in names]
+    with tqdm(total=100, desc="runs", file=sys.stderr, leave=False, bar_format="{desc} {bar} {n:.0f}% of the budget") as bar:
+        def progress(run: ProbeRun, fraction: float) -> None:
+            bar.n = max(bar.n, fraction * 100)
+            bar.set_description_str(f"runs (last: {run.name} {run.outcome})")
+
+        outcome.probe_runs = run_seeds(load_factory(target_text), outcome.profile, work_dir / "runs", seed, budget_s,
+                                       progress, first_failure, seeds)
+    _shrink_first_failure(outcome, work_dir, "python", target_text, outcome.profile, seed, None)
+    return outcome
+
+
+def _probe(target, names: list[str], work_dir: Path, seed: int, budget_s: float, tolerance_ms: int,
+           first_failure: bool) -> list[ProbeRun]:
+    with tqdm(total=100, desc="probes", file=sys.stderr, leave=False, bar_format="{desc} {bar} {n:.0f}% of the budget") as bar:
+        def progress(run: ProbeRun, fraction: float) -> None:
+            bar.n = max(bar.n, fraction * 100)
+            bar.set_description_str(f"probes (last: {run.name} {run.outcome})")
+
+        return run_probes(target, names, work_dir / "probes", seed, budget_s, tolerance_ms, progress, first_failure)
+
+
+def _clients(names: list[str], work_root: Path, profile: str, launcher: tuple[str, ...]) -> list[ScenarioResult]:
+    from kipcheck.oracle.conformance.scenarios import SCENARIOS
+
+    results = []
+    for name in names:
+        print(f"client scenario {name} ...", file=sys.stderr, flush=True)
+        results.append(SCENARIOS[name](work_root / name, launcher=launcher, profile=profile))
+    return results
+
+
+def _shrink_first_failure(outcome: Outcome, work_dir: Path, kind: str, address, profile: str, seed: int,
+                          launcher) -> None:
+    for run_ in outcome.probe_runs:
+        failing = [path for path, verdict in zip(run_.paths, run_.verdicts) if verdict.status == "violation"]
+        if failing:
+            outcome.shrunk = shrink_file(failing[0], work_dir / f"shrunk-{failing[0].name}")
+            target = {"embedded": "embedded", MOCK: MOCK, "python": address}.get(kind) or "wire://%s:%d" % address
+            extra = f" --launcher '{' '.join(launcher)}'" if launcher else ""
+            outcome.replay = f"kipcheck conform --target {target} --profile {profile} --scenario {run_.name}{extra}"
+            return
+    bad = [verdict for verdict in outcome.verdicts if verdict.status == "violation"]
+    if bad:
+        path = Path(bad[0].name)
+        outcome.shrunk = shrink_file(path, work_dir / f"shrunk-{path.name}")
+        outcome.replay = f"kipcheck check {path}"

@@ -1,0 +1,352 @@
+"""Seeded broker bugs, for measuring what `kipcheck conform` catches from the outside. TEST-ONLY.
+
+Run as a script, this module is a `kipcheck broker` launcher that first patches
+one bug into the reference broker, in this process only:
+
+    python tests/broker_bugs.py BUG broker --port 0 ...      # what EmbeddedBroker(launcher=launcher(BUG)) runs
+
+Each bug is one realistic slip in impl/share or impl/broker (a line or two
+changed), the first group named after what goes wrong, the second after the
+Apache Kafka bug it reproduces. The production code is never edited: patches
+are subclasses or replaced functions installed before the broker starts.
+tests/test_conform_bugs.py shows a few caught; bench/bench_conform_bugs.py runs
+the whole table (kill rate, time to each catch, false alarms).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Callable
+
+HERE = Path(__file__).resolve()
+
+
+def launcher(bug: str) -> tuple[str, ...]:
+    """The argv prefix that runs `kipcheck broker` with `bug` patched in (for EmbeddedBroker and --launcher)."""
+    return (sys.executable, str(HERE), bug, "broker")
+
+
+def _partition_bug(make: Callable[[type], type]) -> Callable[[], None]:
+    """A bug in impl/share's SharePartition: the broker builds its partitions from the patched subclass."""
+    def install() -> None:
+        from kipcheck.impl.broker.share_engine import ShareEngine
+        from kipcheck.impl.share import partition
+
+        ShareEngine.partition_factory = staticmethod(make(partition.SharePartition).load)
+    return install
+
+
+# -- bugs named after what goes wrong ---------------------------------------------------------
+
+def _expired_count_kept(base):
+    from kipcheck.impl.share.partition import COUNT, EXPIRED, FIRST
+
+    class Bug(base):
+        """The delivery count is not incremented when a record whose lock expired is acquired again."""
+
+        def _acquire_cached(self, member_id, budget, lock_id, acquired):
+            expired = {batch[FIRST] for batch in self._batches if batch[EXPIRED] is not None}
+            start = len(acquired)
+            remaining = super()._acquire_cached(member_id, budget, lock_id, acquired)
+            for position in range(start, len(acquired)):
+                first, last, count = acquired[position]
+                if first in expired:
+                    acquired[position] = (first, last, count - 1)
+                    self._batches[self._index_of(first)][COUNT] -= 1
+            return remaining
+    return Bug
+
+
+def _spso_past_acquired(base):
+    from kipcheck.impl.share.partition import ACKNOWLEDGED, ACQUIRED, ARCHIVED, STATE
+
+    class Bug(base):
+        """SPSO moves past acquired records as if they were done."""
+
+        def _advance_start(self):
+            batches = self._batches
+            done = 0
+            while done < len(batches) and batches[done][STATE] in (ACKNOWLEDGED, ARCHIVED, ACQUIRED):
+                done += 1
+            if any(batch[STATE] != ACQUIRED for batch in batches[:done]):  # moves only when something was done
+                del batches[:done]
+                del self._firsts[:done]
+                self._spso = batches[0][0] if batches else self._cache_end
+    return Bug
+
+
+def _foreign_ack(base):
+    from kipcheck.impl.share.partition import ACQUIRED, MEMBER, STATE
+
+    class Bug(base):
+        """A member may acknowledge records another member holds."""
+
+        def _first_not_held(self, member_id, first, last):
+            index = self._index_of(first)
+            while index < len(self._batches):
+                batch = self._batches[index]
+                if batch[0] > last:
+                    return None
+                if batch[STATE] != ACQUIRED:
+                    return batch
+                index += 1
+            return None
+
+        def _apply_acknowledgements(self, member_id, batches, now_ms):
+            for batch in self._batches:
+                if batch[STATE] == ACQUIRED and any(first <= batch[0] and batch[1] <= last for first, last, _ in batches):
+                    batch[MEMBER] = member_id
+            return super()._apply_acknowledgements(member_id, batches, now_ms)
+    return Bug
+
+
+def _late_ack_accepted(base):
+    from kipcheck.impl.share.partition import ACQUIRED, AVAILABLE, EXPIRED, MEMBER, STATE
+
+    class Bug(base):
+        """An acknowledgement of records whose lock expired is accepted (the member still counts as holding them)."""
+
+        def _first_not_held(self, member_id, first, last):
+            self._retake_expired(member_id, first, last)
+            return super()._first_not_held(member_id, first, last)
+
+        def _retake_expired(self, member_id, first, last):
+            for batch in self._batches:
+                if first <= batch[0] and batch[1] <= last and batch[STATE] == AVAILABLE and batch[EXPIRED] == member_id:
+                    batch[STATE], batch[MEMBER] = ACQUIRED, member_id
+                    self._available_records -= batch[1] - batch[0] + 1
+    return Bug
+
+
+def _speo_inclusive(base):
+    class Bug(base):
+        """SPEO treated as inclusive: an acknowledgement ending at SPEO is accepted (for the records below it)."""
+
+        def _batch_error(self, member_id, first, last, previous_last):
+            if last == self._cache_end:
+                return "NONE" if first == last else super()._batch_error(member_id, first, last - 1, previous_last)
+            return super()._batch_error(member_id, first, last, previous_last)
+
+        def _apply_acknowledgements(self, member_id, batches, now_ms):
+            clipped = [(first, min(last, self._cache_end - 1), kind) for first, last, kind in batches]
+            return super()._apply_acknowledgements(member_id, [batch for batch in clipped if batch[0] <= batch[1]], now_ms)
+    return Bug
+
+
+def _partial_ack_split_off_by_one(base):
+    class Bug(base):
+        """A partial acknowledgement splits the batch one offset late: the range's first record is left acquired."""
+
+        def _apply_acknowledgements(self, member_id, batches, now_ms):
+            shifted = [(first + 1 if first < last else first, last, kind) for first, last, kind in batches]
+            return super()._apply_acknowledgements(member_id, shifted, now_ms)
+    return Bug
+
+
+def _held_persisted_acknowledged(base):
+    from kipcheck.impl.share.partition import ACKNOWLEDGED, ACQUIRED, COUNT, FIRST, LAST, STATE
+
+    class Bug(base):
+        """A state write carries the member's other held records as acknowledged (seen only after a restart)."""
+
+        def _persist(self, planned, now_ms):
+            written = {(first, last) for first, last, _, _ in planned}
+            held = [(batch[FIRST], batch[LAST], ACKNOWLEDGED, batch[COUNT]) for batch in self._batches
+                    if batch[STATE] == ACQUIRED and (batch[FIRST], batch[LAST]) not in written]
+            return super()._persist(planned + held, now_ms)
+    return Bug
+
+
+def _release_stops_at_foreign(base):
+    from kipcheck.impl.share.partition import ACQUIRED, FIRST, LAST, MEMBER, STATE
+
+    class Bug(base):
+        """KAFKA-19953: releasing a member's records stops at the first record another member holds."""
+
+        def release_member(self, member_id, now_ms):
+            self._tick(now_ms)
+            ranges = []
+            for batch in self._batches:
+                if batch[STATE] == ACQUIRED:
+                    if batch[MEMBER] != member_id:
+                        break
+                    ranges.append((batch[FIRST], batch[LAST]))
+            released = self._release_ranges(ranges, now_ms)
+            self._record(now_ms, member_id, "leave", {})
+            return released
+    return Bug
+
+
+def _inflight_limit_ignores_released(base):
+    class Bug(base):
+        """KAFKA-19555: records acquired again after a release do not use up the in-flight room, so a fetch that
+        re-acquires them also takes new records past group.share.partition.max.record.locks."""
+
+        def _acquire_cached(self, member_id, budget, lock_id, acquired):
+            super()._acquire_cached(member_id, budget, lock_id, acquired)
+            return budget
+    return Bug
+
+
+def _count_decremented_on_close(base):
+    from kipcheck.impl.share.partition import ACQUIRED, COUNT, MEMBER, STATE
+
+    class Bug(base):
+        """KAFKA-19972: a member's released records lose one delivery when its session closes."""
+
+        def release_member(self, member_id, now_ms):
+            for batch in self._batches:
+                if batch[STATE] == ACQUIRED and batch[MEMBER] == member_id and batch[COUNT] > 0:
+                    batch[COUNT] -= 1
+            return super().release_member(member_id, now_ms)
+    return Bug
+
+
+def _spso_moves_while_pending(base):
+    from kipcheck.impl.share.partition import ACKNOWLEDGED, ARCHIVED, AVAILABLE, STATE
+
+    class Bug(base):
+        """KAFKA-19436: SPSO moves past records whose acknowledgement is still in flight, releases included."""
+
+        def _apply_acknowledgements(self, member_id, batches, now_ms):
+            error = super()._apply_acknowledgements(member_id, batches, now_ms)
+            if error == "NONE":
+                acked = [(first, last) for first, last, _ in batches]
+                done = 0
+                while done < len(self._batches) and (self._batches[done][STATE] in (ACKNOWLEDGED, ARCHIVED) or (
+                        self._batches[done][STATE] == AVAILABLE and any(
+                            first <= self._batches[done][0] and self._batches[done][1] <= last for first, last in acked))):
+                    done += 1
+                if done:
+                    self._available_records -= sum(batch[1] - batch[0] + 1 for batch in self._batches[:done]
+                                                   if batch[STATE] == AVAILABLE)
+                    del self._batches[:done]
+                    del self._firsts[:done]
+                    self._spso = self._batches[0][0] if self._batches else self._cache_end
+            return error
+    return Bug
+
+
+def _reacquired_without_timer(base):
+    class Bug(base):
+        """KAFKA-18084: records acquired again get no acquisition lock timer: they stay acquired for ever."""
+
+        def _lock(self, lock_id, acquired, now_ms):
+            super()._lock(lock_id, acquired, now_ms)
+            if any(count > 1 for _, _, count in acquired):
+                self._locks.pop()
+    return Bug
+
+
+# -- bugs outside the share-partition ---------------------------------------------------------
+
+def _session_epoch_unchecked() -> None:
+    from kipcheck.impl.share.sessions import ShareSessionCache
+
+    original = ShareSessionCache._advance
+
+    def advance(self, group, member, epoch, add, forget):
+        """The incremental epoch is not compared with the session's."""
+        session = self._sessions.get((group, member))
+        return original(self, group, member, session.epoch if session is not None else epoch, add, forget)
+    ShareSessionCache._advance = advance
+
+
+def _session_limit_off_by_one() -> None:
+    from kipcheck.impl.share.sessions import ShareSessionCache
+
+    original = ShareSessionCache.__init__
+
+    def init(self, config, trace_writer=None):
+        """One session more than group.share.max.share.sessions fits in the cache."""
+        original(self, dataclasses.replace(config, max_share_sessions=config.max_share_sessions + 1), trace_writer)
+    ShareSessionCache.__init__ = init
+
+
+def _final_epoch_keeps_records() -> None:
+    from kipcheck.impl.share.sessions import SessionAnswer, ShareSessionCache
+
+    original = ShareSessionCache._close_final
+
+    def close_final(self, group, member, has_topics):
+        """KAFKA-17396: the final epoch removes the session without releasing its records (they wait for their locks)."""
+        answer = original(self, group, member, has_topics)
+        return SessionAnswer(answer.error, process=answer.process, release=False, partitions=answer.partitions,
+                             closed=answer.closed)
+    ShareSessionCache._close_final = close_final
+
+
+def _released_before_final_acks() -> None:
+    from kipcheck.impl.broker.handlers import share
+
+    def apply_session_answer(broker, connection, group, member, answer, acks, at_ms, error_field):
+        """The final request releases the member's records before it applies the request's acknowledgements."""
+        broker.engine.session_used(connection, group, member, answer)
+        if answer.release:
+            broker.engine.release_member(group, member, at_ms)
+            broker.notify_changed()
+        return {tp: {error_field: share._acknowledge(broker, group, member, tp, batches, at_ms)} for tp, batches in acks.items()}
+    share._apply_session_answer = apply_session_answer
+
+
+def _merge_keeps_lower_count() -> None:
+    from kipcheck.impl.share import coordinator
+
+    original = coordinator._paint
+
+    def paint(runs, batch, newer_wins):
+        """Merging a state update keeps the lower delivery count where it overlaps the stored state."""
+        if newer_wins:
+            return original(runs, batch, newer_wins)
+        negated = [(first, last, state, -count) for first, last, state, count in runs]
+        first, last, state, count = batch
+        return [(a, b, s, -c) for a, b, s, c in original(negated, (first, last, state, -count), False)]
+    coordinator._paint = paint
+
+
+def _snapshot_one_update_late() -> None:
+    from kipcheck.impl.share.coordinator import ShareCoordinator
+
+    original = ShareCoordinator._record_for_write
+
+    def record_for_write(self, key, current, start_offset, batches):
+        """A snapshot is written from the state before the update that triggered it."""
+        record = original(self, key, current, start_offset, batches)
+        if record["type"] in ("ShareSnapshot", "ShareCheckpoint"):
+            record["batches"] = [list(batch) for batch in current.batches]
+        return record
+    ShareCoordinator._record_for_write = record_for_write
+
+
+BUGS: dict[str, Callable[[], None]] = {
+    "expired-count-kept": _partition_bug(_expired_count_kept),
+    "spso-past-acquired": _partition_bug(_spso_past_acquired),
+    "foreign-ack": _partition_bug(_foreign_ack),
+    "late-ack-accepted": _partition_bug(_late_ack_accepted),
+    "speo-inclusive": _partition_bug(_speo_inclusive),
+    "partial-ack-split-off-by-one": _partition_bug(_partial_ack_split_off_by_one),
+    "session-epoch-unchecked": _session_epoch_unchecked,
+    "session-limit-off-by-one": _session_limit_off_by_one,
+    "merge-keeps-lower-count": _merge_keeps_lower_count,
+    "held-persisted-acknowledged": _partition_bug(_held_persisted_acknowledged),
+    "released-before-final-acks": _released_before_final_acks,
+    "KAFKA-19953-release-stops-at-foreign": _partition_bug(_release_stops_at_foreign),
+    "KAFKA-19555-inflight-limit-ignores-released": _partition_bug(_inflight_limit_ignores_released),
+    "KAFKA-19972-count-decremented-on-close": _partition_bug(_count_decremented_on_close),
+    "KAFKA-17396-final-epoch-keeps-records": _final_epoch_keeps_records,
+    "KAFKA-19436-spso-moves-while-pending": _partition_bug(_spso_moves_while_pending),
+    "KAFKA-18084-reacquired-without-timer": _partition_bug(_reacquired_without_timer),
+    "snapshot-one-update-late": _snapshot_one_update_late,
+}
+
+
+if __name__ == "__main__":
+    name, arguments = sys.argv[1], sys.argv[2:]
+    if name not in BUGS:
+        raise SystemExit(f"unknown bug {name!r} (known: {', '.join(BUGS)})")
+    BUGS[name]()
+    from kipcheck.cli import main
+
+    raise SystemExit(main(arguments))
