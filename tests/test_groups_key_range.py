@@ -1,4 +1,4 @@
-"""The key-range assignor in the KIP-848 coordinator, in-process on a virtual clock (spec/key-range-assign.md KR-12 to KR-16).
+"""The key-range assignor in the KIP-848 coordinator, in-process on a virtual clock (spec/key-range-assign.md KR-12 to KR-14).
 
 Members heartbeat as a kio consumer does: each reports the units it was last
 given and acknowledges a revocation by leaving it out. At every heartbeat the
@@ -10,6 +10,8 @@ revoked, are caught by those traces at KR-2 and IC-15.
 """
 
 from __future__ import annotations
+
+import pytest
 
 from kipcheck.impl.groups import consumer_group
 from kipcheck.impl.groups.assignors import ASSIGNORS, KeyRangeRoundRobinAssignor, KeyShare, overlap
@@ -168,3 +170,17 @@ def test_a_share_handed_over_before_it_was_revoked_is_caught(tmp_path, monkeypat
         members.settle()
     [violation] = [verdict for verdict in members.verdicts() if verdict.status != "ok"]
     assert violation.clause == "IC-15" and "ic-coordinator" in violation.name
+
+
+def test_key_shares_on_the_wire_are_triples_of_listed_partitions():
+    """KR-14: to_wire lists a share's partition and its triple; a bad KeyRanges array is refused."""
+    from kipcheck.impl.broker.handlers.consumer_groups import from_wire, to_wire
+
+    units = frozenset({2, KeyShare(0, 0, 99), KeyShare(1, 100, HASH_MAX)})
+    wire = to_wire(units)
+    assert wire == {"partitions": [0, 1, 2], "key_ranges": (0, 0, 99, 1, 100, HASH_MAX)}
+    assert from_wire(wire["partitions"], wire["key_ranges"]) == units
+    for partitions, key_ranges in (([0], (0, 1)), ([0], (1, 0, 5)), ([0], (0, 5, 4)), ([0], (0, 0, HASH_MAX + 1)),
+                                   ([0], (0, 0, 1, 0, 2, 3))):
+        with pytest.raises(ValueError):
+            from_wire(partitions, key_ranges)

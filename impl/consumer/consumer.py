@@ -22,7 +22,7 @@ Individual commit and key-range fetch (seed 000, spec/ic.md; `allow.individual.c
     consumer.commit_ranges({tp: ...}, asynchronous=True) # sent once max.num.ranges.to.commit wait, or next poll
 
 In a group whose members ask for the key-range assignor
-(`group.remote.assignor=key-range-round-robin`, spec/key-range-assign.md KR-16)
+(`group.remote.assignor=key-range-round-robin`, spec/key-range-assign.md KR-13)
 every assigned partition is fetched and committed this way, with the key share
 the coordinator gave (whole when not split). A share changes owner through
 KIP-983's revocation: the poll that completes it has sent every range the
@@ -83,15 +83,14 @@ from kipcheck.impl.consumer.offsets import RETRIED, GroupOffsets, PendingCommit
 from kipcheck.impl.consumer.ownership import ASSIGN, Decision, Ownership, PollStart
 from kipcheck.impl.consumer.records import ConsumerRecord, TopicPartition
 from kipcheck.impl.consumer.tracing import ConsumerTrace
-from kipcheck.impl.groups.assignors import KeyRangeRoundRobinAssignor
 from kipcheck.impl.ic.client import PendingCommits
 from kipcheck.model.ic import TOO_OLD, merge
 from kipcheck.model.key_hash import is_whole, record_hash
+from kipcheck.model.key_range_assign import SERVER_ASSIGNOR
 
 log = logging.getLogger("kipcheck.consumer")
 
 NONE, ILLEGAL_GENERATION = "NONE", "ILLEGAL_GENERATION"
-KEY_RANGE_ASSIGNOR = KeyRangeRoundRobinAssignor.name
 MAX_IN_FLIGHT_COMMITS = 32  # asynchronous commits not yet answered; one more waits for the oldest answer
 FENCED_ANSWERS = {"UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH", "ILLEGAL_GENERATION"}
 Callback = Callable[["Consumer", frozenset[TopicPartition]], None]
@@ -134,8 +133,8 @@ class Consumer:
             raise IllegalState("subscribe needs group.id")
         if self._membership is not None or self._learned or self._ownership.held():
             raise IllegalState("already subscribed or assigned")
-        if self.config.remote_assignor == KEY_RANGE_ASSIGNOR and not self.config.ic.allow_individual_commit:
-            raise IllegalState(f"group.remote.assignor={KEY_RANGE_ASSIGNOR} shares partitions by key range, "
+        if self.config.remote_assignor == SERVER_ASSIGNOR and not self.config.ic.allow_individual_commit:
+            raise IllegalState(f"group.remote.assignor={SERVER_ASSIGNOR} shares partitions by key range, "
                                "which allow.individual.commit=false refuses (KR-4)")
         listener = {"assign": on_assign, "revoke": on_revoke, "lost": on_lost}
         if self.config.revoke_mode == DELAY and any(listener.values()):
@@ -246,7 +245,7 @@ class Consumer:
     def _start_poll(self, learned: list[Decision]) -> PollStart:
         start = self._ownership.start_poll(learned)
         self._ended(start.ended)
-        if self.config.remote_assignor == KEY_RANGE_ASSIGNOR:   # each assigned partition is fetched by key range
+        if self.config.remote_assignor == SERVER_ASSIGNOR:   # each assigned partition is fetched by key range
             self._own_ranges({tp: [decision.key_shares[tp]] if tp in decision.key_shares else []
                               for decision in learned if decision.kind == ASSIGN
                               for tp in decision.partitions if self._ownership.owns(tp)})

@@ -42,7 +42,7 @@ What the thread does, as Kafka 4.2's consumer (AbstractMembershipManager):
 Subscriptions are topic names (no regular expressions).
 
 With the key-range assignor (group.remote.assignor=key-range-round-robin,
-spec/key-range-assign.md KR-14, KR-16) an assigned partition may come with a
+spec/key-range-assign.md KR-13, KR-14) an assigned partition may come with a
 key share (the tagged `key_ranges` of ConsumerGroupHeartbeat): the ASSIGN
 Decision carries it, and heartbeats report it with the partition, also while
 its revocation is pending, so that the coordinator hands it on only once this
@@ -62,6 +62,7 @@ from kipcheck.impl.consumer.errors import KafkaError
 from kipcheck.impl.consumer.ownership import ASSIGN, LOSE, REVOKE, Decision
 from kipcheck.impl.consumer.records import TopicPartition
 from kipcheck.impl.consumer.tracing import ConsumerTrace
+from kipcheck.model.key_range_assign import shares_from_wire, shares_to_wire
 
 log = logging.getLogger("kipcheck.consumer")
 
@@ -221,9 +222,8 @@ class GroupMembership:
         for tp in partitions:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         return [{"topic_id": self.cluster.topic_id(topic), "partitions": sorted(parts),
-                 "key_ranges": tuple(bound for partition in sorted(parts)
-                                     if TopicPartition(topic, partition) in self._shares
-                                     for bound in (partition, *self._shares[TopicPartition(topic, partition)]))}
+                 "key_ranges": shares_to_wire({partition: self._shares[TopicPartition(topic, partition)]
+                                               for partition in parts if TopicPartition(topic, partition) in self._shares})}
                 for topic, parts in sorted(by_topic.items()) if self.cluster.topic_id(topic) is not None]
 
     def _partitions(self, connection: BrokerConnection, topic_partitions
@@ -240,9 +240,8 @@ class GroupMembership:
                             self.member_id, entry.topic_id)
                 continue
             assigned.update(TopicPartition(name, partition) for partition in entry.partitions)
-            bounds = entry.key_ranges
-            shares.update({TopicPartition(name, bounds[index]): (bounds[index + 1], bounds[index + 2])
-                           for index in range(0, len(bounds) - len(bounds) % 3, 3)})
+            shares.update({TopicPartition(name, partition): share
+                           for partition, share in shares_from_wire(entry.key_ranges).items()})
         return frozenset(assigned), shares
 
     def _assigned(self, assignment: frozenset[TopicPartition], shares: dict[TopicPartition, tuple[int, int]],

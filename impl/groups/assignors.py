@@ -29,7 +29,7 @@ Kafka walks members in hash-map order where the choice is free; kipcheck walks
 them in member-id order, so an assignment is reproducible.
 
 `key-range-round-robin` is the cooperative assignor of the individual-commit
-proposal (spec/key-range-assign.md KR-12 to KR-16): model/key_range_assign's
+proposal (spec/key-range-assign.md KR-12 to KR-14): model/key_range_assign's
 `assign`, whose shares become units of an Assignment: a partition a member
 holds whole is its number, as above, and a share of a split partition is a
 `KeyShare(partition, low, high)`. A member opts in to key sharing by asking
@@ -201,7 +201,7 @@ def _frozen(assignment: dict[str, set[int]]) -> Assignment:
 
 class KeyRangeRoundRobinAssignor:
     """The seed's KeyRangeBasedRoundRobinAssignor: the model's layout (KR-8), as units (KR-12)."""
-    name = "key-range-round-robin"
+    name = key_range_assign.SERVER_ASSIGNOR
 
     def assign(self, spec: GroupSpec) -> dict[str, Assignment]:
         target: dict[str, dict[str, set[Unit]]] = {member_id: {} for member_id in spec.members}
@@ -246,11 +246,9 @@ def key_range_of(unit: Unit) -> tuple[int, int]:
 
 
 def overlap(unit: Unit, other: Unit) -> bool:
-    """Whether two units of one topic share a key hash: the same partition and intersecting ranges (KR-13)."""
-    if partition_of(unit) != partition_of(other):
-        return False
-    (low, high), (other_low, other_high) = key_range_of(unit), key_range_of(other)
-    return low <= other_high and other_low <= high
+    """Whether two units of one topic share a key hash: the same partition and overlapping shares (KR-13)."""
+    return partition_of(unit) == partition_of(other) and \
+        key_range_assign.overlaps(key_range_of(unit), key_range_of(other))
 
 
 ASSIGNORS: dict[str, ServerAssignor] = {}

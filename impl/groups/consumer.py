@@ -31,7 +31,7 @@ A member that does not heartbeat within group.consumer.session.timeout.ms is
 fenced. With `traces` (impl/groups/tracing.CoordinatorTraces) every change to
 what a member holds is written to its revoke-delay trace in the coordinator's
 view (spec/revoke-delay.md RD-12), and in a group of the key-range assignor
-its assignments and the key ranges each member holds (KR-15). A member asks
+its assignments and the key ranges each member holds. A member asks
 for key sharing by asking for `key-range-round-robin`; `key_share_topic(topic)`
 says whether a topic allows it (its accept.range.fetch) and
 `coordinator_allows_ic` is the broker's accept.individual.commit (KR-4); both

@@ -18,7 +18,7 @@ member loses everything it held, a leaving one releases it; each partition of an
 commit step. Files are written only when the broker has a trace dir.
 
 In a group whose assignor is `key-range-round-robin` (spec/key-range-assign.md
-KR-15) it also writes, in its view:
+"Who writes which trace") it also writes, in its view:
 - `key-range-assign.coordinator.<group>.jsonl`: one `assign` step for each
   assignment the assignor computes, with the assignor's input, judged by
   KR-1 to KR-7 (`traces.assigned(group_id, model_group, target, now_ms)`);
@@ -114,7 +114,7 @@ class CoordinatorTraces:
 
     def assigned(self, group_id: str, group: key_range_assign.Group, target: dict[str, Assignment],
                  at_ms: int) -> None:
-        """A key-range-assign `assign` step: the assignor's input and the assignment it computed (KR-15)."""
+        """A key-range-assign `assign` step: the assignor's input and the assignment it computed."""
         trace = self._assign_traces.get(group_id)
         if trace is None:
             trace = self._assign_traces[group_id] = open_new_trace(

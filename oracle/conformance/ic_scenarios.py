@@ -14,7 +14,7 @@ consumer reads equal to the IC stable offset + 1 (IC-19).
 
 `ic-group-key-sharing` lets the broker's KIP-848 coordinator split the
 partition instead (the key-range assignor, spec/key-range-assign.md KR-12 to
-KR-16): consumers subscribe with `group.remote.assignor=key-range-round-robin`,
+KR-14): consumers subscribe with `group.remote.assignor=key-range-round-robin`,
 members join and leave while records flow, and the coordinator's
 key-range-assign and ic traces judge each assignment and each handoff.
 """
@@ -306,7 +306,7 @@ IC_SCENARIOS = {
                                   "lost, no committed record returned again."),
     "ic-group-key-sharing": _scenario("ic-group-key-sharing", _group_sharing,
                                       "The coordinator's key-range assignor splits one partition among 3 kio "
-                                      "consumers, then 4 as one joins, then 3 as one leaves (KR-12 to KR-16): "
+                                      "consumers, then 4 as one joins, then 3 as one leaves (KR-12 to KR-14): "
                                       "each record processed once, every assignment and handoff judged.",
                                       GROUP_SETTINGS),
 }

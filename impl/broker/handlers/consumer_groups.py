@@ -22,7 +22,7 @@ from kipcheck.impl.broker.codec import reply
 from kipcheck.impl.broker.metadata import topic_id_of
 from kipcheck.impl.groups.assignors import Assignment, KeyShare
 from kipcheck.impl.groups.consumer import HeartbeatRequest
-from kipcheck.model.key_hash import HASH_MAX
+from kipcheck.model.key_range_assign import shares_from_wire, shares_to_wire
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648  # Kafka's value when the client did not ask for them
 
@@ -75,23 +75,19 @@ def _owned(broker, topic_partitions) -> Assignment:
 
 def to_wire(units) -> dict:
     """A topic's units as `partitions` and the `key_ranges` triples of its key shares (KR-14)."""
-    shares = sorted(unit for unit in units if isinstance(unit, KeyShare))
-    partitions = {unit for unit in units if isinstance(unit, int)} | {share.partition for share in shares}
-    return {"partitions": sorted(partitions), "key_ranges": tuple(bound for share in shares for bound in share)}
+    shares = {unit.partition: (unit.low, unit.high) for unit in units if isinstance(unit, KeyShare)}
+    partitions = {unit for unit in units if isinstance(unit, int)} | set(shares)
+    return {"partitions": sorted(partitions), "key_ranges": shares_to_wire(shares)}
 
 
 def from_wire(partitions, key_ranges) -> frozenset:
     """The units of a TopicPartitions entry: its key shares, and its other listed partitions whole.
-    ValueError if key_ranges is not triples of a listed partition and a range within [0, 2^63 - 1]."""
-    if len(key_ranges) % 3:
-        raise ValueError(f"KeyRanges holds {len(key_ranges)} numbers, not (partition, low, high) triples")
-    triples = [KeyShare(*key_ranges[index:index + 3]) for index in range(0, len(key_ranges), 3)]
-    for share in triples:
-        if share.partition not in partitions or not 0 <= share.low <= share.high <= HASH_MAX:
-            raise ValueError(f"KeyRanges names {tuple(share)}: a partition not listed, or a range outside "
-                             f"[0, {HASH_MAX}]")
-    shared = {share.partition for share in triples}
-    return frozenset(triples) | frozenset(partition for partition in partitions if partition not in shared)
+    ValueError if key_ranges is not triples (KR-14) of listed partitions."""
+    shares = shares_from_wire(key_ranges)
+    if not set(shares) <= set(partitions):
+        raise ValueError(f"KeyRanges names partitions {sorted(set(shares) - set(partitions))} that are not listed")
+    return frozenset(KeyShare(partition, *share) for partition, share in shares.items()) | \
+        frozenset(partition for partition in partitions if partition not in shares)
 
 
 def _described(broker, group_id: str) -> dict:
