@@ -23,8 +23,9 @@ for whole partitions, overlapping is being the same partition, as in Kafka.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
-from kipcheck.impl.groups.assignors import Assignment, Unit, overlap
+from kipcheck.impl.groups.assignors import Assignment, Unit, overlap, partition_of
 
 STABLE, UNREVOKED_PARTITIONS, UNRELEASED_PARTITIONS = "STABLE", "UNREVOKED_PARTITIONS", "UNRELEASED_PARTITIONS"
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
@@ -129,10 +130,14 @@ class _Step:
 
     def taken(self, topic: str, unit: Unit) -> bool:
         """Whether another member holds a unit overlapping `unit` (for whole partitions: the same one)."""
-        if (topic, unit) in self.owned_by_others:
-            return True
-        return any(held_topic == topic and not (isinstance(held, int) and isinstance(unit, int))
-                   and overlap(held, unit) for held_topic, held in self.owned_by_others)
+        return any(overlap(unit, held) for held in self._others_by_partition.get((topic, partition_of(unit)), ()))
+
+    @cached_property
+    def _others_by_partition(self) -> dict[tuple[str, int], list[Unit]]:
+        by_partition: dict[tuple[str, int], list[Unit]] = {}
+        for topic, unit in self.owned_by_others:
+            by_partition.setdefault((topic, partition_of(unit)), []).append(unit)
+        return by_partition
 
     def without_unsubscribed(self) -> ConsumerMember:
         """updateCurrentAssignment: only drop the topics the member no longer subscribes to."""

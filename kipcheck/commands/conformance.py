@@ -26,7 +26,9 @@ revoke), Kafka 4.2's share-group additions through kio's ShareFetch and
 ShareAcknowledge v2 (RENEW, record_limit, throttled redelivery,
 acknowledgements around SPSO, a group emptied by its last connection), and
 individual commit (kio consumers sharing one partition by key range, handing
-a range over, the broker killed -9 between range commits); every trace the
+a range over, the broker killed -9 between range commits, and the KIP-848
+coordinator's key-range assignor splitting a partition as consumers join and
+leave); every trace the
 broker and the kio consumers wrote is judged. A scenario passes when the
 clients saw what the protocol promises and every trace is allowed.
 
