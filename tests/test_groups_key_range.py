@@ -184,3 +184,15 @@ def test_key_shares_on_the_wire_are_triples_of_listed_partitions():
                                    ([0], (0, 0, 1, 0, 2, 3))):
         with pytest.raises(ValueError):
             from_wire(partitions, key_ranges)
+
+
+def test_a_consumer_that_refuses_individual_commit_does_not_ask_for_key_shares():
+    """KR-12 (KR-4's consumer level): allow.individual.commit=false and the key-range assignor do not go together."""
+    from kipcheck.impl.consumer import Consumer
+    from kipcheck.impl.consumer.errors import IllegalState
+
+    consumer = Consumer({"bootstrap.servers": "127.0.0.1:1", "group.id": "g", "allow.individual.commit": "false",
+                         "group.remote.assignor": KEY_RANGE})
+    with pytest.raises(IllegalState, match="allow.individual.commit"):
+        consumer.subscribe(["t"])
+    consumer.close()
