@@ -222,19 +222,19 @@ class KeyRangeRoundRobinAssignor:
 
     def check(self, spec: GroupSpec, target: dict[str, Assignment]) -> str | None:
         """None if the model allows `target` (KR-1 to KR-7), else the broken clause and why."""
-        entries = {member_id: [(topic, unit, None) if isinstance(unit, int) else (topic, unit.partition,
-                                                                                  (unit.low, unit.high))
-                               for topic, units in sorted(assignment.items()) for unit in sorted(units, key=_order)]
-                   for member_id, assignment in target.items()}
         try:
-            key_range_assign.validate(self.model_group(spec), entries)
+            key_range_assign.validate(self.model_group(spec), model_entries(target))
         except Violation as violation:
             return str(violation)
         return None
 
 
-def _order(unit: Unit) -> tuple:
-    return (unit, 0, 0) if isinstance(unit, int) else tuple(unit)
+def model_entries(target: dict[str, Assignment]) -> dict[str, list[key_range_assign.Entry]]:
+    """An assignment as the model writes one: [(topic, partition, (low, high) or None for whole), ...] a member."""
+    return {member_id: sorted(((topic, partition_of(unit), None if isinstance(unit, int) else (unit.low, unit.high))
+                               for topic, units in assignment.items() for unit in units),
+                              key=lambda entry: (entry[0], entry[1], entry[2] or (0, 0)))
+            for member_id, assignment in target.items()}
 
 
 def partition_of(unit: Unit) -> int:

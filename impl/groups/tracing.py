@@ -38,7 +38,7 @@ from pathlib import Path
 
 from kipcheck.impl.consumer.tracing import (
     COORDINATOR_ACTOR, open_new_trace, open_revoke_delay_trace, partition_names, safe_name)
-from kipcheck.impl.groups.assignors import Assignment, key_range_of, partition_of
+from kipcheck.impl.groups.assignors import Assignment, key_range_of, model_entries, partition_of
 from kipcheck.impl.groups.consumer_group import ConsumerMember
 from kipcheck.impl.share.tracing import Trace
 from kipcheck.impl.storage import Storage
@@ -125,10 +125,9 @@ class CoordinatorTraces:
                             for member_id, info in sorted(group.members.items())},
                 "topic_allows_key_share": dict(sorted(group.topic_allows_key_share.items())),
                 "coordinator_allows_ic": group.coordinator_allows_ic}
-        assignment = {member_id: [[topic, partition_of(unit), None if isinstance(unit, int) else list(key_range_of(unit))]
-                                  for topic, units in sorted(units_by_topic.items())
-                                  for unit in sorted(units, key=key_range_of)]
-                      for member_id, units_by_topic in sorted(target.items())}
+        assignment = {member_id: [[topic, partition, None if share is None else list(share)]
+                                  for topic, partition, share in entries]
+                      for member_id, entries in sorted(model_entries(target).items())}
         trace.step(at_ms, COORDINATOR_ACTOR, "assign", args, {"assignment": assignment})
 
     def _owned(self, group_id: str, member_id: str, before: dict, after: dict, at_ms: int) -> None:
