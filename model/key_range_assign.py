@@ -14,6 +14,14 @@ Library API (pure, deterministic):
   own layout (KR-8), one valid answer among many.
 - `validate(group, assignment)`: raise Violation naming the broken clause unless
   `assignment` (same shape as `assign`'s) is allowed (KR-1 to KR-7).
+
+The assignor in a KIP-848 group coordinator (KR-12 to KR-14):
+
+- `SERVER_ASSIGNOR`: the name a member asks for, which is how it allows key share (KR-12).
+- `overlaps(share, other)`: whether two shares of one partition hold a common hash value;
+  a share is handed on only once no other member holds one overlapping it (KR-13).
+- `shares_to_wire({partition: share})`, `shares_from_wire(bounds)`: the KeyRanges field of
+  ConsumerGroupHeartbeat's TopicPartitions, (partition, low, high) triples (KR-14).
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ from kipcheck.model.violation import Violation
 
 HASH_MAX = 2**63 - 1
 WHOLE = (0, HASH_MAX)
+# KR-12: a KIP-848 member allows key share by asking for this server assignor (ServerAssignor).
+SERVER_ASSIGNOR = "key-range-round-robin"
 
 Share = tuple[int, int]
 Entry = tuple[str, int, Share | None]
@@ -175,3 +185,24 @@ def _check_triggered_layout(group: Group, topic: str, shares: dict) -> None:
     if owners != group.opting_in(topic) or max(counts) - min(counts) > 1:
         allowed = f"{topic} shared once each by {group.opting_in(topic)}, owner counts differing by <= 1"
         raise Violation("KR-7", allowed, f"owners per partition {owners_per_partition}")
+
+
+def overlaps(share: Share | None, other: Share | None) -> bool:
+    """KR-13: two shares of one partition hold a common hash value (None: the whole partition)."""
+    (low, high), (other_low, other_high) = share or WHOLE, other or WHOLE
+    return low <= other_high and other_low <= high
+
+
+def shares_to_wire(shares: dict[int, Share]) -> tuple[int, ...]:
+    # KR-14: one int64 array of (partition, low, high) triples; a partition without one is whole.
+    return tuple(bound for partition, share in sorted(shares.items()) for bound in (partition, *share))
+
+
+def shares_from_wire(bounds: tuple[int, ...] | list[int]) -> dict[int, Share]:
+    """KR-14: the key shares of a KeyRanges array; ValueError unless it is triples of ranges within the hash space."""
+    if len(bounds) % 3:
+        raise ValueError(f"KeyRanges holds (partition, low, high) triples, found {len(bounds)} values")
+    shares = {int(bounds[index]): (int(bounds[index + 1]), int(bounds[index + 2])) for index in range(0, len(bounds), 3)}
+    if len(shares) * 3 != len(bounds) or any(not 0 <= low <= high <= HASH_MAX for low, high in shares.values()):
+        raise ValueError(f"KeyRanges must name each partition once, with a range within [0, {HASH_MAX}]")
+    return shares

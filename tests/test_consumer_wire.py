@@ -269,8 +269,8 @@ def test_heartbeats_flow_while_the_application_blocks_in_a_callback(broker):
 def test_a_revocation_acknowledged_before_the_commit_is_caught(broker, monkeypatch):
     original = GroupMembership._assigned
 
-    def acknowledged_at_once(self, assignment, at_ms):
-        original(self, assignment, at_ms)
+    def acknowledged_at_once(self, assignment, shares, at_ms):
+        original(self, assignment, shares, at_ms)
         self._unreleased.clear()  # the seeded bug: a revoked partition is reported gone in the next heartbeat
 
     monkeypatch.setattr(GroupMembership, "_assigned", acknowledged_at_once)

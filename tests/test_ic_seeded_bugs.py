@@ -6,9 +6,13 @@ first argument, in this test-only process (the production path is untouched):
   of each partition; the `replay` after a kill -9 is judged (IC-12);
 - `skipping-stable-offset`: the stable offset also advances over a gap below the lowest committed range
   (IC-3): uncommitted records count as committed. Sharers commit their own keys' offsets, so such gaps
-  appear whatever the timing.
-The third seeded bug is an assignment with an overlap: two sharers own one hash value (IC-15), judged in the
-consumers' ic trace; the shares are given in this process.
+  appear whatever the timing;
+- `overlapping-assignor`: the coordinator's key-range assignor gives its first sharer one hash value of the
+  next share too (KR-2), judged in the coordinator's key-range-assign trace;
+- `early-handover`: the coordinator's reconciliation counts only whole partitions as held, so a key share
+  goes to its new owner before the previous one gave it up (IC-15), judged in the ic traces.
+One more seeded bug is an assignment with an overlap given by hand: two sharers own one hash value (IC-15),
+judged in the consumers' ic trace; the shares are given in this process.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ pytestmark = pytest.mark.slow
 
 
 def install_seeded_bug(name: str) -> None:
+    from kipcheck.impl.groups import assignors, consumer_group
     from kipcheck.impl.ic import logs, state
     from kipcheck.impl.ic.coordinator import IcCoordinator
 
@@ -53,6 +58,23 @@ def install_seeded_bug(name: str) -> None:
             return planned
 
         state.PartitionIc.plan = skipping_plan
+    elif name == "overlapping-assignor":
+        assign = assignors.KeyRangeRoundRobinAssignor.assign
+
+        def overlapping_assign(self, spec):
+            target = assign(self, spec)
+            for member_id in sorted(target):
+                for topic, units in target[member_id].items():
+                    shares = [unit for unit in units if isinstance(unit, assignors.KeyShare) and unit.low == 0]
+                    if shares:
+                        widened = shares[0]._replace(high=shares[0].high + 1)
+                        target[member_id] = {**target[member_id], topic: units - {shares[0]} | {widened}}
+                        return target
+            return target
+
+        assignors.KeyRangeRoundRobinAssignor.assign = overlapping_assign
+    elif name == "early-handover":
+        consumer_group._Step.taken = lambda self, topic, unit: (topic, unit) in self.owned_by_others
     else:
         raise SystemExit(f"unknown seeded bug {name!r}")
 
@@ -87,6 +109,20 @@ def test_an_assignment_with_an_overlap_is_caught(tmp_path, monkeypatch):
     ic_scenarios_split = ic_scenarios.split
     monkeypatch.setattr(ic_scenarios, "split", overlapping)
     result = IC_SCENARIOS["ic-key-range-sharing"](tmp_path / "bug")
+    caught = ic_violations(result)
+    assert caught and any(verdict.clause == "IC-15" for verdict in caught), result.summary()
+    assert not result.ok
+
+
+def test_a_key_range_assignment_with_an_overlap_is_caught(tmp_path):
+    result = IC_SCENARIOS["ic-group-key-sharing"](tmp_path / "bug", launcher=launcher("overlapping-assignor"))
+    caught = [verdict for verdict in result.violations() if verdict.machine == "key-range-assign"]
+    assert caught and caught[0].clause == "KR-2", result.summary()
+    assert not result.ok
+
+
+def test_a_key_share_handed_over_before_it_was_revoked_is_caught(tmp_path):
+    result = IC_SCENARIOS["ic-group-key-sharing"](tmp_path / "bug", launcher=launcher("early-handover"))
     caught = ic_violations(result)
     assert caught and any(verdict.clause == "IC-15" for verdict in caught), result.summary()
     assert not result.ok

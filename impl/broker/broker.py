@@ -83,6 +83,10 @@ class Broker:
             self.data_dir / "consumer-offsets", config.groups, self._partition_count,
             lambda: [topic.name for topic in self.topics], lambda group_id: group_id in self.groups.groups,
             trace_dir=trace_dir, storage=self.storage)
+        # The key-range assignor splits a topic's partitions only where the topic and the broker allow it (KR-4).
+        self.consumer_groups.consumer.key_share_topic = \
+            lambda name: self.topics.get(name) is not None and self.topics.get(name).accept_range_fetch
+        self.consumer_groups.consumer.coordinator_allows_ic = config.ic.accept_individual_commit
         self.ic = IcCoordinator(self.data_dir / "consumer-offsets", config.ic, trace_dir=trace_dir,
                                 on_cap_reached=self._ic_cap_reached, offsets=self.consumer_groups.offsets,
                                 now_ms=now_ms(), storage=self.storage)

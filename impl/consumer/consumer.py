@@ -16,9 +16,18 @@
 Individual commit and key-range fetch (seed 000, spec/ic.md; `allow.individual.commit`):
 
     consumer.assign({TopicPartition("orders", 0): [(0, 2**62 - 1)]})   # key-hash ranges ([]: every key)
+    consumer.key_ranges(TopicPartition("orders", 0))   # [(0, 2**62 - 1)]; None: not fetched by key range
     records = consumer.poll(100)                         # never a record already committed (IC-10)
     consumer.commit_ranges({tp: [(41, 42), (46, 47)]})   # processed offsets; sent minus what is committed (IC-11)
     consumer.commit_ranges({tp: ...}, asynchronous=True) # sent once max.num.ranges.to.commit wait, or next poll
+
+In a group whose members ask for the key-range assignor
+(`group.remote.assignor=key-range-round-robin`, spec/key-range-assign.md KR-13)
+every assigned partition is fetched and committed this way, with the key share
+the coordinator gave (whole when not split). A share changes owner through
+KIP-983's revocation: the poll that completes it has sent every range the
+application committed before it (`commit_ranges`, also asynchronous), gives
+the share up (`own []`), and only then does the heartbeat acknowledge it.
 
 A partition assigned with key ranges is fetched with KeyRanges (the broker
 filters) and starts at its stable offset + 1, knowing the held ranges
@@ -77,6 +86,7 @@ from kipcheck.impl.consumer.tracing import ConsumerTrace
 from kipcheck.impl.ic.client import PendingCommits
 from kipcheck.model.ic import TOO_OLD, merge
 from kipcheck.model.key_hash import is_whole, record_hash
+from kipcheck.model.key_range_assign import SERVER_ASSIGNOR
 
 log = logging.getLogger("kipcheck.consumer")
 
@@ -123,6 +133,9 @@ class Consumer:
             raise IllegalState("subscribe needs group.id")
         if self._membership is not None or self._learned or self._ownership.held():
             raise IllegalState("already subscribed or assigned")
+        if self.config.remote_assignor == SERVER_ASSIGNOR and not self.config.ic.allow_individual_commit:
+            raise IllegalState(f"group.remote.assignor={SERVER_ASSIGNOR} shares partitions by key range, "
+                               "which allow.individual.commit=false refuses (KR-4)")
         listener = {"assign": on_assign, "revoke": on_revoke, "lost": on_lost}
         if self.config.revoke_mode == DELAY and any(listener.values()):
             raise IllegalState("rebalance.revoke.mode=delay has no rebalance listener (KIP-983): use "
@@ -172,17 +185,25 @@ class Consumer:
 
     def _own(self, key_ranges: dict[TopicPartition, list], dropped: frozenset[TopicPartition]) -> None:
         """New key ranges: what was fetched for the old ones goes; the position is fetched again (IC-15)."""
-        for tp in sorted(dropped | (set(self._individual.key_ranges) - set(key_ranges))):
-            if tp in self._individual.key_ranges:
-                self._trace_own(tp, [])
-            self._individual.forget(tp)
-            self.fetcher.forget([tp])
+        gone = dropped | (set(self._individual.key_ranges) - set(key_ranges))
+        self._give_up_key_ranges(gone)
+        self.fetcher.forget(gone)
+        self._own_ranges(key_ranges)
+
+    def _own_ranges(self, key_ranges: dict[TopicPartition, list]) -> None:
         for tp, ranges in sorted(key_ranges.items()):
             ranges = [] if is_whole(ranges) else ranges
             if self._individual.key_ranges.get(tp) != list(merge(ranges)):
                 self.fetcher.forget([tp])
                 self._individual.own(tp, ranges)
                 self._trace_own(tp, list(self._individual.key_ranges[tp]) or WHOLE)
+
+    def _give_up_key_ranges(self, partitions) -> None:
+        """The key ranges of these partitions are given up (traced as own [], IC-15) and their view forgotten."""
+        for tp in sorted(partitions):
+            if tp in self._individual.key_ranges:
+                self._trace_own(tp, [])
+                self._individual.forget(tp)
 
     def _trace_own(self, tp: TopicPartition, ranges: list) -> None:
         if self._ic_traces is not None and self.config.group_id:
@@ -224,6 +245,10 @@ class Consumer:
     def _start_poll(self, learned: list[Decision]) -> PollStart:
         start = self._ownership.start_poll(learned)
         self._ended(start.ended)
+        if self.config.remote_assignor == SERVER_ASSIGNOR:   # each assigned partition is fetched by key range
+            self._own_ranges({tp: [decision.key_shares[tp]] if tp in decision.key_shares else []
+                              for decision in learned if decision.kind == ASSIGN
+                              for tp in decision.partitions if self._ownership.owns(tp)})
         self.fetcher.discard_buffered(self._ownership.pending_revocation())  # never returned (RD-7)
         if self.config.revoke_mode == CALLBACK:
             self._run_listener(start, learned)
@@ -247,9 +272,10 @@ class Consumer:
             self._listener["assign"](self, assigned)
 
     def _ended(self, partitions: frozenset[TopicPartition]) -> None:
-        """An ownership ended: its position, buffer and pause go (a new one starts afresh, as in Kafka)."""
+        """An ownership ended: its position, buffer, pause and key ranges go (a new one starts afresh, as in Kafka)."""
         self.fetcher.forget(partitions)
         self._paused -= partitions
+        self._give_up_key_ranges(partitions)
 
     def _records(self, deadline_ms: int, news: bool) -> list[ConsumerRecord]:
         fetchable = self._ownership.fetchable() - self._paused
@@ -449,6 +475,11 @@ class Consumer:
     def assignment(self) -> frozenset[TopicPartition]:
         return self._ownership.held()
 
+    def key_ranges(self, tp: TopicPartition) -> list[tuple[int, int]] | None:
+        """The key-hash ranges of `tp` this consumer fetches ([]: every key), None if not by key range."""
+        ranges = self._individual.key_ranges.get(TopicPartition(*tp))
+        return None if ranges is None else list(ranges)
+
     def position(self, tp: TopicPartition) -> int | None:
         return self.fetcher.positions.get(TopicPartition(*tp))
 
@@ -472,6 +503,7 @@ class Consumer:
         try:
             self._flush_ranges()
             self._settle_commits()
+            self._give_up_key_ranges(set(self._individual.key_ranges))   # before leaving: no one else has them yet
         finally:
             if self._membership is not None:
                 self._membership.close()

@@ -83,7 +83,8 @@ class KeySharingTraces:
         self._lock = threading.Lock()
 
     def own(self, group: str, tp: TopicPartition, member: str, ranges: list[Range], at_ms: int) -> None:
-        self._step(group, tp, at_ms, member, "own", {"ranges": [list(pair) for pair in ranges or WHOLE]})
+        """The member's key ranges of `tp` from now on: [] once it gave them up, WHOLE for every key (IC-14)."""
+        self._step(group, tp, at_ms, member, "own", {"ranges": [list(pair) for pair in ranges]})
 
     def deliver(self, group: str, tp: TopicPartition, member: str, records: list[tuple[int, int]],
                 at_ms: int) -> None:

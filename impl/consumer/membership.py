@@ -40,6 +40,13 @@ What the thread does, as Kafka 4.2's consumer (AbstractMembershipManager):
   partitions are lost to it) and rejoins after the next poll, so an
   application that stopped polling holds no partition forever.
 Subscriptions are topic names (no regular expressions).
+
+With the key-range assignor (group.remote.assignor=key-range-round-robin,
+spec/key-range-assign.md KR-13, KR-14) an assigned partition may come with a
+key share (the tagged `key_ranges` of ConsumerGroupHeartbeat): the ASSIGN
+Decision carries it, and heartbeats report it with the partition, also while
+its revocation is pending, so that the coordinator hands it on only once this
+member gave it up.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ from kipcheck.impl.consumer.errors import KafkaError
 from kipcheck.impl.consumer.ownership import ASSIGN, LOSE, REVOKE, Decision
 from kipcheck.impl.consumer.records import TopicPartition
 from kipcheck.impl.consumer.tracing import ConsumerTrace
+from kipcheck.model.key_range_assign import shares_from_wire, shares_to_wire
 
 log = logging.getLogger("kipcheck.consumer")
 
@@ -80,6 +88,7 @@ class GroupMembership:
         self._send_now = threading.Event()
         self._assignment: frozenset[TopicPartition] = frozenset()
         self._unreleased: set[TopicPartition] = set()   # revoked by the coordinator, revoke not completed
+        self._shares: dict[TopicPartition, tuple[int, int]] = {}  # key shares of partitions held (KR-14)
         self._reported: frozenset[TopicPartition] | None = None  # None: joining, nothing reported yet
         self._decisions: list[Decision] = []
         self._interval_ms = 0
@@ -106,6 +115,8 @@ class GroupMembership:
         """A poll ended: its completed revokes are acknowledged, and a member fenced or gone rejoins, now."""
         with self.lock:
             self._unreleased -= revoked
+            for tp in revoked - self._assignment:
+                self._shares.pop(tp, None)
             rejoin, self._out = self._out, False
         if revoked or rejoin:
             self._send_now.set()
@@ -172,7 +183,7 @@ class GroupMembership:
                 self.epoch = answer.member_epoch
                 self._interval_ms = max(1, round(answer.heartbeat_interval.total_seconds() * 1000))
                 if assignment is not None:
-                    self._assigned(assignment, at_ms)
+                    self._assigned(*assignment, at_ms)
             elif error in FENCED:
                 self._lose_all(at_ms, f"fenced: {error}")
             else:
@@ -210,14 +221,18 @@ class GroupMembership:
         by_topic: dict[str, list[int]] = {}
         for tp in partitions:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
-        return [{"topic_id": self.cluster.topic_id(topic), "partitions": sorted(parts)}
+        return [{"topic_id": self.cluster.topic_id(topic), "partitions": sorted(parts),
+                 "key_ranges": shares_to_wire({partition: self._shares[TopicPartition(topic, partition)]
+                                               for partition in parts if TopicPartition(topic, partition) in self._shares})}
                 for topic, parts in sorted(by_topic.items()) if self.cluster.topic_id(topic) is not None]
 
-    def _partitions(self, connection: BrokerConnection, topic_partitions) -> frozenset[TopicPartition]:
+    def _partitions(self, connection: BrokerConnection, topic_partitions
+                    ) -> tuple[frozenset[TopicPartition], dict[TopicPartition, tuple[int, int]]]:
+        """The assigned partitions, and the key shares of those that come with one (KR-14)."""
         unknown = [entry.topic_id for entry in topic_partitions if self.cluster.name_of(entry.topic_id) is None]
         if unknown:
             self.cluster.refresh(connection, ids=unknown)
-        assigned = set()
+        assigned, shares = set(), {}
         for entry in topic_partitions:
             name = self.cluster.name_of(entry.topic_id)
             if name is None:
@@ -225,15 +240,22 @@ class GroupMembership:
                             self.member_id, entry.topic_id)
                 continue
             assigned.update(TopicPartition(name, partition) for partition in entry.partitions)
-        return frozenset(assigned)
+            shares.update({TopicPartition(name, partition): share
+                           for partition, share in shares_from_wire(entry.key_ranges).items()})
+        return frozenset(assigned), shares
 
-    def _assigned(self, assignment: frozenset[TopicPartition], at_ms: int) -> None:
+    def _assigned(self, assignment: frozenset[TopicPartition], shares: dict[TopicPartition, tuple[int, int]],
+                  at_ms: int) -> None:
         revoked, added = self._assignment - assignment, assignment - self._assignment
         self._assignment = assignment
         self._unreleased = (self._unreleased | revoked) - added
+        # A share is given up with its partition (the coordinator revokes one before assigning another).
+        self._shares = {**{tp: share for tp, share in self._shares.items() if tp in self._unreleased},
+                        **{tp: share for tp, share in shares.items() if tp in assignment}}
         for kind, partitions in ((REVOKE, revoked), (ASSIGN, added)):
             if partitions:
-                self._decisions.append(Decision(kind, frozenset(partitions), at_ms))
+                key_shares = {tp: self._shares[tp] for tp in partitions if tp in self._shares} if kind == ASSIGN else {}
+                self._decisions.append(Decision(kind, frozenset(partitions), at_ms, key_shares))
         self.changed.set()
 
     def _lose_all(self, at_ms: int, reason: str) -> None:
@@ -241,7 +263,7 @@ class GroupMembership:
         log.warning("member %s: %s; partitions lost: %s", self.member_id, reason, sorted(map(str, held)))
         if held:
             self._decisions.append(Decision(LOSE, frozenset(held), at_ms))
-        self._assignment, self._unreleased, self._reported = frozenset(), set(), None
+        self._assignment, self._unreleased, self._reported, self._shares = frozenset(), set(), None, {}
         self.epoch, self.generation, self._out = JOIN_EPOCH, self.generation + 1, True
         self.changed.set()
 

@@ -16,7 +16,8 @@ since the last poll, in the order it decided it (spec RD-2 to RD-6).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Mapping
 
 from kipcheck.impl.consumer.records import TopicPartition
 
@@ -31,6 +32,7 @@ class Decision:
     kind: str
     partitions: frozenset[TopicPartition]
     at_ms: int
+    key_shares: Mapping[TopicPartition, tuple[int, int]] = field(default_factory=dict)  # of assigned partitions
 
 
 @dataclass(frozen=True)

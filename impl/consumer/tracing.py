@@ -31,18 +31,23 @@ COORDINATOR_ACTOR = "coordinator"
 def open_revoke_delay_trace(directory: str | Path, view: str, group_id: str, member_id: str,
                             storage: Storage | None = None) -> Trace:
     """A new revoke-delay trace file (a new incarnation if one exists), written through `storage`."""
+    config = {"view": view} if view == "coordinator" else {}
+    return open_new_trace(directory, f"revoke-delay.{view}.{safe_name(group_id)}.{safe_name(member_id)}",
+                          {"machine": "revoke-delay", "config": config}, storage)
+
+
+def open_new_trace(directory: str | Path, stem: str, header: dict, storage: Storage | None = None) -> Trace:
+    """A new trace file `<stem>.jsonl`, or `<stem>.<incarnation>.jsonl` if taken (a broker restarted)."""
     directory, storage = Path(directory), storage or Storage()
     storage.make_dirs(directory)
-    stem = f"revoke-delay.{view}.{_safe(group_id)}.{_safe(member_id)}"
     path, incarnation = directory / f"{stem}.jsonl", 1
     while path.exists():
         incarnation += 1
         path = directory / f"{stem}.{incarnation}.jsonl"
-    config = {"view": view} if view == "coordinator" else {}
-    return Trace(path, {"machine": "revoke-delay", "config": config}, storage)
+    return Trace(path, header, storage)
 
 
-def _safe(name: str) -> str:
+def safe_name(name: str) -> str:
     """A readable, reversible file name part: dots escaped too, so it never looks like an incarnation."""
     return urllib.parse.quote(name, safe="-_").replace(".", "%2E")
 

@@ -21,8 +21,9 @@ Modules (each documents its API in its own docstring):
                     assignment, session and rebalance timeouts.
 - `consumer_group`: one KIP-848 group's state and a member's reconciliation
                     (revocation before assignment).
-- `assignors`:      the server assignors (uniform, range) behind a pluggable
-                    interface (`register_assignor`).
+- `assignors`:      the server assignors (uniform, range, and the
+                    key-range assignor that splits partitions into key
+                    shares) behind a pluggable interface (`register_assignor`).
 - `offsets`:        OffsetStore, committed offsets per (group, topic,
                     partition) on a durable, fsynced log.
 - `config`:         GroupConfig, Kafka's group coordinator settings.

@@ -27,14 +27,37 @@ id) then by member id, each takes a contiguous range of every topic it
 subscribes to, the first `partitions % members` taking one more.
 Kafka walks members in hash-map order where the choice is free; kipcheck walks
 them in member-id order, so an assignment is reproducible.
+
+`key-range-round-robin` is the cooperative assignor of the individual-commit
+proposal (spec/key-range-assign.md KR-12 to KR-14): model/key_range_assign's
+`assign`, whose shares become units of an Assignment: a partition a member
+holds whole is its number, as above, and a share of a split partition is a
+`KeyShare(partition, low, high)`. A member opts in to key sharing by asking
+for this assignor; a topic allows it when its `accept.range.fetch` is true
+and the coordinator's `accept.individual.commit` is (GroupSpec's
+`key_share_topics`, `coordinator_allows_ic`).
+Its assignments are validated by the model (`check`), not by `check_assignment`,
+which knows whole partitions only.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-Assignment = dict[str, frozenset[int]]  # topic name -> partitions
+from kipcheck.model import key_range_assign
+from kipcheck.model.violation import Violation
+
+
+class KeyShare(NamedTuple):
+    """A share of a split partition: the key-hash range [low, high] of it (KR-12)."""
+    partition: int
+    low: int
+    high: int
+
+
+Unit = int | KeyShare                     # a whole partition, or a key share of one
+Assignment = dict[str, frozenset[Unit]]  # topic name -> units (partitions, in groups whose assignor does not split)
 
 
 @dataclass(frozen=True)
@@ -42,6 +65,7 @@ class MemberSubscription:
     topics: frozenset[str]
     instance_id: str | None = None
     rack_id: str | None = None
+    server_assignor: str | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +73,8 @@ class GroupSpec:
     members: dict[str, MemberSubscription]
     partitions: dict[str, int]  # every subscribed topic that exists -> its partition count
     current: dict[str, Assignment] = field(default_factory=dict)  # the target assignment so far
+    key_share_topics: frozenset[str] = frozenset()  # topics whose accept.range.fetch is true (KR-4)
+    coordinator_allows_ic: bool = True               # the broker's accept.individual.commit (KR-4)
 
     def homogeneous(self) -> bool:
         return len({member.topics for member in self.members.values()}) <= 1
@@ -173,6 +199,58 @@ def _frozen(assignment: dict[str, set[int]]) -> Assignment:
     return {topic: frozenset(partitions) for topic, partitions in assignment.items() if partitions}
 
 
+class KeyRangeRoundRobinAssignor:
+    """The seed's KeyRangeBasedRoundRobinAssignor: the model's layout (KR-8), as units (KR-12)."""
+    name = key_range_assign.SERVER_ASSIGNOR
+
+    def assign(self, spec: GroupSpec) -> dict[str, Assignment]:
+        target: dict[str, dict[str, set[Unit]]] = {member_id: {} for member_id in spec.members}
+        for member_id, entries in key_range_assign.assign(self.model_group(spec)).items():
+            for topic, partition, share in entries:
+                unit = partition if share is None else KeyShare(partition, *share)
+                target[member_id].setdefault(topic, set()).add(unit)
+        return {member_id: _frozen(assignment) for member_id, assignment in target.items()}
+
+    def model_group(self, spec: GroupSpec) -> key_range_assign.Group:
+        """The model's input: a member opts in to key sharing by asking for this assignor (KR-12)."""
+        members = {member_id: key_range_assign.Member(frozenset(spec.subscribed(member_id)),
+                                                      subscription.server_assignor == self.name)
+                   for member_id, subscription in spec.members.items()}
+        return key_range_assign.Group(dict(spec.partitions), members,
+                                      {topic: topic in spec.key_share_topics for topic in spec.partitions},
+                                      spec.coordinator_allows_ic)
+
+    def check(self, spec: GroupSpec, target: dict[str, Assignment]) -> str | None:
+        """None if the model allows `target` (KR-1 to KR-7), else the broken clause and why."""
+        try:
+            key_range_assign.validate(self.model_group(spec), model_entries(target))
+        except Violation as violation:
+            return str(violation)
+        return None
+
+
+def model_entries(target: dict[str, Assignment]) -> dict[str, list[key_range_assign.Entry]]:
+    """An assignment as the model writes one: [(topic, partition, (low, high) or None for whole), ...] a member."""
+    return {member_id: sorted(((topic, partition_of(unit), None if isinstance(unit, int) else (unit.low, unit.high))
+                               for topic, units in assignment.items() for unit in units),
+                              key=lambda entry: (entry[0], entry[1], entry[2] or (0, 0)))
+            for member_id, assignment in target.items()}
+
+
+def partition_of(unit: Unit) -> int:
+    return unit if isinstance(unit, int) else unit.partition
+
+
+def key_range_of(unit: Unit) -> tuple[int, int]:
+    return (0, key_range_assign.HASH_MAX) if isinstance(unit, int) else (unit.low, unit.high)
+
+
+def overlap(unit: Unit, other: Unit) -> bool:
+    """Whether two units of one topic share a key hash: the same partition and overlapping shares (KR-13)."""
+    return partition_of(unit) == partition_of(other) and \
+        key_range_assign.overlaps(key_range_of(unit), key_range_of(other))
+
+
 ASSIGNORS: dict[str, ServerAssignor] = {}
 
 
@@ -181,7 +259,7 @@ def register_assignor(assignor: ServerAssignor) -> None:
     ASSIGNORS[assignor.name] = assignor
 
 
-for _builtin in (UniformAssignor(), RangeAssignor()):
+for _builtin in (UniformAssignor(), RangeAssignor(), KeyRangeRoundRobinAssignor()):
     register_assignor(_builtin)
 
 

@@ -6,8 +6,8 @@ Defaults are Kafka's, except the group sizes: Kafka leaves group.max.size and
 group.consumer.max.size unbounded (Integer.MAX_VALUE); kipcheck bounds every
 input, so both default to 1000 (set them higher if you need to).
 `group.consumer.assignors` is a comma-separated list of server assignor names
-(impl/groups/assignors.py: uniform, range, and any registered one); the first
-is the default of a group whose members name none. An unknown name or a bad
+(impl/groups/assignors.py: uniform, range, key-range-round-robin, and any
+registered one); the first is the default of a group whose members name none. An unknown name or a bad
 value raises ValueError naming the setting.
 """
 

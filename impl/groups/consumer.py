@@ -30,7 +30,12 @@ One heartbeat, in Kafka's order (consumerGroupHeartbeat):
 A member that does not heartbeat within group.consumer.session.timeout.ms is
 fenced. With `traces` (impl/groups/tracing.CoordinatorTraces) every change to
 what a member holds is written to its revoke-delay trace in the coordinator's
-view (spec/revoke-delay.md RD-12). Where kipcheck differs: membership is not persisted, so after a
+view (spec/revoke-delay.md RD-12), and in a group of the key-range assignor
+its assignments and the key ranges each member holds. A member asks
+for key sharing by asking for `key-range-round-robin`; `key_share_topic(topic)`
+says whether a topic allows it (its accept.range.fetch) and
+`coordinator_allows_ic` is the broker's accept.individual.commit (KR-4); both
+are set by the broker. Where kipcheck differs: membership is not persisted, so after a
 broker restart a heartbeat with an epoch above 0 for a group this broker does
 not know answers UNKNOWN_MEMBER_ID (the member rejoins) where Kafka, whose
 groups survive a restart, would answer GROUP_ID_NOT_FOUND.
@@ -42,7 +47,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from kipcheck.impl.groups.assignors import ASSIGNORS, Assignment, GroupSpec, MemberSubscription, check_assignment
+from kipcheck.impl.groups.assignors import (
+    ASSIGNORS, Assignment, GroupSpec, KeyRangeRoundRobinAssignor, MemberSubscription, check_assignment)
 from kipcheck.impl.groups.config import GroupConfig
 from kipcheck.impl.groups.consumer_group import (
     LEAVE_GROUP_STATIC_MEMBER_EPOCH, UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerMember, reconcile)
@@ -95,6 +101,8 @@ class ConsumerGroups:
         self.other_group = other_group  # the id is held by a group of another type that cannot become this one
         self.groups: dict[str, ConsumerGroup] = {}
         self.traces: CoordinatorTraces | None = None
+        self.key_share_topic: Callable[[str], bool] = lambda topic: False
+        self.coordinator_allows_ic = True
 
     def heartbeat(self, request: HeartbeatRequest, now_ms: int) -> HeartbeatAnswer:
         try:
@@ -154,7 +162,8 @@ class ConsumerGroups:
         metadata = self._metadata(members.values())
         epoch = group.epoch + 1 if group.epoch == 0 or subscription_changed or metadata != group.metadata \
             else group.epoch
-        target = self._target(group, members, epoch, replaced, updated) if epoch > group.assignment_epoch else None
+        target = self._target(group, members, epoch, replaced, updated, now_ms) \
+            if epoch > group.assignment_epoch else None
         self.groups[group.group_id] = group  # nothing below can refuse: the heartbeat is applied
         if replaced is not None:
             kept_target = group.target.get(replaced, {})
@@ -167,7 +176,7 @@ class ConsumerGroups:
         reconciled = self._reconcile(group, updated, request.owned, subscription_changed, now_ms)
         if self.traces is not None:  # a static member taking over an instance starts with nothing of its own
             before = member if replaced is None else ConsumerMember(updated.member_id)
-            self.traces.reconciled(group.group_id, before, reconciled, request.owned, now_ms)
+            self.traces.reconciled(group.group_id, before, reconciled, request.owned, now_ms, self._key_shares(group))
         group.session_deadline_ms[reconciled.member_id] = now_ms + self.config.consumer_session_timeout_ms
         send = request.member_epoch == 0 or request.is_full() or reconciled.assigned != member.assigned
         return HeartbeatAnswer("NONE", reconciled.member_id, reconciled.epoch,
@@ -211,18 +220,26 @@ class ConsumerGroups:
         return frozenset(names)
 
     def _target(self, group: ConsumerGroup, members: dict[str, ConsumerMember], epoch: int, replaced: str | None,
-                updated: ConsumerMember) -> dict[str, Assignment]:
+                updated: ConsumerMember, now_ms: int) -> dict[str, Assignment]:
         current = dict(group.target)
         if replaced is not None:
             current[updated.member_id] = current.pop(replaced, {})  # a static member keeps its target
         spec = GroupSpec(
-            {member_id: MemberSubscription(self._subscribed(member), member.instance_id, member.rack_id)
+            {member_id: MemberSubscription(self._subscribed(member), member.instance_id, member.rack_id,
+                                           member.server_assignor)
              for member_id, member in members.items()},
             {topic: count for topic, count in self._metadata(members.values())},
-            {member_id: assignment for member_id, assignment in current.items() if member_id in members})
+            {member_id: assignment for member_id, assignment in current.items() if member_id in members},
+            frozenset(topic for topic, _ in self._metadata(members.values()) if self.key_share_topic(topic)),
+            self.coordinator_allows_ic)
         assignor = self.assignor_name(members.values())
         target = ASSIGNORS[assignor].assign(spec)
-        problem = check_assignment(spec, target)
+        if isinstance(ASSIGNORS[assignor], KeyRangeRoundRobinAssignor):
+            if self.traces is not None:   # before the check: a wrong assignment is in the trace too
+                self.traces.assigned(group.group_id, ASSIGNORS[assignor].model_group(spec), target, now_ms)
+            problem = ASSIGNORS[assignor].check(spec, target)
+        else:
+            problem = check_assignment(spec, target)
         if problem is not None:
             raise Refused("UNKNOWN_SERVER_ERROR", f"assignor {assignor} at group epoch {epoch}: {problem}")
         return target
@@ -234,6 +251,10 @@ class ConsumerGroups:
             if member.server_assignor is not None:
                 counts[member.server_assignor] = counts.get(member.server_assignor, 0) + 1
         return max(sorted(counts), key=lambda name: counts[name]) if counts else self.config.consumer_assignors[0]
+
+    def _key_shares(self, group: ConsumerGroup) -> bool:
+        """Whether the group's assignor is the key-range one (its members' key ranges are traced)."""
+        return isinstance(ASSIGNORS[self.assignor_name(group.members.values())], KeyRangeRoundRobinAssignor)
 
     def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None,
                    subscription_changed: bool, now_ms: int) -> ConsumerMember:
@@ -270,7 +291,7 @@ class ConsumerGroups:
             group.put(left)
             group.rebalance_deadline.pop(static.member_id, None)
             if self.traces is not None:
-                self.traces.reconciled(group.group_id, static, left, None, now_ms)
+                self.traces.reconciled(group.group_id, static, left, None, now_ms, self._key_shares(group))
             return HeartbeatAnswer("NONE", static.member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH)
         self.fence(group, static.member_id, now_ms, lost=False)
         return HeartbeatAnswer("NONE", request.member_id, request.member_epoch)
@@ -292,10 +313,12 @@ class ConsumerGroups:
             if error == "NONE":
                 leaving.add(member.member_id)
         if leaving:
+            key_shares = self._key_shares(group)
             for member_id in leaving:
                 removed = group.remove(member_id)
                 if self.traces is not None and removed is not None:
-                    self.traces.ended(group.group_id, removed, now_ms, lost=True)  # removed, not released
+                    # removed, not released
+                    self.traces.ended(group.group_id, removed, now_ms, lost=True, key_shares=key_shares)
             group.epoch += 1
         return errors
 
@@ -307,10 +330,11 @@ class ConsumerGroups:
     def fence(self, group: ConsumerGroup, member_id: str, now_ms: int, lost: bool = True) -> None:
         """Remove the member (all its partitions become free: lost to it, or released when it left) and bump
         the group epoch."""
+        key_shares = self._key_shares(group)
         member = group.remove(member_id)
         group.epoch += 1
         if self.traces is not None and member is not None:
-            self.traces.ended(group.group_id, member, now_ms, lost)
+            self.traces.ended(group.group_id, member, now_ms, lost, key_shares)
 
     def tick(self, now_ms: int) -> list[str]:
         """Fence members whose session or rebalance timeout passed; returns what happened, for the log."""

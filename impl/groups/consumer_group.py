@@ -11,13 +11,21 @@ A member moves towards its target assignment in steps (MemberState):
 So a partition is never given to a new owner before its previous owner
 acknowledged the revocation, or was fenced (which makes all its partitions
 free at once). `reconcile` is CurrentAssignmentBuilder.build(), rule for rule.
+
+The units it moves are those of the assignor (impl/groups/assignors.py):
+whole partitions, or, with the key-range assignor, key shares of a split
+partition. A unit is given to a member only once no other member holds a
+unit that overlaps it (spec/key-range-assign.md KR-13: a key share is revoked
+before an overlapping one is assigned, which is the key-handoff rule IC-15);
+for whole partitions, overlapping is being the same partition, as in Kafka.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
-from kipcheck.impl.groups.assignors import Assignment
+from kipcheck.impl.groups.assignors import Assignment, Unit, overlap, partition_of
 
 STABLE, UNREVOKED_PARTITIONS, UNRELEASED_PARTITIONS = "STABLE", "UNREVOKED_PARTITIONS", "UNRELEASED_PARTITIONS"
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
@@ -43,10 +51,10 @@ class ConsumerMember:
     def reconciled_to(self, target_epoch: int) -> bool:
         return self.state == STABLE and self.epoch == target_epoch
 
-    def owned(self) -> set[tuple[str, int]]:
-        """Partitions this member holds: assigned or still pending revocation (Kafka's partition epochs)."""
-        return {(topic, partition) for assignment in (self.assigned, self.pending_revocation)
-                for topic, partitions in assignment.items() for partition in partitions}
+    def owned(self) -> set[tuple[str, Unit]]:
+        """Units this member holds: assigned or still pending revocation (Kafka's partition epochs)."""
+        return {(topic, unit) for assignment in (self.assigned, self.pending_revocation)
+                for topic, units in assignment.items() for unit in units}
 
 
 @dataclass(eq=False)
@@ -71,7 +79,7 @@ class ConsumerGroup:
             return "Reconciling"
         return "Stable"
 
-    def owned_by_others(self, member_id: str) -> set[tuple[str, int]]:
+    def owned_by_others(self, member_id: str) -> set[tuple[str, Unit]]:
         return {key for other_id, other in self.members.items() if other_id != member_id for key in other.owned()}
 
     def put(self, member: ConsumerMember) -> None:
@@ -90,7 +98,7 @@ class ConsumerGroup:
 
 
 def reconcile(member: ConsumerMember, target_epoch: int, target: Assignment, subscribed: frozenset[str],
-              owned_by_others: set[tuple[str, int]], reported: Assignment | None,
+              owned_by_others: set[tuple[str, Unit]], reported: Assignment | None,
               subscription_changed: bool) -> ConsumerMember:
     """The member's next state towards `target` (CurrentAssignmentBuilder.build)."""
     step = _Step(member, target_epoch, target, subscribed, owned_by_others, reported)
@@ -111,13 +119,25 @@ class _Step:
     target_epoch: int
     target: Assignment
     subscribed: frozenset[str]
-    owned_by_others: set[tuple[str, int]]
+    owned_by_others: set[tuple[str, Unit]]
     reported: Assignment | None  # what the member says it owns; None: not said, so it may own anything
 
     def owns_any(self, revoking: Assignment) -> bool:
         if self.reported is None:
             return True
-        return any(revoking.get(topic, frozenset()) & partitions for topic, partitions in self.reported.items())
+        return any(overlap(unit, other) for topic, units in self.reported.items()
+                   for unit in units for other in revoking.get(topic, frozenset()))
+
+    def taken(self, topic: str, unit: Unit) -> bool:
+        """Whether another member holds a unit overlapping `unit` (for whole partitions: the same one)."""
+        return any(overlap(unit, held) for held in self._others_by_partition.get((topic, partition_of(unit)), ()))
+
+    @cached_property
+    def _others_by_partition(self) -> dict[tuple[str, int], list[Unit]]:
+        by_partition: dict[tuple[str, int], list[Unit]] = {}
+        for topic, unit in self.owned_by_others:
+            by_partition.setdefault((topic, partition_of(unit)), []).append(unit)
+        return by_partition
 
     def without_unsubscribed(self) -> ConsumerMember:
         """updateCurrentAssignment: only drop the topics the member no longer subscribes to."""
@@ -148,7 +168,7 @@ class _Step:
             current = member.assigned.get(topic, frozenset())
             kept = current & wanted
             mine = member.pending_revocation.get(topic, frozenset())
-            free = {p for p in wanted - kept if (topic, p) not in self.owned_by_others or p in mine}
+            free = {unit for unit in wanted - kept if unit in mine or not self.taken(topic, unit)}
             unreleased = unreleased or len(free) < len(wanted - kept)
             for into, parts in ((assigned, kept), (revoking, current - kept), (adding, frozenset(free))):
                 if parts:

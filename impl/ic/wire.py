@@ -14,7 +14,11 @@ Tag TAG (1000), far above the tags Kafka uses, in each of:
 - OffsetCommit v8+ request partition: `offset_ranges` (OffsetRanges);
   response partition: `last_stable_offset` (int64, -1 unless answered);
 - OffsetFetch v6+ response partition: `committed_range_offsets` (CommittedRangeOffsets);
-- Fetch v12 request partition: `key_ranges` (KeyRanges, key-hash ranges; empty: every key).
+- Fetch v12 request partition: `key_ranges` (KeyRanges, key-hash ranges; empty: every key);
+- ConsumerGroupHeartbeat v0-v1 request and response TopicPartitions:
+  `key_ranges`, the key shares of the topic's listed partitions as triples
+  (partition, low, high); a listed partition without one is whole
+  (spec/key-range-assign.md KR-14).
 
 The response partitions' `error_code` is read and written as a plain int16,
 since kio's ErrorCode enum does not know the seed's codes (IC-17). kio's
@@ -52,11 +56,13 @@ _LAST_STABLE_OFFSET = ("last_stable_offset", i64,
 _REQUESTS = {
     8: (8, 10, ("topics", "partitions"), [_ranges_field("offset_ranges")]),
     1: (12, 12, ("topics", "partitions"), [_ranges_field("key_ranges")]),
+    68: (0, 1, ("topic_partitions",), [_ranges_field("key_ranges")]),
 }
 _RESPONSES = {
     8: (8, 10, ("topics", "partitions"), [_ERROR_CODE, _LAST_STABLE_OFFSET]),
     9: (6, 10, None, [_ERROR_CODE, _ranges_field("committed_range_offsets")]),
     1: (12, 12, ("responses", "partitions"), [_ERROR_CODE]),
+    68: (0, 1, ("assignment", "topic_partitions"), [_ranges_field("key_ranges")]),
 }
 
 
@@ -85,10 +91,14 @@ def _with_fields(entity: type, path: tuple[str, ...], added: list[tuple]) -> typ
         return _subclass(entity, added)
     name = path[0]
     original = next(field for field in dataclasses.fields(entity) if field.name == name)
-    nested = typing.get_args(typing.get_type_hints(entity)[name])[0]
-    extended = _with_fields(nested, path[1:], added)
+    hint = typing.get_type_hints(entity)[name]
+    optional = type(None) in typing.get_args(hint)   # `X | None` or `tuple[X, ...] | None`
+    inner = next(arg for arg in typing.get_args(hint) if arg is not type(None)) if optional else hint
+    many = typing.get_origin(inner) is tuple
+    extended = _with_fields(typing.get_args(inner)[0] if many else inner, path[1:], added)
+    new_hint = tuple[extended, ...] if many else extended
     default = {} if original.default is dataclasses.MISSING else {"default": original.default}
-    replaced = (name, tuple[extended, ...], dataclasses.field(metadata=original.metadata, **default))
+    replaced = (name, new_hint | None if optional else new_hint, dataclasses.field(metadata=original.metadata, **default))
     return _subclass(entity, [replaced])
 
 

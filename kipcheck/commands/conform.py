@@ -46,11 +46,13 @@ idempotent producers, implicit and explicit acknowledgement, the delivery
 limit, a consumer or the broker killed -9) and consumer groups (classic and
 KIP-848, members leaving, joining and killed -9, offsets across a broker kill);
 KIP-983 consumers beside confluent-kafka ones; kio consumers sharing one
-partition by key range with individual commit; what Kafka 4.2 adds to share
-groups, spoken through kio's ShareFetch and ShareAcknowledge v2 (RENEW,
-record_limit, throttled redelivery, acknowledgements around SPSO, a group
-emptied by its last connection); transactions read `read_committed` and
-DeleteRecords. Every trace the broker and the consumers wrote is judged.
+partition by key range with individual commit, their ranges given by hand or by
+the KIP-848 coordinator's key-range assignor as members join and leave; what
+Kafka 4.2 adds to share groups, spoken through kio's ShareFetch and
+ShareAcknowledge v2 (RENEW, record_limit, throttled redelivery,
+acknowledgements around SPSO, a group emptied by its last connection);
+transactions read `read_committed` and DeleteRecords. Every trace the broker
+and the consumers wrote is judged.
 
 The verdict is a table per machine and clause: passed, failed, or not
 observable on this target. The first failure is shrunk to a minimal trace

@@ -11,11 +11,18 @@ coordinator's, so the runner judges both (spec/ic.md IC-14 to IC-16, IC-21).
 What the clients must see: every record processed exactly once, by the
 owner of its key hash, and the committed offset a plain confluent-kafka
 consumer reads equal to the IC stable offset + 1 (IC-19).
+
+`ic-group-key-sharing` lets the broker's KIP-848 coordinator split the
+partition instead (the key-range assignor, spec/key-range-assign.md KR-12 to
+KR-14): consumers subscribe with `group.remote.assignor=key-range-round-robin`,
+members join and leave while records flow, and the coordinator's
+key-range-assign and ic traces judge each assignment and each handoff.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -24,6 +31,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kipcheck.impl.consumer import Consumer, TopicPartition
 from kipcheck.impl.consumer.individual import KeySharingTraces
+from kipcheck.impl.groups.assignors import KeyRangeRoundRobinAssignor
 from kipcheck.model.key_hash import in_ranges, record_hash
 from kipcheck.model.key_range_assign import split
 from kipcheck.oracle.conformance.clients import QUIET, create_topic, produce
@@ -174,10 +182,114 @@ def _broker_killed(broker: EmbeddedBroker) -> str:
     return f"{len(answered)} committed offsets survived three kill -9s"
 
 
-def _scenario(name: str, body, doc: str):
+GROUP_SETTINGS = {"group.consumer.assignors": f"uniform,range,{KeyRangeRoundRobinAssignor.name}",
+                  "group.consumer.heartbeat.interval.ms": 500}
+PHASE_RECORDS = 300
+
+
+class Sharer:
+    """A group member polling in its own thread: processes each poll's records, commits them before polling again
+    (so a share it gives up at the next poll has nothing processed and uncommitted, IC-16)."""
+
+    def __init__(self, bootstrap: str, traces: KeySharingTraces):
+        self.consumer = key_range_consumer(bootstrap, traces, **{"group.remote.assignor": KeyRangeRoundRobinAssignor.name})
+        self.processed: list[int] = []
+        self.failure: BaseException | None = None
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> "Sharer":
+        self.consumer.subscribe([TOPIC])
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                records = self.consumer.poll(100)
+                for record in records:
+                    share = self.consumer.key_ranges(TP)
+                    check(share is not None and (not share or in_ranges(record_hash(record.key, record.offset), share)),
+                          f"offset {record.offset} is outside the consumer's key range {share}")
+                    self.processed.append(record.offset)
+                if records:
+                    self.consumer.commit_ranges({TP: [(record.offset, record.offset) for record in records]})
+        except BaseException as error:      # reported by the scenario, not lost in a thread
+            self.failure = error
+        finally:
+            self.consumer.close()
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.thread.join(JOIN_S)
+        check(not self.thread.is_alive(), f"a consumer still runs after {JOIN_S} s")
+
+
+def _wait_for(condition: Callable[[], bool], sharers: list[Sharer], what: str) -> None:
+    """Until `condition()` (a liveness bound, JOIN_S, not a timing assertion); a consumer's failure ends it."""
+    deadline = time.monotonic() + JOIN_S
+    while not condition():
+        failed = [sharer.failure for sharer in sharers if sharer.failure is not None]
+        if failed:
+            raise failed[0]
+        check(time.monotonic() < deadline, f"not reached in {JOIN_S} s: {what}")
+        time.sleep(0.05)
+
+
+def _shares_are(sharers: list[Sharer], count: int) -> Callable[[], bool]:
+    return lambda: sorted(tuple(sharer.consumer.key_ranges(TP) or ()) for sharer in sharers) == \
+        sorted((share,) for share in split(count))
+
+
+def _group_sharing(broker: EmbeddedBroker) -> str:
+    create_topic(broker.bootstrap, TOPIC, 1, configs={"accept.range.fetch": "true"})
+    traces = KeySharingTraces(broker.trace_dir)
+    produced, everyone = 0, []
+
+    def produce_more() -> None:
+        nonlocal produced
+        produce(broker.bootstrap, TOPIC, [(0, f"user-{number % 37}".encode(), f"v{number}".encode())
+                                          for number in range(produced, produced + PHASE_RECORDS)])
+        produced += PHASE_RECORDS
+
+    def processed() -> int:
+        return sum(len(sharer.processed) for sharer in everyone)
+
+    try:
+        produce_more()
+        live = [Sharer(broker.bootstrap, traces).start() for _ in range(3)]
+        everyone += live
+        _wait_for(_shares_are(live, 3), everyone, "three consumers holding a third each")
+        _wait_for(lambda: processed() >= produced, everyone, "the first records processed")
+        produce_more()                                   # in flight while the fourth joins
+        fourth = Sharer(broker.bootstrap, traces).start()
+        everyone.append(fourth)
+        live.append(fourth)
+        _wait_for(_shares_are(live, 4), everyone, "four consumers holding a quarter each")
+        produce_more()
+        _wait_for(lambda: processed() >= produced, everyone, "the records of four sharers processed")
+        produce_more()                                   # in flight while one leaves
+        leaving = live.pop(1)
+        leaving.finish()
+        _wait_for(_shares_are(live, 3), everyone, "three consumers holding a third each again")
+        _wait_for(lambda: processed() >= produced, everyone, "every record processed")
+    finally:
+        for sharer in everyone:
+            sharer.finish()
+        traces.close()
+    failed = [sharer.failure for sharer in everyone if sharer.failure is not None]
+    if failed:
+        raise failed[0]
+    _exactly_once(broker, [offset for sharer in everyone for offset in sharer.processed], produced)
+    check(bool(fourth.processed), "the consumer that joined processed nothing")
+    return (f"{produced} records, 3 sharers, a 4th joining, one leaving: "
+            f"{[len(sharer.processed) for sharer in everyone]} processed")
+
+
+def _scenario(name: str, body, doc: str, settings: dict | None = None):
     def scenario(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
                  profile: str = "kafka-4.2") -> ScenarioResult:
-        return run_scenario(name, work_dir, {}, body, launcher, profile)
+        return run_scenario(name, work_dir, settings or {}, body, launcher, profile)
     scenario.__doc__ = doc
     return scenario
 
@@ -192,4 +304,9 @@ IC_SCENARIOS = {
     "ic-broker-killed": _scenario("ic-broker-killed", _broker_killed,
                                   "kill -9 of the broker between individual commits (IC-12): no answered commit "
                                   "lost, no committed record returned again."),
+    "ic-group-key-sharing": _scenario("ic-group-key-sharing", _group_sharing,
+                                      "The coordinator's key-range assignor splits one partition among 3 kio "
+                                      "consumers, then 4 as one joins, then 3 as one leaves (KR-12 to KR-14): "
+                                      "each record processed once, every assignment and handoff judged.",
+                                      GROUP_SETTINGS),
 }
