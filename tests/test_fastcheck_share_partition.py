@@ -214,8 +214,8 @@ def initial_states(draw, start_offset, delivery_count_limit):
 
 
 @st.composite
-def valid_traces(draw):
-    writer = TraceWriter(draw(st.data()), draw(st.sampled_from(model.PROFILES)))
+def valid_traces(draw, profiles=model.PROFILES):
+    writer = TraceWriter(draw(st.data()), draw(st.sampled_from(profiles)))
     for _ in range(draw(st.integers(1, 40))):
         writer.one_step()
     return writer
@@ -340,14 +340,18 @@ class AbortedRecordsNotArchived(fastcheck.SharePartition):
         pass  # SP-63 broken: records of aborted transactions are neither archived nor in the window
 
 
+KAFKA42_LOG_BUGS = (LogStartKeepsAvailableRecords, CompactionArchivesNothing, AbortedRecordsNotArchived)
+
+
 @pytest.mark.parametrize("broken", (CountNotIncremented, StartPassesAvailableRecord, LoadForgetsDeliveryCounts,
-                                    LogStartKeepsAvailableRecords, CompactionArchivesNothing,
-                                    AbortedRecordsNotArchived),
+                                    *KAFKA42_LOG_BUGS),
                          ids=lambda cls: cls.__name__)
 def test_a_broken_fast_acceptor_is_caught(broken, monkeypatch):
     """The generated-traces check above, run against the broken acceptor, finds a trace they disagree on."""
     monkeypatch.setattr(fastcheck, "SharePartition", broken)
-    found = find(valid_traces(), disagree, settings=settings(DIFFERENTIAL, max_examples=1000, phases=[Phase.generate],
+    # Kafka 4.2's log (SP-61..SP-65) exists only under its profile: search there for the bugs in it.
+    profiles = ("kafka-4.2",) if broken in KAFKA42_LOG_BUGS else model.PROFILES
+    found = find(valid_traces(profiles), disagree, settings=settings(DIFFERENTIAL, max_examples=3000, phases=[Phase.generate],
                                                              database=None))
     assert disagree(found)
 
