@@ -46,10 +46,10 @@ def _expired_count_kept(base):
     class Bug(base):
         """The delivery count is not incremented when a record whose lock expired is acquired again."""
 
-        def _acquire_cached(self, member_id, budget, lock_id, acquired):
+        def _acquire_cached(self, member_id, budget, lock_id, acquired, *mode):
             expired = {batch[FIRST] for batch in self._batches if batch[EXPIRED] is not None}
             start = len(acquired)
-            remaining = super()._acquire_cached(member_id, budget, lock_id, acquired)
+            remaining = super()._acquire_cached(member_id, budget, lock_id, acquired, *mode)
             for position in range(start, len(acquired)):
                 first, last, count = acquired[position]
                 if first in expired:
@@ -184,8 +184,8 @@ def _inflight_limit_ignores_released(base):
         """KAFKA-19555: records acquired again after a release do not use up the in-flight room, so a fetch that
         re-acquires them also takes new records past group.share.partition.max.record.locks."""
 
-        def _acquire_cached(self, member_id, budget, lock_id, acquired):
-            super()._acquire_cached(member_id, budget, lock_id, acquired)
+        def _acquire_cached(self, member_id, budget, lock_id, acquired, *mode):
+            super()._acquire_cached(member_id, budget, lock_id, acquired, *mode)
             return budget
     return Bug
 

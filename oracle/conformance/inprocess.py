@@ -93,8 +93,13 @@ def _run(factory, profile: str, work_dir: Path, seed: int) -> ProbeRun:
         outcome, detail = "error", f"seed {seed}: the implementation raised {type(error).__name__}: {error}"
     path = work_dir / f"python-{seed}.share-partition.jsonl"
     work_dir.mkdir(parents=True, exist_ok=True)
+    # An implementation is judged for correctness: Kafka 4.2's NullPointerException on an acknowledgement
+    # straddling SPSO is the bug it is (SP-40), as the reference broker's own traces say.
+    judged = {key: value for key, value in config.items() if key != "profile"}
+    if profile == "kafka-4.2":
+        judged["straddle_npe"] = "flag"
     header = {"format": "kipcheck-trace", "version": 1, "machine": "share-partition", "profile": profile,
-              "config": {key: value for key, value in config.items() if key != "profile"}}
+              "config": judged}
     path.write_text("\n".join(json.dumps(line) for line in [header, *steps]) + "\n")
     verdict = check_file(path)
     if verdict.status != "ok":
