@@ -203,21 +203,21 @@ def read_slice(settings: dict, piece: KeyRangeSlice, fetched_bytes: list[int] | 
             if kept:
                 yield consumer_record_batch(kept, schema)
     except kio.KafkaError as error:
-        raise read_error(error, str(tp)) from None
+        raise read_error(error, tp) from None
     finally:
         if fetched_bytes is not None:
             fetched_bytes.append(consumer.fetcher.fetched_bytes)
         consumer.close()
 
 
-def read_error(error: kio.KafkaError, where: str) -> KafkaException:
+def read_error(error: kio.KafkaError, tp: kio.TopicPartition) -> KafkaException:
     if error.error == "OFFSET_OUT_OF_RANGE":
-        return KafkaException(f"{NAME}: the offsets to read from {where} are out of range (data lost to retention "
+        return KafkaException(f"{NAME}: the offsets to read from {tp} are out of range (data lost to retention "
                               f"or a deleted topic); set failOnDataLoss=false to go on without them: {error}")
     if error.error == "TOPIC_RANGE_FETCH_NOT_ALLOWED":
-        return KafkaException(f"{NAME}: topic {where.rsplit(':', 1)[0]} does not accept key-range fetch: set its "
-                              f"topic config accept.range.fetch=true, or the option keyRangeFetch=client: {error}")
-    return KafkaException(f"{NAME}: reading {where} failed: {error}")
+        return KafkaException(f"{NAME}: topic {tp.topic} does not accept key-range fetch: set its topic config "
+                              f"accept.range.fetch=true, or the option keyRangeFetch=client: {error}")
+    return KafkaException(f"{NAME}: reading {tp} failed: {error}")
 
 
 class KeyRangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -313,9 +313,12 @@ def commit_below(committer: RangeCommitter, traces: IcTraces | None, end: dict) 
             log.warning("%s: committing offsets of %s:%s answered %s", NAME, *key, error)
         if traces is not None:
             traces.committed(at_ms, *key, [list(pair) for pair in ranges[key]], error)
-    if traces is not None:
-        for (topic, partition), offset in committer.committed(list(ranges)).items():
-            traces.fetched(now_ms(), topic, partition, offset)
+    if traces is not None:  # the stable offsets after the commit, for the oracle
+        try:
+            for (topic, partition), offset in committer.committed(list(ranges)).items():
+                traces.fetched(now_ms(), topic, partition, offset)
+        except kio.KafkaError as error:
+            log.warning("%s: reading the group's committed offsets back failed (%s)", NAME, error)
 
 
 class KeyRangeBatchReader(DataSourceReader):
