@@ -9,13 +9,16 @@ temporary directory and times, in one run, wall clock: the single-process checke
 (check_file on each, one core), then check_on_spark with local[1] and local[2], each
 including its Spark start-up; it prints the times and the ratios to the single process.
 
-`connectors` starts the reference broker, fills a one-partition topic, and prints rows/s:
+`connectors` starts the reference broker, fills one-partition topics, and prints:
 (1) kipcheck-keyrange batch reads with keyRangesPerPartition k = 1, 2, 4, 8 and a processing-bound
 job (--work-ms per record, sleeping, as a call to another service would) on local[8], so up to
-8 tasks run at once; (2) the same reads without processing (the cost of client-side filtering:
-each of the k tasks fetches the whole partition); (3) kipcheck-share as an availableNow stream
-into the noop sink beside Spark's built-in `rate` source into the same sink, the machine's ceiling
-(rows over the micro-batches' busy time). A share micro-batch is one poll, so it holds at most the
+8 tasks run at once, with broker-side key-range fetch (keyRangeFetch=broker: each task fetches
+its own records) and client-side filtering (keyRangeFetch=client: each of the k tasks fetches
+the whole partition), side by side: rows/s, the ratio to k=1 of the same mode, the record bytes
+the k tasks fetched (their read_slice run again in this process, counting its consumer's
+fetched bytes), and rows/s of the same reads without processing; (2) kipcheck-share as an
+availableNow stream into the noop sink beside Spark's built-in `rate` source into the same sink,
+the machine's ceiling (rows over the micro-batches' busy time). A share micro-batch is one poll, so it holds at most the
 partition's in-flight limit (group.share.partition.max.record.locks, Kafka's default 2,000).
 """
 
@@ -80,19 +83,36 @@ def rows_per_second(action) -> tuple[int, float]:
     return rows, rows / (time.perf_counter() - started)
 
 
-def bench_keyrange(spark, bootstrap: str, topic: str, work_ms: float) -> None:
-    print(f"kipcheck-keyrange, one partition, batch read, {work_ms} ms per record, local[8]:")
-    base = None
-    warm_up = spark.read.format("kipcheck-keyrange").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-    warm_up.option("keyRangesPerPartition", 8).load().mapInArrow(slow(0), "key binary").count()  # start the workers
+def fetched_bytes(bootstrap: str, topic: str, ranges: int, fetch: str) -> int:
+    """The record bytes the k tasks of a batch read fetch: the tasks' own code (read_slice), run here."""
+    from kipcheck.impl.spark import keyrange
+
+    settings = keyrange.settings_of({"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
+                                     "keyRangesPerPartition": str(ranges), "keyRangeFetch": fetch}, streaming=False)
+    counted: list[int] = []
+    for piece in keyrange.KeyRangeBatchReader(settings).partitions():
+        for _ in keyrange.read_slice(settings, piece, counted):
+            pass
+    return sum(counted)
+
+
+def bench_keyrange(spark, bootstrap: str, topic: str, records: int, work_ms: float) -> None:
+    print(f"kipcheck-keyrange, one partition of {records} records, batch reads, {work_ms} ms per record, local[8]:")
+    print(f"  {'fetch':7}{'k':>3}{'rows/s':>10}{'vs k=1':>8}{'fetched KiB':>13}{'read only rows/s':>18}")
+    def reader(ranges, fetch):
+        return (spark.read.format("kipcheck-keyrange").option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", topic).option("keyRangesPerPartition", ranges).option("keyRangeFetch", fetch))
+    reader(8, "broker").load().mapInArrow(slow(0), "key binary").count()  # start the Python workers
+    base: dict[str, float] = {}
     for ranges in (1, 2, 4, 8):
-        frame = (spark.read.format("kipcheck-keyrange").option("kafka.bootstrap.servers", bootstrap)
-                 .option("subscribe", topic).option("keyRangesPerPartition", ranges).load())
-        rows, rate = rows_per_second(lambda: frame.mapInArrow(slow(work_ms), frame.schema).count())
-        base = base or rate
-        _, read_rate = rows_per_second(lambda: frame.count())
-        print(f"  k={ranges}  {rate:8.0f} rows/s  {rate / base:.2f}x k=1   (reading alone: {read_rate:8.0f} rows/s, "
-              f"each record fetched {ranges}x)")
+        for fetch in ("broker", "client"):  # interleaved: both modes see the same machine load
+            frame = reader(ranges, fetch).load()
+            rows, rate = rows_per_second(lambda: frame.mapInArrow(slow(work_ms), frame.schema).count())
+            assert rows == records, f"read {rows} rows of {records}"
+            base.setdefault(fetch, rate)
+            _, read_rate = rows_per_second(lambda: frame.count())
+            kib = fetched_bytes(bootstrap, topic, ranges, fetch) / 1024
+            print(f"  {fetch:7}{ranges:>3}{rate:>10.0f}{rate / base[fetch]:>7.2f}x{kib:>13,.0f}{read_rate:>18.0f}")
 
 
 def streamed_rate(query, timeout_s: float = 600) -> tuple[int, float]:
@@ -128,13 +148,13 @@ def bench_connectors(options) -> None:
     with tempfile.TemporaryDirectory() as folder:
         with EmbeddedBroker(Path(folder) / "broker", {"share.auto.offset.reset": "earliest"}, traced=False) as broker:
             for topic, records in (("headline", options.records), ("share", options.share_records)):
-                create_topic(broker.bootstrap, topic, 1)
+                create_topic(broker.bootstrap, topic, 1, configs={"accept.range.fetch": "true"})
                 for first in range(0, records, 10_000):
                     produce(broker.bootstrap, topic, [(0, b"key-%d" % (index % 1000), b"x" * 100)
                                                       for index in range(first, min(first + 10_000, records))])
             spark = local_session("local[8]", "kipcheck-bench")
             register(spark)
-            bench_keyrange(spark, broker.bootstrap, "headline", options.work_ms)
+            bench_keyrange(spark, broker.bootstrap, "headline", options.records, options.work_ms)
             bench_share_and_rate(spark, broker.bootstrap, "share", folder)
             spark.stop()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
@@ -147,7 +167,7 @@ def main() -> None:
     check.add_argument("--traces", type=int, default=1000)
     check.add_argument("--steps", type=int, default=10_000)
     connectors = commands.add_parser("connectors")
-    connectors.add_argument("--records", type=int, default=10_000, help="records in the one-partition topic")
+    connectors.add_argument("--records", type=int, default=4_000, help="records in the one-partition topic")
     connectors.add_argument("--work-ms", type=float, default=5.0, help="processing time per record")
     connectors.add_argument("--share-records", type=int, default=100_000)
     options = parser.parse_args()

@@ -11,16 +11,19 @@ from kipcheck.oracle.check import check_file
 from kipcheck.oracle.conformance.clients import QUIET, create_topic, produce
 
 _names = itertools.count(1)
+RANGE_FETCH = {"accept.range.fetch": "true"}   # the topic config kipcheck-keyrange's broker-side fetch needs
 
 
-def fresh_topic(broker, partitions: int = 1, records: int = 0, keys: int = 7, prefix: str = "t") -> str:
-    """A new topic with `records` records: key k<i % keys> (every 11th without a key), value v<i>.
+def fresh_topic(broker, partitions: int = 1, records: int = 0, keys: int = 7, prefix: str = "t",
+                configs: dict | None = None) -> str:
+    """A new topic (with topic `configs`) and `records` records: key k<i % keys> (every 11th without a key),
+    value v<i>.
 
     They are produced 10 at a time: a share fetch hands out whole log batches (Kafka 4.2), so small
     batches let a micro-batch limit take effect.
     """
     name = f"{prefix}{next(_names)}"
-    create_topic(broker.bootstrap, name, partitions)
+    create_topic(broker.bootstrap, name, partitions, configs=configs)
     if records:
         produce_records(broker, name, partitions, 0, records, keys)
     return name

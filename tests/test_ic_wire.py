@@ -16,7 +16,8 @@ from confluent_kafka import KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
-from kipcheck.impl.consumer import IllegalState, KafkaError, TopicPartition
+from kipcheck.impl.consumer import Consumer, IllegalState, KafkaError, TopicPartition
+from kipcheck.model.key_hash import in_ranges, record_hash
 from kipcheck.model.key_range_assign import split
 from kipcheck.oracle.check import check_file
 from kipcheck.oracle.conformance.clients import QUIET, create_topic, produce
@@ -126,6 +127,26 @@ def test_switches_answer_the_seeds_errors(tmp_path):
         with pytest.raises(IllegalState):
             shy.commit_ranges({TopicPartition("closed", 0): [(0, 0)]})
         shy.close()
+
+
+def test_seek_reads_a_key_range_from_an_offset_and_refuses_a_partition_not_assigned(tmp_path):
+    """seek (as Kafka's): the next polls return the key range's records from the offset on, and only those."""
+    with EmbeddedBroker(tmp_path) as broker:
+        prepare(broker, 60)
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "max.poll.records": 7})
+        with pytest.raises(IllegalState, match="no current assignment"):
+            consumer.seek(TP, 10)
+        consumer.assign({TP: [split(2)[1]]})
+        consumer.seek(TP, 25)
+        offsets = []
+        while consumer.position(TP) < 60:
+            offsets += [record.offset for record in consumer.poll(200)]
+        expected = [offset for offset in range(25, 60)
+                    if in_ranges(record_hash(f"user-{offset % 37}".encode(), offset), [split(2)[1]])]
+        assert offsets == expected and 0 < len(expected) < 35
+        with pytest.raises(ValueError, match="seek offset"):
+            consumer.seek(TP, -1)
+        consumer.close()
 
 
 def test_a_plain_commit_of_an_individually_committed_partition(tmp_path):

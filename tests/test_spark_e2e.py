@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
-from spark_support import assert_traces_pass, fresh_topic, serves_offset_commit
+from spark_support import RANGE_FETCH, assert_traces_pass, fresh_topic, serves_offset_commit
 
 JOB = Path(__file__).resolve().parent / "spark_job.py"
 RECORDS = 80
@@ -148,7 +148,7 @@ def test_seeded_bug_accept_before_commit_is_caught(spark_broker, tmp_path):
 
 
 def test_keyrange_query_killed_mid_batch_loses_nothing(spark_broker, tmp_path):
-    topic = fresh_topic(spark_broker, records=RECORDS)
+    topic = fresh_topic(spark_broker, records=RECORDS, configs=RANGE_FETCH)
     work = tmp_path / "query"
     run_killed_mid_batch(spark_broker, "keyrange", topic, "keyrange-killed", work)
     restarted = Job(spark_broker, "keyrange", topic, "keyrange-killed", work)

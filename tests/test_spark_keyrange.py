@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import pytest
 from pyspark.sql.functions import spark_partition_id
-from spark_support import assert_traces_pass, fresh_topic, produce_records, serves_offset_commit
+from spark_support import RANGE_FETCH, assert_traces_pass, fresh_topic, produce_records, serves_offset_commit
 
 from kipcheck.impl.spark import keyrange as connector
-from kipcheck.impl.spark.commit import PlainOffsetCommitter
-from kipcheck.impl.spark.key_ranges import key_range_of
+from kipcheck.impl.spark.commit import RangeCommitter
+from kipcheck.model.key_hash import in_ranges, record_hash
+from kipcheck.model.key_range_assign import split
 from kipcheck.oracle.check import check_file
+
+
+def key_range_of(key, offset, ranges):
+    """The index of the one range of split(ranges) holding the record's hash (model/key_hash.py)."""
+    [index] = [index for index, bounds in enumerate(split(ranges)) if in_ranges(record_hash(key, offset), [bounds])]
+    return index
 
 
 def keyrange(spark, broker, topic, **options):
@@ -20,9 +27,10 @@ def keyrange(spark, broker, topic, **options):
     return reader
 
 
-def test_batch_read_splits_each_partition_into_key_ranges(spark, spark_broker):
-    topic = fresh_topic(spark_broker, partitions=2, records=120)
-    frame = keyrange(spark, spark_broker, topic, keyRangesPerPartition=3).load()
+@pytest.mark.parametrize("fetch", ["broker", "client"])
+def test_batch_read_splits_each_partition_into_key_ranges(spark, spark_broker, fetch):
+    topic = fresh_topic(spark_broker, partitions=2, records=120, configs=RANGE_FETCH)
+    frame = keyrange(spark, spark_broker, topic, keyRangesPerPartition=3, keyRangeFetch=fetch).load()
     assert frame.rdd.getNumPartitions() == 6, "k tasks per Kafka partition"
     rows = frame.withColumn("task", spark_partition_id()).collect()
     assert sorted((row.partition, row.offset) for row in rows) == sorted((i % 2, i // 2) for i in range(120))
@@ -37,8 +45,17 @@ def test_batch_read_splits_each_partition_into_key_ranges(spark, spark_broker):
         assert offsets == sorted(offsets), "a key's records keep their order within its task"
 
 
+def test_broker_side_fetch_needs_the_topics_consent(spark, spark_broker):
+    """KR-11: a topic without accept.range.fetch refuses key-range fetches; the error says what to do."""
+    topic = fresh_topic(spark_broker, records=20)
+    with pytest.raises(Exception, match="set its topic config accept.range.fetch=true, or the option keyRangeFetch"):
+        keyrange(spark, spark_broker, topic, keyRangesPerPartition=2).load().collect()
+    assert keyrange(spark, spark_broker, topic, keyRangesPerPartition=2, keyRangeFetch="client").load().count() == 20
+    assert keyrange(spark, spark_broker, topic).load().count() == 20, "k = 1 is a plain fetch"
+
+
 def test_batch_read_takes_json_offsets_and_headers(spark, spark_broker):
-    topic = fresh_topic(spark_broker, partitions=2, records=40)
+    topic = fresh_topic(spark_broker, partitions=2, records=40, configs=RANGE_FETCH)
     frame = keyrange(spark, spark_broker, topic, includeHeaders="true", keyRangesPerPartition=2,
                      startingOffsets=f'{{"{topic}": {{"0": 5, "1": -2}}}}',
                      endingOffsets=f'{{"{topic}": {{"0": 15, "1": -1}}}}').load()
@@ -68,7 +85,7 @@ def run_stream(spark, broker, topic, tmp_path, name, group=None, trigger_max=25,
 
 
 def test_stream_resumes_from_its_checkpoint(spark, spark_broker, tmp_path):
-    topic = fresh_topic(spark_broker, partitions=2, records=60)
+    topic = fresh_topic(spark_broker, partitions=2, records=60, configs=RANGE_FETCH)
     first, batches = run_stream(spark, spark_broker, topic, tmp_path, "checkpoint", startingOffsets="earliest")
     assert sorted(first) == sorted((i % 2, i // 2) for i in range(60)) and batches >= 3
     produce_records(spark_broker, topic, 2, 60, 30)
@@ -79,7 +96,7 @@ def test_stream_resumes_from_its_checkpoint(spark, spark_broker, tmp_path):
 def test_commits_follow_spark_and_a_new_query_resumes_from_them(spark, spark_broker, tmp_path):
     if not serves_offset_commit(spark_broker):
         pytest.skip("the reference broker does not serve OffsetCommit/OffsetFetch yet (consumer groups)")
-    topic = fresh_topic(spark_broker, partitions=1, records=100)
+    topic = fresh_topic(spark_broker, partitions=1, records=100, configs=RANGE_FETCH)
     first, batches = run_stream(spark, spark_broker, topic, tmp_path, "one", group="committing",
                                 startingOffsets="earliest")
     assert sorted(first) == [(0, offset) for offset in range(100)] and batches == 4
@@ -99,7 +116,7 @@ def test_seeded_bug_commit_past_the_batch_is_caught_by_the_oracle(spark, spark_b
         pytest.skip("the reference broker does not serve OffsetCommit/OffsetFetch yet (consumer groups)")
 
     # Classes defined here travel to Spark's source process by value (cloudpickle).
-    class SkippingCommitter(PlainOffsetCommitter):
+    class SkippingCommitter(RangeCommitter):
         def commit(self, ranges):
             return super().commit({key: [(first, last + 1)] for key, [(first, last)] in ranges.items()})
 
@@ -120,7 +137,7 @@ def test_seeded_bug_commit_past_the_batch_is_caught_by_the_oracle(spark, spark_b
             return SkippingReader(connector.settings_of(self.options, streaming=True))
 
     spark.dataSource.register(Skipping)
-    topic = fresh_topic(spark_broker, records=60)
+    topic = fresh_topic(spark_broker, records=60, configs=RANGE_FETCH)
     run_stream(spark, spark_broker, topic, tmp_path, "skipping", group="skipping", source=Skipping.name(),
                startingOffsets="earliest")
     [trace] = sorted((tmp_path / "traces").glob("*.jsonl"))

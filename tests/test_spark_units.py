@@ -2,52 +2,35 @@
 
 from __future__ import annotations
 
-import ctypes
 import random
 
 import pyarrow as pa
 import pytest
 
 from kipcheck.impl.spark import keyrange, share
-from kipcheck.impl.spark.key_ranges import hash_space_bounds, key_hash, key_range_of, murmur2
 from kipcheck.impl.spark.options import OptionError
 from kipcheck.impl.spark.rows import arrow_schema
 from kipcheck.impl.spark.staging import StagedBatchMissing, StagingStore
 from kipcheck.impl.spark.traces import IcTraces, ShareTraces
+from kipcheck.model.key_hash import in_ranges, record_hash
+from kipcheck.model.key_range_assign import split
 from kipcheck.oracle.check import check_file
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "orders"}
 
-# Kafka's UtilsTest.testMurmur2 vectors (Java's signed int results).
-MURMUR2_VECTORS = {
-    b"21": -973932308, b"foobar": -790332482, b"a-little-bit-long-string": -985981536,
-    b"a-little-bit-longer-string": -1486304829, b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
-    b"abc": 479470107,
-}
-
-
-@pytest.mark.parametrize("key", sorted(MURMUR2_VECTORS))
-def test_murmur2_matches_kafka(key):
-    assert ctypes.c_int32(murmur2(key)).value == MURMUR2_VECTORS[key]
-    assert key_hash(key) == MURMUR2_VECTORS[key] & 0x7FFFFFFF
-
-
 @pytest.mark.parametrize("ranges", [1, 2, 3, 8])
-def test_key_ranges_cover_the_hash_space_once(ranges):
-    bounds = [hash_space_bounds(index, ranges) for index in range(ranges)]
-    assert bounds[0][0] == 0 and bounds[-1][1] == 2**63 - 1
-    assert all(bounds[index][1] + 1 == bounds[index + 1][0] for index in range(ranges - 1))
+def test_slices_take_the_assignors_key_ranges_and_cover_the_hash_space_once(ranges):
+    """A partition's k slices hold split(k) (KR-8), so each record hash (KR-9) is in exactly one of them."""
+    pieces = [keyrange.KeyRangeSlice("orders", 0, 0, 10, index, ranges) for index in range(ranges)]
+    assert [piece.hash_range() for piece in pieces] == split(ranges)
     generator = random.Random(ranges)
-    for _ in range(2000):
-        key = generator.randbytes(generator.randrange(0, 12))
-        index = key_range_of(key, 0, ranges)
-        low, high = bounds[index]
-        assert low <= key_hash(key) << 32 <= high
-        assert key_range_of(key, 99, ranges) == index, "a key's range does not depend on its offset"
-
-
-def test_null_keys_spread_by_offset():
-    assert [key_range_of(None, offset, 4) for offset in range(8)] == [0, 1, 2, 3, 0, 1, 2, 3]
+    for offset in range(2000):
+        key = None if offset % 7 == 0 else generator.randbytes(generator.randrange(0, 12))
+        holders = [piece for piece in pieces if in_ranges(record_hash(key, offset), [piece.hash_range()])]
+        assert len(holders) == 1, (key, offset)
+        if key is not None:
+            assert in_ranges(record_hash(key, offset + 99), [holders[0].hash_range()]), \
+                "a key's range does not depend on its offset"
 
 
 @pytest.mark.parametrize("options, message", [
@@ -55,6 +38,7 @@ def test_null_keys_spread_by_offset():
     ({**BASE, "subscribe": "a,,b"}, "comma-separated list of distinct topic names"),
     ({**BASE, "keyRangesPerPartition": "0"}, "keyRangesPerPartition must be a positive integer"),
     ({**BASE, "keyRangesPerPartition": "two"}, "keyRangesPerPartition must be a positive integer"),
+    ({**BASE, "keyRangeFetch": "server"}, "keyRangeFetch must be one of broker, client"),
     ({**BASE, "failOnDataLoss": "yes"}, "failOnDataLoss must be true or false"),
     ({**BASE, "startingOffsets": "newest"}, "startingOffsets must be earliest, latest, committed or JSON"),
     ({**BASE, "startingOffsets": '{"orders": {"0": -3}}'}, "startingOffsets must be earliest"),

@@ -483,6 +483,18 @@ class Consumer:
     def position(self, tp: TopicPartition) -> int | None:
         return self.fetcher.positions.get(TopicPartition(*tp))
 
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        """The next poll returns `tp`'s records from `offset` on, as Kafka's seek (what was fetched ahead goes)."""
+        self._check_usable()
+        tp = TopicPartition(*tp)
+        assigns = [decision.partitions for decision in self._learned if decision.kind == ASSIGN]
+        assigned = assigns[-1] if assigns else self._ownership.held()   # an assign not yet polled counts
+        if tp not in assigned:
+            raise IllegalState(f"no current assignment for partition {tp}")
+        if type(offset) is not int or offset < 0:
+            raise ValueError(f"seek offset must be an integer >= 0, found {offset!r}")
+        self.fetcher.seek(tp, offset)
+
     def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         self._check_usable()
         if self._offsets is None:

@@ -4,16 +4,17 @@
   streaming (records accepted once Spark committed their micro-batch, staged
   for replay) and batch.
 - `kipcheck-keyrange` (keyrange.py): each partition read as k hashed key
-  ranges, one Spark task each; the group's offsets committed when Spark
-  commits a micro-batch (commit.py).
+  ranges, one Spark task each, fetched by key range from the broker (or
+  filtered in the task); the group's offsets committed as individual commits
+  when Spark commits a micro-batch (commit.py).
 
     from kipcheck.impl.spark import local_session, register
     spark = local_session("local[2]")
     register(spark)
 
 Modules: options (option parsing), rows (the Kafka schema as Arrow),
-staging (the share connector's replay store), key_ranges (murmur2 key
-ranges), commit (RangeCommitter), traces (what the clients saw, for the
+staging (the share connector's replay store), commit (RangeCommitter,
+individual commits through impl/consumer), traces (what the clients saw, for the
 oracle), session (a quiet local SparkSession). pyspark is imported only by
 share, keyrange and session.
 """

@@ -8,12 +8,18 @@
 Offsets are Spark's Kafka source offsets, `{"topic": {"partition": next offset}}`,
 kept in Spark's checkpoint, so a restarted query resumes exactly after the
 last committed micro-batch and re-runs an uncommitted one. Each micro-batch
-range [start, end) of a partition becomes keyRangesPerPartition tasks; task i
-keeps the records whose key falls in key range i (key_ranges.py). Until the
-broker filters by key range, every task fetches the whole range and filters
-client-side (k fetches of each record). With kafka.group.id, Spark's
-commit(end) of a micro-batch commits the group's offsets below `end`
-(commit.py); startingOffsets=committed starts a new query there.
+range [start, end) of a partition becomes keyRangesPerPartition (k) tasks;
+task i reads the records whose key hash lies in key range i, `split(k)[i]` of
+the key-range assignor (model/key_range_assign.py; the hash is
+model/key_hash.py's, the one the broker filters with). With
+keyRangeFetch=broker (the default) each task fetches only its key range: a
+Fetch carrying KeyRanges through kipcheck's consumer (impl/consumer), the
+broker filters (the topic needs accept.range.fetch=true when k > 1); with
+keyRangeFetch=client each task fetches the whole range and keeps its own
+records (each record fetched k times). With kafka.group.id, Spark's
+commit(end) of a micro-batch commits the group's offsets below `end` as an
+individual commit (commit.py); startingOffsets=committed starts a new query
+there.
 """
 
 from __future__ import annotations
@@ -23,20 +29,24 @@ import logging
 import time
 from typing import Iterator
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
-from kipcheck.impl.spark.commit import PlainOffsetCommitter, RangeCommitter
-from kipcheck.impl.spark.key_ranges import key_range_of
-from kipcheck.impl.spark.options import Option, OptionError, boolean, parse, positive_int
-from kipcheck.impl.spark.rows import arrow_schema, ddl, record_batch
+from kipcheck.impl import consumer as kio
+from kipcheck.impl.spark.commit import RangeCommitter
+from kipcheck.impl.spark.options import Option, OptionError, boolean, one_of, parse, positive_int
+from kipcheck.impl.spark.rows import arrow_schema, consumer_record_batch, ddl
 from kipcheck.impl.spark.traces import IcTraces, now_ms
+from kipcheck.model.key_hash import in_ranges, record_hash
+from kipcheck.model.key_range_assign import split
 
 NAME = "kipcheck-keyrange"
 log = logging.getLogger(__name__)
 EARLIEST, LATEST = -2, -1  # as in Spark's JSON offsets
-CONSUME_BATCH_RECORDS = 10_000
+POLL_RECORDS = 10_000  # max.poll.records of a task's consumer: one Arrow batch per poll
+POLL_MS = 200
+BROKER, CLIENT = "broker", "client"
 METADATA_TIMEOUT_S = 30.0
 REFUSED = {"acknowledgementmode": "acknowledgements belong to kipcheck-share",
            "staginglocation": "kipcheck-keyrange replays from Kafka itself"}
@@ -65,6 +75,7 @@ OPTIONS = (
     Option("endingOffsets", offsets_spec, "latest"),
     Option("failOnDataLoss", boolean, True),
     Option("keyRangesPerPartition", positive_int, 1),
+    Option("keyRangeFetch", one_of(BROKER, CLIENT), BROKER),
     Option("kafkaConsumer.pollTimeoutMs", positive_int, 120_000),
 )
 
@@ -104,6 +115,10 @@ class KeyRangeSlice(InputPartition):
     def __init__(self, topic: str, partition: int, start: int, end: int, key_range: int, key_ranges: int) -> None:
         self.topic, self.partition, self.start, self.end = topic, partition, start, end
         self.key_range, self.key_ranges = key_range, key_ranges
+
+    def hash_range(self) -> tuple[int, int]:
+        """The slice's closed range of key hashes (model/key_hash.py record_hash)."""
+        return split(self.key_ranges)[self.key_range]
 
 
 def slices(settings: dict, start: dict, end: dict, offsets: "OffsetReader") -> list[KeyRangeSlice]:
@@ -165,49 +180,44 @@ class OffsetReader:
         self.consumer.close()
 
 
-def read_slice(settings: dict, piece: KeyRangeSlice) -> Iterator:
-    """The records of offsets [start, end) of one partition whose key is in the slice's key range."""
+def read_slice(settings: dict, piece: KeyRangeSlice, fetched_bytes: list[int] | None = None) -> Iterator:
+    """The records of offsets [start, end) of one partition whose key hash is in the slice's key range.
+
+    `fetched_bytes`, if given, gets the record bytes the slice's consumer fetched appended (bench/)."""
     schema = arrow_schema(delivery_count=False, headers=settings["includeHeaders"])
-    fail_on_data_loss = settings["failOnDataLoss"]
-    consumer = Consumer({**settings["kafka"], "group.id": settings["kafka"].get("group.id", NAME),
-                         "enable.auto.commit": False, "enable.partition.eof": False,
-                         "auto.offset.reset": "error" if fail_on_data_loss else "earliest"})
-    where = f"{piece.topic}:{piece.partition}"
+    broker_side = settings["keyRangeFetch"] == BROKER
+    tp, hash_range = kio.TopicPartition(piece.topic, piece.partition), piece.hash_range()
+    consumer = kio.Consumer({"bootstrap.servers": settings["kafka"]["bootstrap.servers"],
+                             "max.poll.records": POLL_RECORDS,
+                             "auto.offset.reset": "none" if settings["failOnDataLoss"] else "earliest"})
     deadline = time.monotonic() + settings["kafkaConsumer.pollTimeoutMs"] / 1000
-    next_offset = piece.start
     try:
-        consumer.assign([TopicPartition(piece.topic, piece.partition, piece.start)])
-        while next_offset < piece.end:
+        consumer.assign({tp: [hash_range] if broker_side else []})   # []: every key, filtered here
+        consumer.seek(tp, piece.start)
+        while consumer.position(tp) < piece.end:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{NAME}: offsets [{next_offset}, {piece.end}) of {where} were not read within "
-                                   f"kafkaConsumer.pollTimeoutMs={settings['kafkaConsumer.pollTimeoutMs']}")
-            messages = consumer.consume(CONSUME_BATCH_RECORDS, timeout=1.0)
-            kept = []
-            for message in messages:
-                if message.error() is not None:
-                    raise_read_error(message.error(), where)
-                offset = message.offset()
-                if offset >= piece.end:
-                    break
-                if offset > next_offset and fail_on_data_loss:
-                    raise KafkaException(f"{NAME}: offsets [{next_offset}, {offset}) of {where} are gone (retention "
-                                         f"or a deleted topic); set failOnDataLoss=false to go on without them")
-                next_offset = offset + 1
-                if key_range_of(message.key(), offset, piece.key_ranges) == piece.key_range:
-                    kept.append(message)
+                raise TimeoutError(f"{NAME}: offsets [{consumer.position(tp)}, {piece.end}) of {tp} were not read "
+                                   f"within kafkaConsumer.pollTimeoutMs={settings['kafkaConsumer.pollTimeoutMs']}")
+            kept = [record for record in consumer.poll(POLL_MS) if record.offset < piece.end
+                    and (broker_side or in_ranges(record_hash(record.key, record.offset), [hash_range]))]
             if kept:
-                yield record_batch(kept, schema)
-            if messages and messages[-1].error() is None and messages[-1].offset() >= piece.end - 1:
-                break
+                yield consumer_record_batch(kept, schema)
+    except kio.KafkaError as error:
+        raise read_error(error, tp) from None
     finally:
+        if fetched_bytes is not None:
+            fetched_bytes.append(consumer.fetcher.fetched_bytes)
         consumer.close()
 
 
-def raise_read_error(error: KafkaError, where: str) -> None:
-    if error.code() == KafkaError._AUTO_OFFSET_RESET:
-        raise KafkaException(f"{NAME}: the offsets to read from {where} are out of range (data lost to retention "
-                             f"or a deleted topic); set failOnDataLoss=false to go on without them: {error}")
-    raise KafkaException(error)
+def read_error(error: kio.KafkaError, tp: kio.TopicPartition) -> KafkaException:
+    if error.error == "OFFSET_OUT_OF_RANGE":
+        return KafkaException(f"{NAME}: the offsets to read from {tp} are out of range (data lost to retention "
+                              f"or a deleted topic); set failOnDataLoss=false to go on without them: {error}")
+    if error.error == "TOPIC_RANGE_FETCH_NOT_ALLOWED":
+        return KafkaException(f"{NAME}: topic {tp.topic} does not accept key-range fetch: set its topic config "
+                              f"accept.range.fetch=true, or the option keyRangeFetch=client: {error}")
+    return KafkaException(f"{NAME}: reading {tp} failed: {error}")
 
 
 class KeyRangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -225,7 +235,7 @@ class KeyRangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._offsets is None:
             self._offsets = OffsetReader(self.settings)
             if "group.id" in self.settings["kafka"]:
-                self._committer = PlainOffsetCommitter(self.settings["kafka"], METADATA_TIMEOUT_S)
+                self._committer = RangeCommitter(self.settings["kafka"], METADATA_TIMEOUT_S)
             if self.settings["traceLocation"]:
                 self._traces = IcTraces(self.settings["traceLocation"], self.settings["kafka"]["group.id"], NAME)
         return self._offsets
@@ -286,7 +296,7 @@ def commit_below(committer: RangeCommitter, traces: IcTraces | None, end: dict) 
     keys = [(topic, int(partition)) for topic, partitions in end.items() for partition in partitions]
     try:
         stable = committer.committed(keys)
-    except KafkaException as error:
+    except kio.KafkaError as error:
         log.warning("%s: reading the group's committed offsets failed (%s); the next micro-batch commits", NAME, error)
         return
     ranges = {(topic, partition): [(stable[(topic, partition)] + 1, end[topic][str(partition)] - 1)]
@@ -303,9 +313,12 @@ def commit_below(committer: RangeCommitter, traces: IcTraces | None, end: dict) 
             log.warning("%s: committing offsets of %s:%s answered %s", NAME, *key, error)
         if traces is not None:
             traces.committed(at_ms, *key, [list(pair) for pair in ranges[key]], error)
-    if traces is not None:
-        for (topic, partition), offset in committer.committed(list(ranges)).items():
-            traces.fetched(now_ms(), topic, partition, offset)
+    if traces is not None:  # the stable offsets after the commit, for the oracle
+        try:
+            for (topic, partition), offset in committer.committed(list(ranges)).items():
+                traces.fetched(now_ms(), topic, partition, offset)
+        except kio.KafkaError as error:
+            log.warning("%s: reading the group's committed offsets back failed (%s)", NAME, error)
 
 
 class KeyRangeBatchReader(DataSourceReader):
@@ -317,7 +330,7 @@ class KeyRangeBatchReader(DataSourceReader):
         try:
             committed = None
             if self.settings["startingOffsets"] == "committed":
-                committer = PlainOffsetCommitter(self.settings["kafka"], METADATA_TIMEOUT_S)
+                committer = RangeCommitter(self.settings["kafka"], METADATA_TIMEOUT_S)
                 committed = committer.committed(offsets.partitions())
                 committer.close()
             start = offsets.resolve(self.settings["startingOffsets"], committed)

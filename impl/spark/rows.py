@@ -23,6 +23,7 @@ _KAFKA_FIELDS = [("key", pa.binary()), ("value", pa.binary()), ("topic", pa.stri
 # confluent-kafka's timestamp types (0 not available, 1 create time, 2 log append time) as Spark's
 # Kafka source numbers them (Kafka's TimestampType ids: -1, 0, 1).
 _TIMESTAMP_TYPES = {0: -1, 1: 0, 2: 1}
+CREATE_TIME = 0
 
 
 def ddl(delivery_count: bool, headers: bool) -> str:
@@ -40,18 +41,35 @@ def arrow_schema(delivery_count: bool, headers: bool) -> pa.Schema:
 
 def record_batch(messages: Iterable, schema: pa.Schema) -> pa.RecordBatch:
     """confluent-kafka Messages (from a Consumer or a ShareConsumer) as one batch of `schema`."""
-    columns: dict[str, list] = {name: [] for name in schema.names}
-    for message in messages:
+    def row(message) -> tuple:
         timestamp_type, timestamp_ms = message.timestamp()
-        columns["key"].append(message.key())
-        columns["value"].append(message.value())
-        columns["topic"].append(message.topic())
-        columns["partition"].append(message.partition())
-        columns["offset"].append(message.offset())
-        columns["timestamp"].append(timestamp_ms * 1000 if timestamp_type else None)
-        columns["timestampType"].append(_TIMESTAMP_TYPES.get(timestamp_type, -1))
+        return (message.key(), message.value(), message.topic(), message.partition(), message.offset(),
+                timestamp_ms * 1000 if timestamp_type else None, _TIMESTAMP_TYPES.get(timestamp_type, -1),
+                message.delivery_count() if "deliveryCount" in schema.names else None, message.headers())
+    return _batch(map(row, messages), schema)
+
+
+def consumer_record_batch(records: Iterable, schema: pa.Schema) -> pa.RecordBatch:
+    """kipcheck.impl.consumer ConsumerRecords as one batch of `schema` (no deliveryCount).
+
+    Their timestamps are create times (Kafka's TimestampType 0): the producers' own, as the reference
+    broker stores them."""
+    return _batch(((record.key, record.value, record.topic, record.partition, record.offset,
+                    record.timestamp_ms * 1000, CREATE_TIME, None, record.headers) for record in records), schema)
+
+
+def _batch(rows: Iterable[tuple], schema: pa.Schema) -> pa.RecordBatch:
+    columns: dict[str, list] = {name: [] for name in schema.names}
+    for key, value, topic, partition, offset, timestamp_us, timestamp_type, delivery_count, headers in rows:
+        columns["key"].append(key)
+        columns["value"].append(value)
+        columns["topic"].append(topic)
+        columns["partition"].append(partition)
+        columns["offset"].append(offset)
+        columns["timestamp"].append(timestamp_us)
+        columns["timestampType"].append(timestamp_type)
         if "deliveryCount" in columns:
-            columns["deliveryCount"].append(message.delivery_count())
+            columns["deliveryCount"].append(delivery_count)
         if "headers" in columns:
-            columns["headers"].append([{"key": key, "value": value} for key, value in message.headers() or ()])
+            columns["headers"].append([{"key": name, "value": data} for name, data in headers or ()])
     return pa.RecordBatch.from_pydict(columns, schema=schema)

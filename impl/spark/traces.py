@@ -11,8 +11,8 @@
   offset acquired. The first acquisition of a new trace sets `start_offset`.
 - kipcheck-keyrange: one `ic` trace per (group, topic, partition),
   `ic.<group:topic:partition>.jsonl`: `commit` of the offsets a finished
-  micro-batch adds (with the error the client got) and `fetch` of the
-  committed offset read back.
+  micro-batch adds (one individual commit, with the error the client got)
+  and `fetch` of the stable offset read back.
 
 Such a client-side trace is the whole story only when the connector is the
 group's one consumer and traces the group from its start (spec/spark-connectors.md).
