@@ -84,6 +84,28 @@ def test_a_real_producer_loses_nothing_through_short_writes_and_a_full_disk(faul
     assert stored == values and sorted(delivered) == sorted(values)   # each once, in order
 
 
+def test_a_new_epoch_whose_first_batch_the_disk_refused_gets_no_later_batch_stored(
+        faulty_disk, in_process_broker, raw_client):
+    # librdkafka bumps an idempotent producer's epoch itself and pipelines the new epoch's batches; when a
+    # later one succeeds it takes every earlier unacknowledged batch as stored (its "implicit ack"). So a
+    # batch that does not start a new epoch at sequence 0 must be refused, as Kafka refuses it, or the
+    # refused first batch is reported delivered and is lost.
+    broker = in_process_broker(faulty_disk)
+    client = raw_client(broker)
+    assert create_once(client, "t").error_code == ErrorCode.none
+    assert produce_once(client, "t", record_batch(3, producer_id=7, sequence=0, epoch=0)).base_offset == 0
+    faulty_disk.fail("write", errno.ENOSPC, path="t-0")
+    first = produce_once(client, "t", record_batch(3, producer_id=7, sequence=0, epoch=1))
+    assert first.error_code == ErrorCode.kafka_storage_error
+    second = produce_once(client, "t", record_batch(2, producer_id=7, sequence=3, epoch=1))
+    assert second.error_code == ErrorCode.out_of_order_sequence_number and second.base_offset == -1
+    assert produce_once(client, "t", record_batch(3, producer_id=7, sequence=0, epoch=1)).base_offset == 3
+    assert produce_once(client, "t", record_batch(2, producer_id=7, sequence=3, epoch=1)).base_offset == 6
+    stale = produce_once(client, "t", record_batch(1, producer_id=7, sequence=3, epoch=0))
+    assert stale.error_code == ErrorCode.invalid_producer_epoch and stale.base_offset == -1
+    assert broker.call(lambda: broker.broker.find_log("t", 0).batch_ranges()) == [(0, 2), (3, 5), (6, 7)]
+
+
 def test_a_topic_the_disk_refuses_is_not_created(faulty_disk, in_process_broker, raw_client):
     broker = in_process_broker(faulty_disk)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})

@@ -13,7 +13,7 @@ from kipcheck.impl.broker.codec import FrameError, UnsupportedApi, build, decode
 from kipcheck.impl.broker.config import BrokerConfig, split_properties
 from kipcheck.impl.broker.groups import Member, ShareGroups, target_assignment
 from kipcheck.impl.broker.handlers.share import acknowledgement_batches
-from kipcheck.impl.broker.log import InvalidBatch, PartitionLog, SequenceError
+from kipcheck.impl.broker.log import InvalidBatch, PartitionLog, ProducerEpochError, SequenceError
 from kipcheck.impl.broker.metadata import Topics, TopicError, topic_id_of
 
 batch = harness.record_batch
@@ -105,6 +105,20 @@ def test_a_retry_of_any_of_five_requests_in_flight_is_a_duplicate_even_after_kil
     wrapped = PartitionLog.open(tmp_path / "w-0")
     wrapped.append(batch(2, producer_id=8, sequence=(1 << 31) - 2, epoch=0))
     assert wrapped.append(batch(1, producer_id=8, sequence=0, epoch=0)) == 2   # sequences wrap after 2^31 - 1
+
+
+def test_a_new_producer_epoch_starts_at_sequence_0_and_an_older_epoch_is_refused(tmp_path):
+    log = PartitionLog.open(tmp_path / "t-0")
+    log.append(batch(3, producer_id=7, sequence=0, epoch=0))
+    for reopened in (log, PartitionLog.open(tmp_path / "t-0")):   # the epoch comes back from the log alone
+        with pytest.raises(SequenceError):     # epoch 1's batches before sequence 5 were never stored
+            reopened.append(batch(2, producer_id=7, sequence=5, epoch=1))
+        assert reopened.end_offset == 3
+    assert log.append(batch(2, producer_id=7, sequence=0, epoch=1)) == 3
+    assert log.append(batch(2, producer_id=7, sequence=0, epoch=1)) == 3   # a retry in the new epoch
+    with pytest.raises(ProducerEpochError):    # Kafka's INVALID_PRODUCER_EPOCH: the producer moved on
+        log.append(batch(1, producer_id=7, sequence=3, epoch=0))
+    assert log.append(batch(1, producer_id=8, sequence=40, epoch=0)) == 5   # a producer the log never saw
 
 
 # -- topics and membership ---------------------------------------------------------------------

@@ -30,8 +30,18 @@ torn tail from a crash mid-write). Later segments are then removed.
 Idempotent producers: the last RETAINED_BATCHES batches of each producer id
 and epoch are remembered (rebuilt by the replay too), so a retried batch, one
 of up to five requests a producer had in flight when the broker died, is
-answered with its first offset and not written again; a batch that does not
-follow the last one is OUT_OF_ORDER_SEQUENCE_NUMBER.
+answered with its first offset and not written again. As in Kafka's
+ProducerAppendInfo: a batch that does not follow the last one is
+OUT_OF_ORDER_SEQUENCE_NUMBER, and so is a new epoch's first batch unless it
+starts at sequence 0; a batch of an epoch older than the last one is
+INVALID_PRODUCER_EPOCH. The sequence rule is what lets a client trust a
+success: librdkafka bumps an idempotent producer's epoch itself, restarts its
+sequences at 0 and pipelines the new epoch's batches, and when one succeeds it
+reports every earlier batch still unacknowledged as delivered (its "implicit
+ack"). Were a new epoch's sequence 3 stored after its sequence 0 was refused
+(a full disk, or a kill -9 while in flight), sequence 0 would be reported
+delivered and never be stored. A producer id the partition has never stored
+may start at any sequence (Kafka's rule too).
 """
 
 from __future__ import annotations
@@ -60,6 +70,10 @@ class InvalidBatch(Exception):
 
 class SequenceError(Exception):
     """An idempotent producer's batch out of sequence (OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+
+
+class ProducerEpochError(Exception):
+    """An idempotent producer's batch of an epoch older than its last stored one (INVALID_PRODUCER_EPOCH)."""
 
 
 @dataclass(frozen=True)
@@ -164,8 +178,9 @@ class PartitionLog:
         """Append a produce request's record set; returns the base offset of its first batch.
 
         The whole record set is one write to one segment (Kafka rolls per append
-        too). Raises InvalidBatch or SequenceError without writing anything, and
-        StorageError (KAFKA_STORAGE_ERROR) with the segment as it was.
+        too). Raises InvalidBatch, SequenceError or ProducerEpochError without
+        writing anything, and StorageError (KAFKA_STORAGE_ERROR) with the segment
+        as it was.
         """
         batches = split_batches(records)
         duplicate = self._check_sequences(batches)
@@ -232,13 +247,22 @@ class PartitionLog:
 
     def _check_sequences(self, batches: list[tuple[bytes, BatchHeader]]) -> int | None:
         """Idempotence: the base offset of a retried duplicate (any of the producer's last RETAINED_BATCHES
-        batches: a producer has up to five requests in flight), None for new batches; SequenceError otherwise."""
+        batches: a producer has up to five requests in flight), None for new batches; SequenceError or
+        ProducerEpochError otherwise (the rules: module docstring)."""
         header = batches[0][1]
         if header.producer_id < 0:
             return None
         state = self.producers.get(header.producer_id)
-        if state is None or header.producer_epoch != state.epoch:
-            return None  # a new producer or epoch may start at any sequence after our restart
+        if state is None:
+            return None
+        if header.producer_epoch < state.epoch:
+            raise ProducerEpochError(f"producer {header.producer_id} epoch {header.producer_epoch}, "
+                                     f"older than its last stored epoch {state.epoch}")
+        if header.producer_epoch > state.epoch:
+            if header.base_sequence != 0:
+                raise SequenceError(f"producer {header.producer_id} epoch {header.producer_epoch} starts at "
+                                    f"sequence {header.base_sequence}, expected 0")
+            return None
         last_sequence = _sequence_after(header.base_sequence, header.last_offset_delta)
         for first, last, base_offset in state.batches:
             if (first, last) == (header.base_sequence, last_sequence):
