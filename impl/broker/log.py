@@ -195,8 +195,6 @@ class PartitionLog:
         segment = self._segment_for(len(data))
         sync = self.unflushed + len(batches) >= self.flush_interval_messages
         position = segment.file.append(data, sync=sync)
-        if not self.segments or segment is not self.segments[-1]:
-            self.segments.append(segment)
         self.unflushed = 0 if sync else self.unflushed + len(batches)
         offset = base_offset
         for batch, header in batches:
@@ -273,14 +271,20 @@ class PartitionLog:
         return None
 
     def _segment_for(self, length: int) -> Segment:
-        """The segment the next `length` bytes go to: the active one, or a new one after it (not yet listed)."""
+        """The segment the next `length` bytes go to: the active one, or a new one listed after it.
+
+        A new segment is listed before its first write: if that write fails, its file may stay on disk,
+        empty, and the next appends must go to it, never back to the old segment (even a batch that would
+        fit there), or the replay would find the file inside the old segment's offsets and drop it and every
+        segment after it."""
         if self.segments:
             active = self.segments[-1]
             if active.file.size == 0 or active.file.size + length <= self.segment_bytes:
                 return active
             active.file.sync()  # a full segment is durable before the next one takes writes
         base_offset = self.end_offset
-        return Segment(base_offset, self.storage.append_file(self.directory / f"{base_offset:020d}.log"))
+        self.segments.append(Segment(base_offset, self.storage.append_file(self.directory / f"{base_offset:020d}.log")))
+        return self.segments[-1]
 
     def _index(self, offset: int, header: BatchHeader, segment_index: int, position: int) -> None:
         self.bases.append(offset)
