@@ -102,8 +102,9 @@ def test_a_retry_of_any_of_five_requests_in_flight_is_a_duplicate_even_after_kil
     with pytest.raises(SequenceError):   # older than the five Kafka keeps
         reopened.append(batch(2, producer_id=7, sequence=0, epoch=0))
     assert reopened.end_offset == 12 and reopened.append(batch(1, producer_id=7, sequence=12, epoch=0)) == 12
+    (tmp_path / "w-0").mkdir()   # a long-lived producer's log, its last batch just before the wrap
+    (tmp_path / "w-0" / f"{0:020d}.log").write_bytes(batch(2, producer_id=8, sequence=(1 << 31) - 2, epoch=0))
     wrapped = PartitionLog.open(tmp_path / "w-0")
-    wrapped.append(batch(2, producer_id=8, sequence=(1 << 31) - 2, epoch=0))
     assert wrapped.append(batch(1, producer_id=8, sequence=0, epoch=0)) == 2   # sequences wrap after 2^31 - 1
 
 
@@ -118,7 +119,9 @@ def test_a_new_producer_epoch_starts_at_sequence_0_and_an_older_epoch_is_refused
     assert log.append(batch(2, producer_id=7, sequence=0, epoch=1)) == 3   # a retry in the new epoch
     with pytest.raises(ProducerEpochError):    # Kafka's INVALID_PRODUCER_EPOCH: the producer moved on
         log.append(batch(1, producer_id=7, sequence=3, epoch=0))
-    assert log.append(batch(1, producer_id=8, sequence=40, epoch=0)) == 5   # a producer the log never saw
+    with pytest.raises(SequenceError):         # a producer the log holds nothing of: its sequence 0 was lost
+        log.append(batch(1, producer_id=8, sequence=40, epoch=0))
+    assert log.append(batch(1, producer_id=8, sequence=0, epoch=0)) == 5
 
 
 # -- topics and membership ---------------------------------------------------------------------

@@ -40,8 +40,11 @@ sequences at 0 and pipelines the new epoch's batches, and when one succeeds it
 reports every earlier batch still unacknowledged as delivered (its "implicit
 ack"). Were a new epoch's sequence 3 stored after its sequence 0 was refused
 (a full disk, or a kill -9 while in flight), sequence 0 would be reported
-delivered and never be stored. A producer id the partition has never stored
-may start at any sequence (Kafka's rule too).
+delivered and never be stored. For the same reason a producer id the log
+holds no batch of must start at sequence 0 too: this broker never deletes
+records, so such a producer has stored nothing here. (Kafka accepts any
+sequence there, for producers whose batches retention or DeleteRecords
+removed; Kafka 4.2 asks for 0 too from transactions-v2 producers.)
 """
 
 from __future__ import annotations
@@ -251,12 +254,10 @@ class PartitionLog:
         if header.producer_id < 0:
             return None
         state = self.producers.get(header.producer_id)
-        if state is None:
-            return None
-        if header.producer_epoch < state.epoch:
+        if state is not None and header.producer_epoch < state.epoch:
             raise ProducerEpochError(f"producer {header.producer_id} epoch {header.producer_epoch}, "
                                      f"older than its last stored epoch {state.epoch}")
-        if header.producer_epoch > state.epoch:
+        if state is None or header.producer_epoch > state.epoch:
             if header.base_sequence != 0:
                 raise SequenceError(f"producer {header.producer_id} epoch {header.producer_epoch} starts at "
                                     f"sequence {header.base_sequence}, expected 0")
