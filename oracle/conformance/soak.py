@@ -21,7 +21,9 @@ once more and restarted, and the records are read back with a plain Consumer
 - acknowledgements lost: share-acknowledged records the final drain delivered
   again (must be 0); never delivered: acknowledged records the share group never
   got (must be 0).
-The run is reproducible in its choices from `seed` (timings vary with the load).
+The summary names the first records of each kind of loss, to look up in the
+data dir and the broker's log. The run is reproducible in its choices from
+`seed` (timings vary with the load).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ TOPIC, GROUP = "soak", "soak-group"
 BALLAST_CHUNK_BYTES = 64 * 1024
 IDLE_S = 5.0           # the final reads stop after this long with nothing new (by default)
 FINAL_READ_S = 120.0   # and in any case after this long
+EXAMPLES_MAX = 10      # records the summary names per kind of loss (to look them up in the data and the log)
 
 
 class DiskUnavailable(RuntimeError):
@@ -101,6 +104,7 @@ class SoakResult:
     storage_errors: int = 0
     traces: list[Verdict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    examples: list[str] = field(default_factory=list)   # "lost: record-12, ...", one line per kind of loss
     seconds: float = 0.0
 
     @property
@@ -117,6 +121,7 @@ class SoakResult:
             f"share group: delivered {self.share_delivered} distinct, redelivered {self.redelivered}, "
             f"acknowledged {self.share_acknowledged}, acknowledgements lost {self.acknowledgements_lost} (must be 0), "
             f"acknowledged records never delivered {self.never_delivered} (must be 0)",
+            *self.examples,
             f"traces: {sum(verdict.status == 'ok' for verdict in self.traces)} of {len(self.traces)} pass "
             "kipcheck check (a retriable failure that changes nothing is not yet a clause: not judged here)",
             *self.errors,
@@ -184,13 +189,20 @@ def tally(result: SoakResult, bootstrap: str, producer: "SoakProducer", deliveri
     stored = read_back(bootstrap, result.plan.partitions, acknowledged, idle_s)
     drained = drain_share_group(bootstrap, idle_s)
     deliveries.saw(drained)
+    lost, acknowledgements_lost = acknowledged - stored, set(drained) & deliveries.acknowledged
+    never_delivered = acknowledged - set(deliveries.counts)
     result.produced, result.acknowledged = producer.produced, len(acknowledged)
-    result.read_back, result.lost = len(stored), len(acknowledged - stored)
+    result.read_back, result.lost = len(stored), len(lost)
     result.share_delivered = len(deliveries.counts)
     result.redelivered = sum(deliveries.counts.values()) - len(deliveries.counts)
     result.share_acknowledged = len(deliveries.acknowledged)
-    result.acknowledgements_lost = len(set(drained) & deliveries.acknowledged)
-    result.never_delivered = len(acknowledged - set(deliveries.counts))
+    result.acknowledgements_lost = len(acknowledgements_lost)
+    result.never_delivered = len(never_delivered)
+    for kind, values in (("lost", lost), ("acknowledgements lost", acknowledgements_lost),
+                         ("never delivered", never_delivered)):
+        if values:
+            named = ", ".join(value.decode(errors="replace").rstrip(".") for value in sorted(values)[:EXAMPLES_MAX])
+            result.examples.append(f"{kind}: {named}{', ...' if len(values) > EXAMPLES_MAX else ''}")
 
 
 class SoakProducer:
