@@ -9,7 +9,10 @@ One idempotent Producer writes numbered records at a steady rate; ShareConsumers
 per-partition answer says which acknowledgements the broker accepted. Meanwhile
 a killer thread kills the broker with SIGKILL at seeded-random moments and
 restarts it on the same dirs and port, and a filler thread fills the data dir's
-filesystem to the last byte with a ballast file, holds it full, then deletes it.
+filesystem to the last byte with a ballast file, holds it full (past its drawn
+time until the broker has refused a write: a broker down or restarting, or a
+producer waiting to reconnect, would otherwise let a whole cycle pass
+unnoticed), then deletes it.
 
 At the end the producer is flushed, the consumers close, the broker is killed
 once more and restarted, and the records are read back with a plain Consumer
@@ -49,6 +52,7 @@ TOPIC, GROUP = "soak", "soak-group"
 BALLAST_CHUNK_BYTES = 64 * 1024
 IDLE_S = 5.0           # the final reads stop after this long with nothing new (by default)
 FINAL_READ_S = 120.0   # and in any case after this long
+FULL_UNTIL_REFUSED_S = 10.0   # a full disk is held at most this long waiting for the broker to refuse a write
 EXAMPLES_MAX = 10      # records the summary names per kind of loss (to look them up in the data and the log)
 
 
@@ -157,8 +161,7 @@ def run_soak(work_dir: Path, plan: SoakPlan) -> SoakResult:
         producer = SoakProducer(broker.bootstrap)
         workers = [threading.Thread(target=producer.run, args=(stop, plan.records_per_s)),
                    threading.Thread(target=_kill_loop, args=(broker, plan, random.Random(rng.random()), stop, result)),
-                   threading.Thread(target=_fill_loop, args=(broker.data_dir, plan, random.Random(rng.random()), stop,
-                                                             result))]
+                   threading.Thread(target=_fill_loop, args=(broker, plan, random.Random(rng.random()), stop, result))]
         workers += [threading.Thread(target=consume_loop, args=(broker.bootstrap, deliveries, stop))
                     for _ in range(plan.consumers)]
         for worker in workers:
@@ -173,8 +176,7 @@ def run_soak(work_dir: Path, plan: SoakPlan) -> SoakResult:
         tally(result, broker.bootstrap, producer, deliveries)
     finally:
         broker.stop()
-    log = broker.log_path.read_text(errors="replace")
-    result.storage_errors = log.count(" not stored: ") + log.count(" not written: ")
+    result.storage_errors = storage_refusals(broker)
     result.traces = judge_traces(broker.trace_dir)
     result.seconds = time.monotonic() - started
     return result
@@ -279,14 +281,24 @@ def _kill_loop(broker: EmbeddedBroker, plan: SoakPlan, rng: random.Random, stop:
             stop.set()
 
 
-def _fill_loop(data_dir: Path, plan: SoakPlan, rng: random.Random, stop: threading.Event, result: SoakResult) -> None:
-    ballast = data_dir / "ballast"
+def _fill_loop(broker: EmbeddedBroker, plan: SoakPlan, rng: random.Random, stop: threading.Event,
+               result: SoakResult) -> None:
+    ballast = broker.data_dir / "ballast"
     while not stop.wait(rng.uniform(*plan.disk_free_for_s)):
+        refused, deadline = storage_refusals(broker), time.monotonic() + FULL_UNTIL_REFUSED_S
         fill(ballast)
         result.disk_full_cycles += 1
         stop.wait(rng.uniform(*plan.disk_full_for_s))
+        while storage_refusals(broker) == refused and time.monotonic() < deadline and not stop.wait(0.1):
+            pass   # not refused yet: see the module docstring
         ballast.unlink()
     ballast.unlink(missing_ok=True)
+
+
+def storage_refusals(broker: EmbeddedBroker) -> int:
+    """The writes the broker refused so far, every start together (its log names each one)."""
+    log = broker.log_path.read_text(errors="replace") if broker.log_path.exists() else ""
+    return log.count(" not stored: ") + log.count(" not written: ")
 
 
 def fill(path: Path) -> int:
