@@ -84,6 +84,32 @@ def test_a_real_producer_loses_nothing_through_short_writes_and_a_full_disk(faul
     assert stored == values and sorted(delivered) == sorted(values)   # each once, in order
 
 
+def test_no_batch_is_stored_after_a_first_one_the_disk_refused(faulty_disk, in_process_broker, raw_client):
+    # librdkafka bumps an idempotent producer's epoch itself and pipelines the new epoch's batches; when a
+    # later one succeeds it takes every earlier unacknowledged batch as stored (its "implicit ack"). So a
+    # new epoch, or a producer new to the partition, that does not start at sequence 0 must be refused, or
+    # the refused first batch is reported delivered and is lost.
+    broker = in_process_broker(faulty_disk)
+    client = raw_client(broker)
+    assert create_once(client, "t").error_code == ErrorCode.none
+    assert produce_once(client, "t", record_batch(3, producer_id=7, sequence=0, epoch=0)).base_offset == 0
+    faulty_disk.fail("write", errno.ENOSPC, path="t-0")
+    first = produce_once(client, "t", record_batch(3, producer_id=7, sequence=0, epoch=1))
+    assert first.error_code == ErrorCode.kafka_storage_error
+    second = produce_once(client, "t", record_batch(2, producer_id=7, sequence=3, epoch=1))
+    assert second.error_code == ErrorCode.out_of_order_sequence_number and second.base_offset == -1
+    assert produce_once(client, "t", record_batch(3, producer_id=7, sequence=0, epoch=1)).base_offset == 3
+    assert produce_once(client, "t", record_batch(2, producer_id=7, sequence=3, epoch=1)).base_offset == 6
+    stale = produce_once(client, "t", record_batch(1, producer_id=7, sequence=3, epoch=0))
+    assert stale.error_code == ErrorCode.invalid_producer_epoch and stale.base_offset == -1
+    faulty_disk.fail("write", errno.ENOSPC, path="t-0")    # the same for a producer's first batch in a partition
+    assert produce_once(client, "t", record_batch(2, producer_id=9, sequence=0, epoch=0)).error_code == \
+        ErrorCode.kafka_storage_error
+    fresh = produce_once(client, "t", record_batch(1, producer_id=9, sequence=2, epoch=0))
+    assert fresh.error_code == ErrorCode.out_of_order_sequence_number
+    assert broker.call(lambda: broker.broker.find_log("t", 0).batch_ranges()) == [(0, 2), (3, 5), (6, 7)]
+
+
 def test_a_topic_the_disk_refuses_is_not_created(faulty_disk, in_process_broker, raw_client):
     broker = in_process_broker(faulty_disk)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})

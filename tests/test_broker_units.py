@@ -13,7 +13,7 @@ from kipcheck.impl.broker.codec import FrameError, UnsupportedApi, build, decode
 from kipcheck.impl.broker.config import BrokerConfig, split_properties
 from kipcheck.impl.broker.groups import Member, ShareGroups, target_assignment
 from kipcheck.impl.broker.handlers.share import acknowledgement_batches
-from kipcheck.impl.broker.log import InvalidBatch, PartitionLog, SequenceError
+from kipcheck.impl.broker.log import InvalidBatch, PartitionLog, ProducerEpochError, SequenceError
 from kipcheck.impl.broker.metadata import Topics, TopicError, topic_id_of
 
 batch = harness.record_batch
@@ -102,9 +102,26 @@ def test_a_retry_of_any_of_five_requests_in_flight_is_a_duplicate_even_after_kil
     with pytest.raises(SequenceError):   # older than the five Kafka keeps
         reopened.append(batch(2, producer_id=7, sequence=0, epoch=0))
     assert reopened.end_offset == 12 and reopened.append(batch(1, producer_id=7, sequence=12, epoch=0)) == 12
+    (tmp_path / "w-0").mkdir()   # a long-lived producer's log, its last batch just before the wrap
+    (tmp_path / "w-0" / f"{0:020d}.log").write_bytes(batch(2, producer_id=8, sequence=(1 << 31) - 2, epoch=0))
     wrapped = PartitionLog.open(tmp_path / "w-0")
-    wrapped.append(batch(2, producer_id=8, sequence=(1 << 31) - 2, epoch=0))
     assert wrapped.append(batch(1, producer_id=8, sequence=0, epoch=0)) == 2   # sequences wrap after 2^31 - 1
+
+
+def test_a_new_producer_epoch_starts_at_sequence_0_and_an_older_epoch_is_refused(tmp_path):
+    log = PartitionLog.open(tmp_path / "t-0")
+    log.append(batch(3, producer_id=7, sequence=0, epoch=0))
+    for reopened in (log, PartitionLog.open(tmp_path / "t-0")):   # the epoch comes back from the log alone
+        with pytest.raises(SequenceError):     # epoch 1's batches before sequence 5 were never stored
+            reopened.append(batch(2, producer_id=7, sequence=5, epoch=1))
+        assert reopened.end_offset == 3
+    assert log.append(batch(2, producer_id=7, sequence=0, epoch=1)) == 3
+    assert log.append(batch(2, producer_id=7, sequence=0, epoch=1)) == 3   # a retry in the new epoch
+    with pytest.raises(ProducerEpochError):    # Kafka's INVALID_PRODUCER_EPOCH: the producer moved on
+        log.append(batch(1, producer_id=7, sequence=3, epoch=0))
+    with pytest.raises(SequenceError):         # a producer the log holds nothing of: its sequence 0 was lost
+        log.append(batch(1, producer_id=8, sequence=40, epoch=0))
+    assert log.append(batch(1, producer_id=8, sequence=0, epoch=0)) == 5
 
 
 # -- topics and membership ---------------------------------------------------------------------

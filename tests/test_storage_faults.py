@@ -113,9 +113,24 @@ def test_a_segment_that_cannot_be_created_is_not_used(operation, tmp_path, fault
         with pytest.raises(StorageError):
             log.append(record_batch(3))
         assert faulty_disk.fired
-        assert log.end_offset == end and len(log.segments) == expected_segments - 1
+        assert log.end_offset == end and len(log.segments) == expected_segments   # listed, empty: taken next
+        assert log.segments[-1].file.size == 0 and log.segments[-1].base_offset == end
         assert log.append(record_batch(3)) == end and len(log.segments) == expected_segments
     assert reopened_ranges(directory) == [(0, 2), (3, 5)]
+
+
+def test_a_roll_the_disk_refused_leaves_no_segment_that_cuts_later_ones_at_replay(tmp_path, faulty_disk):
+    # The refused roll's file stays on disk (created, then cut back to nothing). A smaller batch still fits the
+    # old segment; were it written there, the empty file would name an offset inside the old segment, and the
+    # replay would take it for a gap and drop every segment after it, the acknowledged ones too.
+    directory = tmp_path / "t-0"
+    log = PartitionLog.open(directory, storage=Storage(faulty_disk), segment_bytes=BATCH_BYTES + len(record_batch(1)))
+    assert log.append(record_batch(3)) == 0
+    faulty_disk.fail("write")
+    with pytest.raises(StorageError):
+        log.append(record_batch(3))
+    assert log.append(record_batch(1)) == 3 and log.append(record_batch(3)) == 4 and log.append(record_batch(3)) == 7
+    assert reopened_ranges(directory) == log.batch_ranges() == [(0, 2), (3, 3), (4, 6), (7, 9)]
 
 
 def test_a_torn_tail_the_disk_will_not_cut_at_open_is_cut_before_the_next_append(tmp_path, faulty_disk):

@@ -30,8 +30,22 @@ torn tail from a crash mid-write). Later segments are then removed.
 Idempotent producers: the last RETAINED_BATCHES batches of each producer id
 and epoch are remembered (rebuilt by the replay too), so a retried batch, one
 of up to five requests a producer had in flight when the broker died, is
-answered with its first offset and not written again; a batch that does not
-follow the last one is OUT_OF_ORDER_SEQUENCE_NUMBER.
+answered with its first offset and not written again. As in Kafka's
+ProducerAppendInfo: a batch that does not follow the last one is
+OUT_OF_ORDER_SEQUENCE_NUMBER, and so is a new epoch's first batch unless it
+starts at sequence 0; a batch of an epoch older than the last one is
+INVALID_PRODUCER_EPOCH. The sequence rule is what lets a client trust a
+success: librdkafka bumps an idempotent producer's epoch itself, restarts its
+sequences at 0 and pipelines the new epoch's batches, and when one succeeds it
+reports every earlier batch still unacknowledged as delivered (its "implicit
+ack"). Were a new epoch's sequence 3 stored after its sequence 0 was refused
+(a full disk, or a kill -9 while in flight), sequence 0 would be reported
+delivered and never be stored. For the same reason a producer id the log
+holds no batch of must start at sequence 0 too: this broker keeps every batch
+it stored (DeleteRecords only moves the log start offset; the replay still
+reads the batches below it), so such a producer has stored nothing here. (Kafka accepts any
+sequence there, for producers whose batches retention or DeleteRecords
+removed; Kafka 4.2 asks for 0 too from transactions-v2 producers.)
 
 Transactions: a transactional batch opens (or extends) its producer's
 transaction in this partition; the control batch the transaction coordinator
@@ -78,6 +92,10 @@ class InvalidBatch(Exception):
 
 class SequenceError(Exception):
     """An idempotent producer's batch out of sequence (OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+
+
+class ProducerEpochError(Exception):
+    """An idempotent producer's batch of an epoch older than its last stored one (INVALID_PRODUCER_EPOCH)."""
 
 
 @dataclass(frozen=True)
@@ -248,8 +266,9 @@ class PartitionLog:
         """Append a produce request's record set; returns the base offset of its first batch.
 
         The whole record set is one write to one segment (Kafka rolls per append
-        too). Raises InvalidBatch or SequenceError without writing anything, and
-        StorageError (KAFKA_STORAGE_ERROR) with the segment as it was.
+        too). Raises InvalidBatch, SequenceError or ProducerEpochError without
+        writing anything, and StorageError (KAFKA_STORAGE_ERROR) with the segment
+        as it was.
         """
         batches = split_batches(records)
         duplicate = self._check_sequences(batches)
@@ -264,8 +283,6 @@ class PartitionLog:
         segment = self._segment_for(len(data))
         sync = self.unflushed + len(batches) >= self.flush_interval_messages
         position = segment.file.append(data, sync=sync)
-        if not self.segments or segment is not self.segments[-1]:
-            self.segments.append(segment)
         self.unflushed = 0 if sync else self.unflushed + len(batches)
         offset = base_offset
         for batch, header in batches:
@@ -318,13 +335,20 @@ class PartitionLog:
 
     def _check_sequences(self, batches: list[tuple[bytes, BatchHeader]]) -> int | None:
         """Idempotence: the base offset of a retried duplicate (any of the producer's last RETAINED_BATCHES
-        batches: a producer has up to five requests in flight), None for new batches; SequenceError otherwise."""
+        batches: a producer has up to five requests in flight), None for new batches; SequenceError or
+        ProducerEpochError otherwise (the rules: module docstring)."""
         header = batches[0][1]
         if header.producer_id < 0 or header.control_type is not None:
             return None  # markers are written by the coordinator, not sequenced
         state = self.producers.get(header.producer_id)
-        if state is None or header.producer_epoch != state.epoch:
-            return None  # a new producer or epoch may start at any sequence after our restart
+        if state is not None and header.producer_epoch < state.epoch:
+            raise ProducerEpochError(f"producer {header.producer_id} epoch {header.producer_epoch}, "
+                                     f"older than its last stored epoch {state.epoch}")
+        if state is None or header.producer_epoch > state.epoch:
+            if header.base_sequence != 0:
+                raise SequenceError(f"producer {header.producer_id} epoch {header.producer_epoch} starts at "
+                                    f"sequence {header.base_sequence}, expected 0")
+            return None
         last_sequence = _sequence_after(header.base_sequence, header.last_offset_delta)
         for first, last, base_offset in state.batches:
             if (first, last) == (header.base_sequence, last_sequence):
@@ -335,14 +359,20 @@ class PartitionLog:
         return None
 
     def _segment_for(self, length: int) -> Segment:
-        """The segment the next `length` bytes go to: the active one, or a new one after it (not yet listed)."""
+        """The segment the next `length` bytes go to: the active one, or a new one listed after it.
+
+        A new segment is listed before its first write: if that write fails, its file may stay on disk,
+        empty, and the next appends must go to it, never back to the old segment (even a batch that would
+        fit there), or the replay would find the file inside the old segment's offsets and drop it and every
+        segment after it."""
         if self.segments:
             active = self.segments[-1]
             if active.file.size == 0 or active.file.size + length <= self.segment_bytes:
                 return active
             active.file.sync()  # a full segment is durable before the next one takes writes
         base_offset = self.end_offset
-        return Segment(base_offset, self.storage.append_file(self.directory / f"{base_offset:020d}.log"))
+        self.segments.append(Segment(base_offset, self.storage.append_file(self.directory / f"{base_offset:020d}.log")))
+        return self.segments[-1]
 
     def _index(self, offset: int, header: BatchHeader, segment_index: int, position: int) -> None:
         self.bases.append(offset)

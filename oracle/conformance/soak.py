@@ -9,7 +9,10 @@ One idempotent Producer writes numbered records at a steady rate; ShareConsumers
 per-partition answer says which acknowledgements the broker accepted. Meanwhile
 a killer thread kills the broker with SIGKILL at seeded-random moments and
 restarts it on the same dirs and port, and a filler thread fills the data dir's
-filesystem to the last byte with a ballast file, holds it full, then deletes it.
+filesystem to the last byte with a ballast file, holds it full (past its drawn
+time until the broker has refused a write: a broker down or restarting, or a
+producer waiting to reconnect, would otherwise let a whole cycle pass
+unnoticed), then deletes it.
 
 At the end the producer is flushed, the consumers close, the broker is killed
 once more and restarted, and the records are read back with a plain Consumer
@@ -21,7 +24,9 @@ once more and restarted, and the records are read back with a plain Consumer
 - acknowledgements lost: share-acknowledged records the final drain delivered
   again (must be 0); never delivered: acknowledged records the share group never
   got (must be 0).
-The run is reproducible in its choices from `seed` (timings vary with the load).
+The summary names the first records of each kind of loss, to look up in the
+data dir and the broker's log. The run is reproducible in its choices from
+`seed` (timings vary with the load).
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ TOPIC, GROUP = "soak", "soak-group"
 BALLAST_CHUNK_BYTES = 64 * 1024
 IDLE_S = 5.0           # the final reads stop after this long with nothing new (by default)
 FINAL_READ_S = 120.0   # and in any case after this long
+FULL_UNTIL_REFUSED_S = 10.0   # a full disk is held at most this long waiting for the broker to refuse a write
+EXAMPLES_MAX = 10      # records the summary names per kind of loss (to look them up in the data and the log)
 
 
 class DiskUnavailable(RuntimeError):
@@ -101,6 +108,7 @@ class SoakResult:
     storage_errors: int = 0
     traces: list[Verdict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    examples: list[str] = field(default_factory=list)   # "lost: record-12, ...", one line per kind of loss
     seconds: float = 0.0
 
     @property
@@ -117,6 +125,7 @@ class SoakResult:
             f"share group: delivered {self.share_delivered} distinct, redelivered {self.redelivered}, "
             f"acknowledged {self.share_acknowledged}, acknowledgements lost {self.acknowledgements_lost} (must be 0), "
             f"acknowledged records never delivered {self.never_delivered} (must be 0)",
+            *self.examples,
             f"traces: {sum(verdict.status == 'ok' for verdict in self.traces)} of {len(self.traces)} pass "
             "kipcheck check (a retriable failure that changes nothing is not yet a clause: not judged here)",
             *self.errors,
@@ -152,8 +161,7 @@ def run_soak(work_dir: Path, plan: SoakPlan) -> SoakResult:
         producer = SoakProducer(broker.bootstrap)
         workers = [threading.Thread(target=producer.run, args=(stop, plan.records_per_s)),
                    threading.Thread(target=_kill_loop, args=(broker, plan, random.Random(rng.random()), stop, result)),
-                   threading.Thread(target=_fill_loop, args=(broker.data_dir, plan, random.Random(rng.random()), stop,
-                                                             result))]
+                   threading.Thread(target=_fill_loop, args=(broker, plan, random.Random(rng.random()), stop, result))]
         workers += [threading.Thread(target=consume_loop, args=(broker.bootstrap, deliveries, stop))
                     for _ in range(plan.consumers)]
         for worker in workers:
@@ -168,8 +176,7 @@ def run_soak(work_dir: Path, plan: SoakPlan) -> SoakResult:
         tally(result, broker.bootstrap, producer, deliveries)
     finally:
         broker.stop()
-    log = broker.log_path.read_text(errors="replace")
-    result.storage_errors = log.count(" not stored: ") + log.count(" not written: ")
+    result.storage_errors = storage_refusals(broker)
     result.traces = judge_traces(broker.trace_dir)
     result.seconds = time.monotonic() - started
     return result
@@ -184,13 +191,20 @@ def tally(result: SoakResult, bootstrap: str, producer: "SoakProducer", deliveri
     stored = read_back(bootstrap, result.plan.partitions, acknowledged, idle_s)
     drained = drain_share_group(bootstrap, idle_s)
     deliveries.saw(drained)
+    lost, acknowledgements_lost = acknowledged - stored, set(drained) & deliveries.acknowledged
+    never_delivered = acknowledged - set(deliveries.counts)
     result.produced, result.acknowledged = producer.produced, len(acknowledged)
-    result.read_back, result.lost = len(stored), len(acknowledged - stored)
+    result.read_back, result.lost = len(stored), len(lost)
     result.share_delivered = len(deliveries.counts)
     result.redelivered = sum(deliveries.counts.values()) - len(deliveries.counts)
     result.share_acknowledged = len(deliveries.acknowledged)
-    result.acknowledgements_lost = len(set(drained) & deliveries.acknowledged)
-    result.never_delivered = len(acknowledged - set(deliveries.counts))
+    result.acknowledgements_lost = len(acknowledgements_lost)
+    result.never_delivered = len(never_delivered)
+    for kind, values in (("lost", lost), ("acknowledgements lost", acknowledgements_lost),
+                         ("never delivered", never_delivered)):
+        if values:
+            named = ", ".join(value.decode(errors="replace").rstrip(".") for value in sorted(values)[:EXAMPLES_MAX])
+            result.examples.append(f"{kind}: {named}{', ...' if len(values) > EXAMPLES_MAX else ''}")
 
 
 class SoakProducer:
@@ -267,14 +281,24 @@ def _kill_loop(broker: EmbeddedBroker, plan: SoakPlan, rng: random.Random, stop:
             stop.set()
 
 
-def _fill_loop(data_dir: Path, plan: SoakPlan, rng: random.Random, stop: threading.Event, result: SoakResult) -> None:
-    ballast = data_dir / "ballast"
+def _fill_loop(broker: EmbeddedBroker, plan: SoakPlan, rng: random.Random, stop: threading.Event,
+               result: SoakResult) -> None:
+    ballast = broker.data_dir / "ballast"
     while not stop.wait(rng.uniform(*plan.disk_free_for_s)):
+        refused, deadline = storage_refusals(broker), time.monotonic() + FULL_UNTIL_REFUSED_S
         fill(ballast)
         result.disk_full_cycles += 1
         stop.wait(rng.uniform(*plan.disk_full_for_s))
+        while storage_refusals(broker) == refused and time.monotonic() < deadline and not stop.wait(0.1):
+            pass   # not refused yet: see the module docstring
         ballast.unlink()
     ballast.unlink(missing_ok=True)
+
+
+def storage_refusals(broker: EmbeddedBroker) -> int:
+    """The writes the broker refused so far, every start together (its log names each one)."""
+    log = broker.log_path.read_text(errors="replace") if broker.log_path.exists() else ""
+    return log.count(" not stored: ") + log.count(" not written: ")
 
 
 def fill(path: Path) -> int:

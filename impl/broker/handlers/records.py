@@ -32,7 +32,7 @@ import logging
 from kipcheck.impl.broker.broker import MAX_WAIT_MS
 from kipcheck.impl.broker.clock import now_ms
 from kipcheck.impl.broker.codec import reply
-from kipcheck.impl.broker.log import InvalidBatch, SequenceError, read_header
+from kipcheck.impl.broker.log import InvalidBatch, ProducerEpochError, SequenceError, read_header
 from kipcheck.impl.broker.server import NO_RESPONSE
 from kipcheck.impl.ic.compression import BatchDecodeError
 from kipcheck.impl.ic.filtering import filter_batches
@@ -118,6 +118,8 @@ def _append(broker, topic: str, partition: int, records: bytes | None, transacti
         return _produce_result(partition, "CORRUPT_MESSAGE", -1, str(error))
     except SequenceError as error:
         return _produce_result(partition, "OUT_OF_ORDER_SEQUENCE_NUMBER", -1, str(error))
+    except ProducerEpochError as error:
+        return _produce_result(partition, "INVALID_PRODUCER_EPOCH", -1, str(error))
     except StorageError as error:
         log.warning("produce to %s-%d not stored: %s", topic, partition, error)
         return _produce_result(partition, "KAFKA_STORAGE_ERROR", -1, str(error))
