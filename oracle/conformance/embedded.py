@@ -16,7 +16,7 @@ runs it without a trace dir (benchmarks).
 from __future__ import annotations
 
 import os
-import select
+import selectors
 import signal
 import subprocess
 import sys
@@ -79,14 +79,17 @@ class EmbeddedBroker:
     def _wait_listening(self) -> int:
         deadline = time.monotonic() + START_TIMEOUT_S
         assert self.process is not None and self.process.stdout is not None
-        while (remaining := deadline - time.monotonic()) > 0:
-            if not select.select([self.process.stdout], [], [], remaining)[0]:
-                break
-            line = self.process.stdout.readline().decode(errors="replace")
-            if line.startswith("listening on "):
-                return int(line.rsplit(":", 1)[1])
-            if not line:
-                break
+        # A selector, not select.select: a test process may hold more than FD_SETSIZE (1024) descriptors.
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.process.stdout, selectors.EVENT_READ)
+            while (remaining := deadline - time.monotonic()) > 0:
+                if not selector.select(remaining):
+                    break
+                line = self.process.stdout.readline().decode(errors="replace")
+                if line.startswith("listening on "):
+                    return int(line.rsplit(":", 1)[1])
+                if not line:
+                    break
         self.kill()
         raise BrokerFailed(f"broker did not start within {START_TIMEOUT_S:.0f} s\n{self.log_tail()}")
 
