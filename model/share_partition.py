@@ -41,6 +41,8 @@ SPEO there), `log_end_offset`, `state_of`, `delivery_count_of`, `owner_of`,
 from that read-only API alone, for this class and the fast acceptor alike.
 `loaded_runs(initial_state, start_offset)` validates an `initial_state`
 (ValueError with the reason) and returns its runs as tuples.
+`kafka_range_violation(config)` names a kafka-4.2 trace's setting that Kafka 4.2
+would refuse (SP-45); the model itself takes any positive setting, as tests do.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
-from typing import AbstractSet as Set, Callable, Sequence
+from typing import AbstractSet as Set, Callable, Mapping, Sequence
 
 from kipcheck.model.violation import Ruled, Violation
 
@@ -242,6 +244,25 @@ def check_config(start_offset: int, delivery_count_limit: int, record_lock_durat
         raise ValueError(f"straddle_npe must be one of {', '.join(STRADDLE_NPE)}, found {straddle_npe!r}")
     if start_offset < 0 or delivery_count_limit < 1 or record_lock_duration_ms < 0 or max_inflight_records < 1:
         raise ValueError("start_offset, record_lock_duration_ms >= 0 and delivery_count_limit, max_inflight_records >= 1")
+
+
+# SP-45: the share-partition settings Apache Kafka 4.2 accepts (ShareGroupConfig's ConfigDef ranges): trace
+# config key -> (Kafka's config name, least, most). A group-level share.record.lock.duration.ms is bounded by
+# group.share.min/max.record.lock.duration.ms, whose own ranges keep it within the same 1000..3600000.
+KAFKA_RANGES = {
+    "delivery_count_limit": ("group.share.delivery.count.limit", 2, 10),
+    "record_lock_duration_ms": ("group.share.record.lock.duration.ms", 1000, 3600000),
+    "max_inflight_records": ("group.share.partition.max.record.locks", 100, 10000),
+}
+
+
+def kafka_range_violation(config: Mapping[str, int]) -> Violation | None:
+    """SP-45: under kafka-4.2, the first setting of `config` that Kafka 4.2 refuses to start with."""
+    for key, (kafka_name, least, most) in KAFKA_RANGES.items():
+        value = config.get(key)
+        if value is not None and not least <= value <= most:
+            return Violation("SP-45", f"{key} in {least}..{most} (Kafka's {kafka_name})", f"{key}={value}")
+    return None
 
 
 class SharePartition:

@@ -42,15 +42,26 @@ class SharePartitionJudge(Judge):
         # SP-40: Kafka 4.2's failure on a batch straddling SPSO with no cached record there (a trace format
         # extension): "accept" it (UNKNOWN_SERVER_ERROR) or "flag" it (INVALID_RECORD_STATE is expected).
         "straddle_npe": "accept",
+        # SP-45: "enforce" Kafka 4.2's ranges on the settings above, or "waive" them for a test-sized
+        # kafka-4.2 run (a trace format extension).
+        "kafka_ranges": "enforce",
     }
     profiles = ("kip", "kafka-4.2")
     has_fast_acceptor = True  # oracle/check.py passes reference=True for `kipcheck check --reference`
 
     def __init__(self, config: dict, profile: str, reference: bool = False) -> None:
         super().__init__(config, profile)
+        settings = dict(self.config)
+        kafka_ranges = settings.pop("kafka_ranges")
+        if kafka_ranges not in ("enforce", "waive"):
+            raise Malformed(1, f"config: kafka_ranges must be enforce or waive, found {kafka_ranges!r}")
+        if self.profile == "kafka-4.2" and kafka_ranges == "enforce":
+            violation = reference_model.kafka_range_violation(settings)
+            if violation is not None:
+                raise violation
         partition_class = (reference_model if reference else fastcheck).SharePartition
         try:
-            self.model = partition_class(**self.config, profile=self.profile)
+            self.model = partition_class(**settings, profile=self.profile)
         except ValueError as error:
             raise Malformed(1, f"config: {error}") from None
 
