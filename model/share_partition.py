@@ -29,6 +29,9 @@ Library API (time comes in as `at_ms`, which never decreases):
     partition.storage_failure(at_ms, actor, batches, renew=False)
                                                # the acknowledgement failed on storage: no change (SP-27)
     partition.leave(at_ms, actor)              # release the actor's records (SP-22)
+    partition.lock_duration_ms = ms            # the lock duration of the acquisitions and renewals that
+                                               # follow (SP-46: a group's share.record.lock.duration.ms);
+                                               # None (the default): record_lock_duration_ms
 
 `acquire`, `acknowledge` and `leave` fire the expired locks themselves; call
 `advance(at_ms)` before `append`. A Violation from `acquire` leaves the model as
@@ -116,6 +119,7 @@ class Record:
     loaded: bool = False  # SP-26: as initial_state gave it, not acquired since
     write_failed: bool = False  # SP-27: an acknowledgement of it failed on storage since it was acquired
     renewed: bool = False  # SP-41: its lock was renewed since it was acquired
+    step_lock: bool = False  # SP-46: its lock took the duration a step gave, not the configured one
 
 
 def loaded_runs(initial_state: Sequence, start_offset: int) -> list[tuple[int, int, str, int]]:
@@ -277,6 +281,7 @@ class SharePartition:
         self.straddle_npe = straddle_npe
         self.delivery_count_limit = delivery_count_limit
         self.record_lock_duration_ms = record_lock_duration_ms
+        self.lock_duration_ms: int | None = None  # SP-46: the duration in force, when a step gives one
         self.max_inflight_records = max_inflight_records
         # SP-1: the window starts empty at start_offset.
         self._spso = self._speo = self._log_end = start_offset
@@ -340,7 +345,8 @@ class SharePartition:
             return "SP-21" if offset in self._limit_archives else "SP-23"
         record = self._record(offset)
         if record.state == ACQUIRED:
-            return "SP-27" if record.write_failed else "SP-41" if record.renewed else "SP-4"
+            return ("SP-27" if record.write_failed else "SP-46" if record.step_lock else "SP-41" if record.renewed
+                    else "SP-4")
         if record.loaded:  # SP-26: still as initial_state gave it
             return "SP-26"
         if record.state == AVAILABLE and record.timed_out_owner is not None:
@@ -441,7 +447,7 @@ class SharePartition:
         self.check_acquisition(max_records, records, record_limit)
         speo = self._speo
         for first, last, count in records:
-            self._acquire_run(first, last, count, actor, at_ms + self.record_lock_duration_ms)
+            self._acquire_run(first, last, count, actor, at_ms + self._lock_duration())
         if self._speo > speo:
             self.speo_clause = "SP-24"
             if record_limit and self.kafka:
@@ -460,8 +466,12 @@ class SharePartition:
             self._speo += 1
         # SP-4: acquired, owned by the actor, count incremented, locked until at_ms + duration.
         for offset in range(first, last + 1):
-            self._records[offset] = Record(ACQUIRED, count, actor, deadline)
+            self._records[offset] = Record(ACQUIRED, count, actor, deadline, step_lock=self.lock_duration_ms is not None)
             self._holes.discard(offset)
+
+    def _lock_duration(self) -> int:
+        """SP-46: Kafka reads the lock duration each time it starts a lock (a group's config may change it)."""
+        return self.record_lock_duration_ms if self.lock_duration_ms is None else self.lock_duration_ms
 
     # Acknowledgement.
 
@@ -514,9 +524,10 @@ class SharePartition:
 
     def _acknowledge_record(self, offset: int, target: str, at_ms: int) -> None:
         # SP-9: accept -> acknowledged, release -> available, reject -> archived (SP-12: gap -> archived); count kept.
-        if target == ACQUIRED:  # SP-41: renew restarts the lock; owner, state and count are kept
+        if target == ACQUIRED:  # SP-41: renew restarts the lock (SP-46: as long as now); owner, state, count kept
             record = self._records[offset]
-            record.lock_deadline_ms, record.renewed = at_ms + self.record_lock_duration_ms, True
+            record.lock_deadline_ms, record.renewed = at_ms + self._lock_duration(), True
+            record.step_lock = self.lock_duration_ms is not None
         elif target == AVAILABLE:
             self._release_record(offset)
         else:

@@ -80,7 +80,15 @@ class SharePartitionJudge(Judge):
         self.model.advance(step.at_ms)
         self.model.append(count)
 
-    @op(args=["max_records", "acquire_mode"], observed=["records"])
+    def _lock_duration(self, step: Step) -> None:
+        """SP-46: the lock duration in force for this step's acquisition or renewal (a trace format extension)."""
+        lock_duration_ms = step.args.get("lock_duration_ms")
+        if lock_duration_ms is not None and (type(lock_duration_ms) is not int or lock_duration_ms < 0):
+            raise Malformed(step.line, f"args.lock_duration_ms of {step.op!r} must be an integer >= 0, "
+                                       f"found {lock_duration_ms!r}")
+        self.model.lock_duration_ms = lock_duration_ms
+
+    @op(args=["max_records", "acquire_mode", "lock_duration_ms"], observed=["records"])
     def op_acquire(self, step: Step) -> None:
         max_records = step.args.get("max_records")
         if type(max_records) is not int or max_records < 1:
@@ -99,13 +107,15 @@ class SharePartitionJudge(Judge):
         if mode not in ACQUIRE_MODES:
             raise Malformed(step.line, f"args.acquire_mode of 'acquire' must be one of {', '.join(ACQUIRE_MODES)}, "
                                        f"found {mode!r}")
+        self._lock_duration(step)
         self.model.acquire(step.at_ms, step.actor, max_records, records, mode == "record_limit")
 
     @staticmethod
     def _bad_run(step: Step, run: object) -> NoReturn:
         raise Malformed(step.line, f"observed.records entries must be [first, last, delivery_count] integers, found {run!r}")
 
-    @op(args=["batches", "renew", "received_ms"], observed=["error"], objects={"args.batches": ["first", "last", "type"]})
+    @op(args=["batches", "renew", "received_ms", "lock_duration_ms"], observed=["error"],
+        objects={"args.batches": ["first", "last", "type"]})
     def op_acknowledge(self, step: Step) -> None:
         batches = step.args.get("batches")
         if type(batches) is not list:
@@ -127,6 +137,7 @@ class SharePartitionJudge(Judge):
         if received_ms is not None and (type(received_ms) is not int or not 0 <= received_ms <= step.at_ms):
             raise Malformed(step.line, f"args.received_ms of 'acknowledge' must be an integer from 0 to at_ms "
                                        f"{step.at_ms}, found {received_ms!r}")
+        self._lock_duration(step)
         observed = step.observed
         error = observed.get("error") if observed is not None else None
         if type(error) is str and error in STORAGE_ERRORS:  # SP-27: the state could not be written: no change
