@@ -55,7 +55,7 @@ from __future__ import annotations
 
 from collections import deque
 from heapq import heappop, heappush
-from itertools import count
+from itertools import count as sequence
 from typing import Iterable, Sequence
 
 from kipcheck.model.share_partition import (
@@ -109,7 +109,7 @@ class SharePartition:
         # Lock deadlines as a heap: at_ms never decreases, but a lock's duration may change between
         # acquisitions (SP-46), so a later lock may expire earlier. The sequence number breaks ties.
         self._locks: list[tuple[int, int, Sequence[Sequence[int]], str]] = []  # (deadline, sequence, runs, owner)
-        self._lock_sequence = count()
+        self._lock_sequence = sequence()
         self._next_deadline_ms: float = _NEVER  # the front lock's deadline: most steps fire nothing
         self._batch_ends: deque[int] = deque()    # kafka-4.2: last offsets of appended batches at or past SPEO
         # No record in [SPSO, _no_available_below) is available: lets lowest_acquisition

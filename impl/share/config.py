@@ -102,9 +102,13 @@ class ShareConfig:
         for field_name, least, most in _KAFKA_RANGES:
             _check_range(_kafka_name(field_name), getattr(self, field_name), least, most)
         # ShareGroupConfig.validate: the lock duration lies within the broker's own bounds.
-        _check_range("group.share.record.lock.duration.ms", self.record_lock_duration_ms,
-                     self.min_record_lock_duration_ms, self.max_record_lock_duration_ms,
-                     "group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms")
+        self.check_lock_duration("group.share.record.lock.duration.ms")
+
+    def check_lock_duration(self, name: str) -> None:
+        """ValueError unless the lock duration (the broker's, or a group's `name`) is within the bounds."""
+        _check_range(name, self.record_lock_duration_ms, self.min_record_lock_duration_ms,
+                     self.max_record_lock_duration_ms, "group.share.min.record.lock.duration.ms",
+                     "group.share.max.record.lock.duration.ms")
 
     def trace_config(self, start_offset: int) -> dict[str, object]:
         """The share-partition trace header's config (shared/TRACE-FORMAT.md) for this engine."""

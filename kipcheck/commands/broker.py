@@ -17,8 +17,10 @@ ShareConsumer, Producer and Consumer): ApiVersions, Metadata, CreateTopics,
 Produce, ListOffsets, Fetch, FindCoordinator, InitProducerId,
 ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge,
 JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
-OffsetDelete, ConsumerGroupHeartbeat, ConsumerGroupDescribe, ListGroups and
-DescribeGroups. Prints "listening on HOST:PORT" when ready.
+OffsetDelete, ConsumerGroupHeartbeat, ConsumerGroupDescribe, ListGroups,
+DescribeGroups, and IncrementalAlterConfigs and DescribeConfigs for a share
+group's share.record.lock.duration.ms and share.auto.offset.reset (resource
+type GROUP). Prints "listening on HOST:PORT" when ready.
 
 Settings (--set NAME=VALUE, Kafka's names): group.share.record.lock.duration.ms
 (30000), group.share.min.record.lock.duration.ms (15000),

@@ -7,11 +7,11 @@ ApiVersions advertises.
 
 from __future__ import annotations
 
-from kipcheck.impl.broker.handlers import classic_groups, cluster, consumer_groups, offsets, records, share
+from kipcheck.impl.broker.handlers import classic_groups, cluster, configs, consumer_groups, offsets, records, share
 
 
 def all_handlers(broker) -> dict:
     table: dict = {}
-    for module in (cluster, records, share, classic_groups, consumer_groups, offsets):
+    for module in (cluster, records, share, classic_groups, consumer_groups, offsets, configs):
         table.update(module.handlers(broker))
     return table
