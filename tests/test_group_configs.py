@@ -10,12 +10,13 @@ the wrong duration).
 from __future__ import annotations
 
 import datetime
+import json
 
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from confluent_kafka.error import KafkaException
 
-from kipcheck.oracle.check import check_file
+from kipcheck.oracle.check import check_file, check_lines
 from kipcheck.oracle.conformance.clients import produce
 from kipcheck.oracle.conformance.kafka42_scenarios import WireMember
 
@@ -92,3 +93,16 @@ def test_the_group_reset_applies_only_without_a_persisted_start_and_the_lock_is_
     verdicts = [check_file(path).summary() for path in traces]
     assert traces and all(line.startswith("ok") for line in verdicts), verdicts
     assert any('"lock_duration_ms":25000' in path.read_text() for path in traces), "the trace shows the new lock"
+
+
+@pytest.mark.parametrize("reference", [False, True])
+@pytest.mark.parametrize("value", [-1, "20000", 1.5])
+def test_a_step_lock_duration_that_is_not_a_duration_is_malformed(value, reference):
+    """SP-46's trace field: an integer >= 0 or absent; anything else is malformed (exit 2), fast and reference."""
+    header = {"format": "kipcheck-trace", "version": 1, "machine": "share-partition", "profile": "kafka-4.2",
+              "config": {}}
+    steps = [{"step": 1, "at_ms": 0, "actor": "producer", "op": "append", "args": {"count": 1}},
+             {"step": 2, "at_ms": 0, "actor": "c1", "op": "acquire", "args": {"max_records": 1, "lock_duration_ms": value},
+              "observed": {"records": [[0, 0, 1]]}}]
+    verdict = check_lines([json.dumps(header)] + [json.dumps(step) for step in steps], reference=reference)
+    assert (verdict.status, verdict.line) == ("malformed", 3) and "lock_duration_ms" in verdict.reason, verdict.summary()

@@ -81,7 +81,8 @@ class SharePartitionJudge(Judge):
         self.model.append(count)
 
     def _lock_duration(self, step: Step) -> None:
-        """SP-46: the lock duration in force for this step's acquisition or renewal (a trace format extension)."""
+        """SP-46: the lock duration in force for this step's acquisition or renewal (a trace format extension).
+        Called only when the step gives one or the model has one: most steps and models have none."""
         lock_duration_ms = step.args.get("lock_duration_ms")
         if lock_duration_ms is not None and (type(lock_duration_ms) is not int or lock_duration_ms < 0):
             raise Malformed(step.line, f"args.lock_duration_ms of {step.op!r} must be an integer >= 0, "
@@ -107,7 +108,8 @@ class SharePartitionJudge(Judge):
         if mode not in ACQUIRE_MODES:
             raise Malformed(step.line, f"args.acquire_mode of 'acquire' must be one of {', '.join(ACQUIRE_MODES)}, "
                                        f"found {mode!r}")
-        self._lock_duration(step)
+        if "lock_duration_ms" in step.args or self.model.lock_duration_ms is not None:  # SP-46
+            self._lock_duration(step)
         self.model.acquire(step.at_ms, step.actor, max_records, records, mode == "record_limit")
 
     @staticmethod
@@ -137,7 +139,8 @@ class SharePartitionJudge(Judge):
         if received_ms is not None and (type(received_ms) is not int or not 0 <= received_ms <= step.at_ms):
             raise Malformed(step.line, f"args.received_ms of 'acknowledge' must be an integer from 0 to at_ms "
                                        f"{step.at_ms}, found {received_ms!r}")
-        self._lock_duration(step)
+        if "lock_duration_ms" in step.args or self.model.lock_duration_ms is not None:  # SP-46
+            self._lock_duration(step)
         observed = step.observed
         error = observed.get("error") if observed is not None else None
         if type(error) is str and error in STORAGE_ERRORS:  # SP-27: the state could not be written: no change
