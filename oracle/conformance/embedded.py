@@ -1,6 +1,6 @@
 """EmbeddedBroker: the reference broker in a subprocess on a free loopback port, for scenarios and tests.
 
-    with EmbeddedBroker(work_dir, settings={"group.share.record.lock.duration.ms": "2000"}) as broker:
+    with EmbeddedBroker(work_dir, settings={"group.share.record.lock.duration.ms": "20000"}) as broker:
         broker.bootstrap          # "127.0.0.1:PORT"
         broker.kill()             # SIGKILL: no flush, no goodbye
         broker.start()            # again, same data and trace dirs
