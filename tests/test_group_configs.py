@@ -17,7 +17,9 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from confluent_kafka.error import KafkaException
 
 from kipcheck.oracle.check import check_file, check_lines
-from kipcheck.oracle.conformance.clients import produce
+from kipcheck.oracle.conformance.clients import create_topic, produce
+from kipcheck.oracle.conformance.kafka42_log_scenarios import TOPIC as LOG_TOPIC
+from kipcheck.oracle.conformance.kafka42_log_scenarios import write_transactions
 from kipcheck.oracle.conformance.kafka42_scenarios import WireMember
 
 GROUP_CONFIG, DEFAULT_CONFIG = 8, 5   # ConfigSource
@@ -47,11 +49,14 @@ def test_group_configs_are_set_described_refused_and_kept_across_a_restart(start
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     alter(admin, "g", share_auto_offset_reset="earliest", share_record_lock_duration_ms="20000")
     assert described(admin, "g") == {"share.auto.offset.reset": ("earliest", GROUP_CONFIG),
-                                     "share.record.lock.duration.ms": ("20000", GROUP_CONFIG)}
+                                     "share.record.lock.duration.ms": ("20000", GROUP_CONFIG),
+                                     "share.isolation.level": ("read_uncommitted", DEFAULT_CONFIG)}
     assert described(admin, "other") == {"share.auto.offset.reset": ("latest", DEFAULT_CONFIG),
-                                         "share.record.lock.duration.ms": ("30000", DEFAULT_CONFIG)}
+                                         "share.record.lock.duration.ms": ("30000", DEFAULT_CONFIG),
+                                         "share.isolation.level": ("read_uncommitted", DEFAULT_CONFIG)}
     for settings, message in [({"share_record_lock_duration_ms": "500"}, "must be in 15000..60000"),
                               ({"share_auto_offset_reset": "newest"}, "share.auto.offset.reset must be one of"),
+                              ({"share_isolation_level": "serializable"}, "share.isolation.level must be one of"),
                               ({"share_isolation_levels": "x"}, "Unknown group config name: share.isolation.levels")]:
         with pytest.raises(KafkaException, match=message) as refused:
             alter(admin, "g", **settings)
@@ -93,6 +98,29 @@ def test_the_group_reset_applies_only_without_a_persisted_start_and_the_lock_is_
     verdicts = [check_file(path).summary() for path in traces]
     assert traces and all(line.startswith("ok") for line in verdicts), verdicts
     assert any('"lock_duration_ms":25000' in path.read_text() for path in traces), "the trace shows the new lock"
+
+
+def test_a_groups_isolation_level_archives_aborted_records_for_that_group_only(start_broker):
+    """share.isolation.level is a group config in Kafka 4.2 (GroupConfig): read_committed for one group (SP-62,
+    SP-63) leaves the broker's read_uncommitted to the others."""
+    broker = start_broker(share_auto_offset_reset="earliest")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    create_topic(broker.bootstrap, LOG_TOPIC, 1)
+    write_transactions(broker.bootstrap)   # c1-c3 (0-2), marker 3, aborted a1-a2 (4-5), marker 6, c4 (7), marker 8
+    alter(admin, "committed", share_isolation_level="read_committed")
+    assert described(admin, "committed")["share.isolation.level"] == ("read_committed", GROUP_CONFIG)
+    committed = WireMember(broker.port, "committed", "m1", LOG_TOPIC)
+    assert committed.acquired(20) == [(0, 3, 1), (6, 8, 1)]   # the aborted batch archived at acquisition
+    committed.close()
+    uncommitted = WireMember(broker.port, "uncommitted", "m2", LOG_TOPIC)
+    assert uncommitted.acquired(20) == [(0, 8, 1)]
+    uncommitted.close()
+    broker.stop()
+    traces = sorted(broker.trace_dir.rglob("share-partition*.jsonl"))
+    verdicts = [check_file(path).summary() for path in traces]
+    assert len(traces) == 2 and all(line.startswith("ok") for line in verdicts), verdicts
+    headers = [json.loads(path.read_text().splitlines()[0]) for path in traces]
+    assert sorted(header["config"].get("isolation_level", "-") for header in headers) == ["-", "read_committed"]
 
 
 @pytest.mark.parametrize("reference", [False, True])

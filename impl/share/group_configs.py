@@ -6,9 +6,12 @@
     configs.share_config("g")        # the broker's ShareConfig with the group's values over it
 
 Served names: share.record.lock.duration.ms (read at each acquisition and
-renewal, SP-46) and share.auto.offset.reset (read when a share-partition is
-first initialized; a persisted start offset always wins). A group without a
-value takes the broker's. Kafka 4.2 validates a group's lock duration against
+renewal, SP-46), share.auto.offset.reset (read when a share-partition is
+first initialized; a persisted start offset always wins) and
+share.isolation.level (SP-62; read when the group's share-partition is
+loaded, as a share-partition trace has one isolation level: Kafka 4.2 reads
+it at each ShareFetch, so a change reaches a loaded share-partition here only
+after a restart). A group without a value takes the broker's. Kafka 4.2 validates a group's lock duration against
 group.share.min/max.record.lock.duration.ms (GroupConfig.validateValues);
 under `kip` any positive duration is taken. An alteration is all or nothing
 and is on disk (one DurableLog record, fsync'd) before it answers.
@@ -32,6 +35,7 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 NAMES = {
     "share.record.lock.duration.ms": "record_lock_duration_ms",
     "share.auto.offset.reset": "auto_offset_reset",
+    "share.isolation.level": "isolation_level",
 }
 
 

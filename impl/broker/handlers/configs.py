@@ -7,7 +7,7 @@ value INVALID_CONFIG. DescribeConfigs gives each served name, its value and
 its source (TOPIC_CONFIG when set, DEFAULT_CONFIG otherwise).
 
 GROUP (32): Kafka 4.2 keeps a group's dynamic configs (GroupConfig:
-share.record.lock.duration.ms, share.auto.offset.reset, ...) under resource
+share.record.lock.duration.ms, share.auto.offset.reset, share.isolation.level, ...) under resource
 type GROUP; this broker serves the share-group names
 impl/share/group_configs.py lists. An unknown name, an operation other than SET
 or DELETE, or a value out of range answers INVALID_CONFIG with Kafka's message
@@ -30,7 +30,7 @@ TOPIC, GROUP = 2, 32                                      # ConfigResource.Type
 SET_OPERATION, DELETE_OPERATION = 0, 1                    # AlterConfigOp.OpType
 TOPIC_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 5, 8      # DescribeConfigsResponse ConfigSource
 BOOLEAN, STRING, INT = 1, 2, 3                            # ConfigType
-GROUP_CONFIG_TYPES = {"record_lock_duration_ms": INT, "auto_offset_reset": STRING}
+GROUP_CONFIG_TYPES = {"record_lock_duration_ms": INT, "auto_offset_reset": STRING, "isolation_level": STRING}
 
 
 def handlers(broker) -> dict:
