@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from heapq import heapify
 from pathlib import Path
 from typing import Callable
 
@@ -233,10 +234,11 @@ def _reacquired_without_timer(base):
     class Bug(base):
         """KAFKA-18084: records acquired again get no acquisition lock timer: they stay acquired for ever."""
 
-        def _lock(self, lock_id, acquired, now_ms):
-            super()._lock(lock_id, acquired, now_ms)
+        def _lock(self, lock_id, acquired, now_ms, lock_duration_ms):
+            super()._lock(lock_id, acquired, now_ms, lock_duration_ms)
             if any(count > 1 for _, _, count in acquired):
-                self._locks.pop()
+                self._locks.remove(next(entry for entry in self._locks if entry[1] == lock_id))
+                heapify(self._locks)
     return Bug
 
 

@@ -22,8 +22,9 @@ limit, members) and then steps: appends, acquisitions, acknowledgements of
 held records (whole, partial, any type), hostile ones (another member's
 records, past the end, below SPSO, duplicates), sessions ending and time
 passing past lock deadlines. The answers are written as a share-partition
-trace (with a `check` of SPSO after every step when the adapter has `spso`)
-and judged; a run that raises is a failure with its traceback's last line.
+trace (with a `check` of SPSO after every step when the adapter has `spso`;
+its header says `"kafka_ranges": "waive"` under kafka-4.2 when the drawn
+settings are outside Kafka's ranges, spec SP-45) and judged; a run that raises is a failure with its traceback's last line.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from kipcheck.model.share_partition import kafka_range_violation
 from kipcheck.oracle.check import check_file
 from kipcheck.oracle.conformance.conform import ProbeRun
 
@@ -93,8 +95,11 @@ def _run(factory, profile: str, work_dir: Path, seed: int) -> ProbeRun:
         outcome, detail = "error", f"seed {seed}: the implementation raised {type(error).__name__}: {error}"
     path = work_dir / f"python-{seed}.share-partition.jsonl"
     work_dir.mkdir(parents=True, exist_ok=True)
+    settings = {key: value for key, value in config.items() if key != "profile"}
+    if profile == "kafka-4.2" and kafka_range_violation(settings) is not None:
+        settings["kafka_ranges"] = "waive"   # SP-45: test-sized settings, drawn to reach limits in a few steps
     header = {"format": "kipcheck-trace", "version": 1, "machine": "share-partition", "profile": profile,
-              "config": {key: value for key, value in config.items() if key != "profile"}}
+              "config": settings}
     path.write_text("\n".join(json.dumps(line) for line in [header, *steps]) + "\n")
     verdict = check_file(path)
     if verdict.status != "ok":
