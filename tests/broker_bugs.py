@@ -47,10 +47,10 @@ def _expired_count_kept(base):
     class Bug(base):
         """The delivery count is not incremented when a record whose lock expired is acquired again."""
 
-        def _acquire_cached(self, member_id, budget, lock_id, acquired):
+        def _acquire_cached(self, member_id, budget, lock_id, acquired, record_limit=False):
             expired = {batch[FIRST] for batch in self._batches if batch[EXPIRED] is not None}
             start = len(acquired)
-            remaining = super()._acquire_cached(member_id, budget, lock_id, acquired)
+            remaining = super()._acquire_cached(member_id, budget, lock_id, acquired, record_limit)
             for position in range(start, len(acquired)):
                 first, last, count = acquired[position]
                 if first in expired:

@@ -233,6 +233,11 @@ class SharePartition:
     # -- queries ---------------------------------------------------------------------------
 
     @property
+    def straddle_npe(self) -> str:
+        """SP-40's trace setting for this engine: "flag" where it answers INVALID_RECORD_STATE for Kafka's failure."""
+        return self.config.trace_config(self.spso).get("straddle_npe", "accept")
+
+    @property
     def spso(self) -> int:
         return self._spso
 

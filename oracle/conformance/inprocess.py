@@ -10,6 +10,8 @@ The adapter protocol: FACTORY(config) returns an object with
     acknowledge(member_id, [(first, last, type), ...], now_ms) -> error name   # type: accept, release, reject
     release_member(member_id, now_ms) -> object         # the member's session ended (the answer is ignored)
     spso -> int                                         # optional: the start offset, read after every step
+    straddle_npe -> str                                 # optional: "flag" if it answers INVALID_RECORD_STATE
+                                                        # where Kafka 4.2 fails (spec SP-40); "accept" if absent
 
 where `config` is a dict {"delivery_count_limit", "record_lock_duration_ms",
 "max_inflight_records", "profile"} and times are milliseconds on a clock that
@@ -89,13 +91,16 @@ def _run(factory, profile: str, work_dir: Path, seed: int) -> ProbeRun:
     steps: list[dict] = []
     detail = f"seed {seed}"
     outcome = "passed"
+    settings = {key: value for key, value in config.items() if key != "profile"}
     try:
-        _drive(factory(dict(config)), rng, config, steps)
+        partition = factory(dict(config))
+        if getattr(partition, "straddle_npe", "accept") != "accept":
+            settings["straddle_npe"] = partition.straddle_npe
+        _drive(partition, rng, config, steps)
     except Exception as error:  # the implementation under test failed: a finding, reported with what it did
         outcome, detail = "error", f"seed {seed}: the implementation raised {type(error).__name__}: {error}"
     path = work_dir / f"python-{seed}.share-partition.jsonl"
     work_dir.mkdir(parents=True, exist_ok=True)
-    settings = {key: value for key, value in config.items() if key != "profile"}
     if profile == "kafka-4.2" and kafka_range_violation(settings) is not None:
         settings["kafka_ranges"] = "waive"   # SP-45: test-sized settings, drawn to reach limits in a few steps
     header = {"format": "kipcheck-trace", "version": 1, "machine": "share-partition", "profile": profile,
