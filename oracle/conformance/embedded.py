@@ -79,8 +79,11 @@ class EmbeddedBroker:
     def _wait_listening(self) -> int:
         deadline = time.monotonic() + START_TIMEOUT_S
         assert self.process is not None and self.process.stdout is not None
+        # poll, not select: a long-lived caller (a test run) may hold descriptors past select's limit of 1024.
+        waiting = select.poll()
+        waiting.register(self.process.stdout, select.POLLIN)
         while (remaining := deadline - time.monotonic()) > 0:
-            if not select.select([self.process.stdout], [], [], remaining)[0]:
+            if not waiting.poll(remaining * 1000):
                 break
             line = self.process.stdout.readline().decode(errors="replace")
             if line.startswith("listening on "):
