@@ -31,6 +31,9 @@ Library API (time comes in as `at_ms`, which never decreases):
     partition.storage_failure(at_ms, actor, batches, renew=False)
                                                # the acknowledgement failed on storage: no change (SP-27)
     partition.leave(at_ms, actor)              # release the actor's records (SP-22)
+    partition.lock_duration_ms = ms            # the lock duration of the acquisitions and renewals that
+                                               # follow (SP-46: a group's share.record.lock.duration.ms);
+                                               # None (the default): record_lock_duration_ms
 
 `acquire`, `acknowledge` and `leave` fire the expired locks themselves; call
 `advance(at_ms)` before `append`. A Violation from `acquire` leaves the model as
@@ -44,6 +47,8 @@ from that read-only API alone, for this class and the fast acceptor alike.
 `runs_of(offsets, count_of)` groups ascending offsets into runs [first, last, count_of(offset)].
 `loaded_runs(initial_state, start_offset)` validates an `initial_state`
 (ValueError with the reason) and returns its runs as tuples.
+`kafka_range_violation(config)` names a kafka-4.2 trace's setting that Kafka 4.2
+would refuse (SP-45); the model itself takes any positive setting, as tests do.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
-from typing import AbstractSet as Set, Callable, Sequence
+from typing import AbstractSet as Set, Callable, Mapping, Sequence
 
 from kipcheck.model.share_partition_log import LogFacts, kafka_only
 from kipcheck.model.violation import Ruled, Violation
@@ -119,6 +124,7 @@ class Record:
     archived_by: str | None = None  # SP-63, SP-65: the clause that archived it without an acknowledgement
     write_failed: bool = False  # SP-27: an acknowledgement of it failed on storage since it was acquired
     renewed: bool = False  # SP-41: its lock was renewed since it was acquired
+    step_lock: bool = False  # SP-46: its lock took the duration a step gave, not the configured one
 
 
 def loaded_runs(initial_state: Sequence, start_offset: int) -> list[tuple[int, int, str, int]]:
@@ -249,6 +255,25 @@ def check_config(start_offset: int, delivery_count_limit: int, record_lock_durat
         raise ValueError("start_offset, record_lock_duration_ms >= 0 and delivery_count_limit, max_inflight_records >= 1")
 
 
+# SP-45: the share-partition settings Apache Kafka 4.2 accepts (ShareGroupConfig's ConfigDef ranges): trace
+# config key -> (Kafka's config name, least, most). A group-level share.record.lock.duration.ms is bounded by
+# group.share.min/max.record.lock.duration.ms, whose own ranges keep it within the same 1000..3600000.
+KAFKA_RANGES = {
+    "delivery_count_limit": ("group.share.delivery.count.limit", 2, 10),
+    "record_lock_duration_ms": ("group.share.record.lock.duration.ms", 1000, 3600000),
+    "max_inflight_records": ("group.share.partition.max.record.locks", 100, 10000),
+}
+
+
+def kafka_range_violation(config: Mapping[str, int]) -> Violation | None:
+    """SP-45: under kafka-4.2, the first setting of `config` that Kafka 4.2 refuses to start with."""
+    for key, (kafka_name, least, most) in KAFKA_RANGES.items():
+        value = config.get(key)
+        if value is not None and not least <= value <= most:
+            return Violation("SP-45", f"{key} in {least}..{most} (Kafka's {kafka_name})", f"{key}={value}")
+    return None
+
+
 class SharePartition:
     """The share-partition leader's in-flight records of one partition, as a pure state machine."""
 
@@ -263,6 +288,7 @@ class SharePartition:
         self.log = LogFacts(isolation_level, profile)  # SP-61..SP-65: transactions and compaction
         self.delivery_count_limit = delivery_count_limit
         self.record_lock_duration_ms = record_lock_duration_ms
+        self.lock_duration_ms: int | None = None  # SP-46: the duration in force, when a step gives one
         self.max_inflight_records = max_inflight_records
         # SP-1: the window starts empty at start_offset.
         self._spso = self._speo = self._log_end = start_offset
@@ -327,7 +353,8 @@ class SharePartition:
             return below_start_clause(self, offset)
         record = self._record(offset)
         if record.state == ACQUIRED:
-            return "SP-27" if record.write_failed else "SP-41" if record.renewed else "SP-4"
+            return ("SP-27" if record.write_failed else "SP-46" if record.step_lock else "SP-41" if record.renewed
+                    else "SP-4")
         if record.archived_by is not None:
             return record.archived_by
         if record.loaded:  # SP-26: still as initial_state gave it
@@ -478,7 +505,7 @@ class SharePartition:
             for offset in range(first, last + 1):
                 self._records[offset] = Record(ARCHIVED, 1, archived_by="SP-63")
         for first, last, count in records:
-            self._acquire_run(first, last, count, actor, at_ms + self.record_lock_duration_ms)
+            self._acquire_run(first, last, count, actor, at_ms + self._lock_duration())
         if self._speo > speo:
             self.speo_clause = "SP-24"
             if record_limit and self.kafka:
@@ -500,8 +527,12 @@ class SharePartition:
             self._speo += 1
         # SP-4: acquired, owned by the actor, count incremented, locked until at_ms + duration.
         for offset in range(first, last + 1):
-            self._records[offset] = Record(ACQUIRED, count, actor, deadline)
+            self._records[offset] = Record(ACQUIRED, count, actor, deadline, step_lock=self.lock_duration_ms is not None)
             self._holes.discard(offset)
+
+    def _lock_duration(self) -> int:
+        """SP-46: Kafka reads the lock duration each time it starts a lock (a group's config may change it)."""
+        return self.record_lock_duration_ms if self.lock_duration_ms is None else self.lock_duration_ms
 
     # Acknowledgement.
 
@@ -554,9 +585,10 @@ class SharePartition:
 
     def _acknowledge_record(self, offset: int, target: str, at_ms: int) -> None:
         # SP-9: accept -> acknowledged, release -> available, reject -> archived (SP-12: gap -> archived); count kept.
-        if target == ACQUIRED:  # SP-41: renew restarts the lock; owner, state and count are kept
+        if target == ACQUIRED:  # SP-41: renew restarts the lock (SP-46: as long as now); owner, state, count kept
             record = self._records[offset]
-            record.lock_deadline_ms, record.renewed = at_ms + self.record_lock_duration_ms, True
+            record.lock_deadline_ms, record.renewed = at_ms + self._lock_duration(), True
+            record.step_lock = self.lock_duration_ms is not None
         elif target == AVAILABLE:
             self._release_record(offset)
         else:

@@ -20,7 +20,7 @@ class Verdict:
 
     `status` is ok, violation or malformed; `reason` says why in one sentence
     (None when ok), and `summary()` is the one line `kipcheck check` prints. A
-    violation names the first disallowed `step`, the `clause` it breaks and its
+    violation names the first disallowed `step` (0: the header), the `clause` it breaks and its
     `title`, what the model `allowed` and what was `observed`; a malformed
     trace names its `line` (None when the file as a whole is at fault).
     """
@@ -56,15 +56,18 @@ class Verdict:
         return f"MALFORMED  {self.name}  {where}{self.reason}"
 
 
-def _violation(name: str, machine: str, profile: str, steps: int, violation: Violation) -> Verdict:
+def _violation(name: str, machine: str, profile: str, steps: int, violation: Violation, judged: bool) -> Verdict:
     from kipcheck.spec import clauses  # read only when a trace breaks a clause
 
     clause = clauses().get(violation.clause)
     title = clause.title if clause else None
     named = f'{violation.clause} "{title}"' if title else violation.clause
-    reason = (f"step {steps + 1} breaks {named}: allowed {violation.allowed}; observed {violation.observed} "
+    # A header whose config the target cannot have (SP-45) is step 0, before the first step.
+    step = steps + 1 if judged else 0
+    where = f"step {step}" if judged else "the header"
+    reason = (f"{where} breaks {named}: allowed {violation.allowed}; observed {violation.observed} "
               f"(see: kipcheck spec --show {violation.clause})")
-    return Verdict(name, VIOLATION, machine, profile, steps, step=steps + 1, clause=violation.clause, title=title,
+    return Verdict(name, VIOLATION, machine, profile, steps, step=step, clause=violation.clause, title=title,
                    allowed=violation.allowed, observed=violation.observed, reason=reason)
 
 
@@ -74,7 +77,7 @@ def check_lines(lines: Iterable[bytes | str], name: str = "<trace>", reference: 
     `reference` judges with the plain models even where a judge has a fast acceptor (impl/fastcheck/).
     """
     iterator: Iterator[bytes | str] = iter(lines)
-    machine = profile = None
+    machine = profile = judge = None
     steps = 0
     try:
         first = next(iterator, None)
@@ -97,7 +100,7 @@ def check_lines(lines: Iterable[bytes | str], name: str = "<trace>", reference: 
     except Malformed as error:
         return Verdict(name, MALFORMED, machine, profile, steps, line=error.line, reason=error.reason)
     except Violation as violation:
-        return _violation(name, machine, profile, steps, violation)
+        return _violation(name, machine, profile, steps, violation, judged=judge is not None)
     return Verdict(name, OK, machine, profile, steps)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from heapq import heapify
 from pathlib import Path
 from typing import Callable
 
@@ -46,10 +47,10 @@ def _expired_count_kept(base):
     class Bug(base):
         """The delivery count is not incremented when a record whose lock expired is acquired again."""
 
-        def _acquire_cached(self, member_id, budget, lock_id, acquired, *mode):
+        def _acquire_cached(self, member_id, budget, lock_id, acquired, record_limit=False):
             expired = {batch[FIRST] for batch in self._batches if batch[EXPIRED] is not None}
             start = len(acquired)
-            remaining = super()._acquire_cached(member_id, budget, lock_id, acquired, *mode)
+            remaining = super()._acquire_cached(member_id, budget, lock_id, acquired, record_limit)
             for position in range(start, len(acquired)):
                 first, last, count = acquired[position]
                 if first in expired:
@@ -184,8 +185,8 @@ def _inflight_limit_ignores_released(base):
         """KAFKA-19555: records acquired again after a release do not use up the in-flight room, so a fetch that
         re-acquires them also takes new records past group.share.partition.max.record.locks."""
 
-        def _acquire_cached(self, member_id, budget, lock_id, acquired, *mode):
-            super()._acquire_cached(member_id, budget, lock_id, acquired, *mode)
+        def _acquire_cached(self, member_id, budget, lock_id, acquired):
+            super()._acquire_cached(member_id, budget, lock_id, acquired)
             return budget
     return Bug
 
@@ -233,10 +234,11 @@ def _reacquired_without_timer(base):
     class Bug(base):
         """KAFKA-18084: records acquired again get no acquisition lock timer: they stay acquired for ever."""
 
-        def _lock(self, lock_id, acquired, now_ms):
-            super()._lock(lock_id, acquired, now_ms)
+        def _lock(self, lock_id, acquired, now_ms, lock_duration_ms):
+            super()._lock(lock_id, acquired, now_ms, lock_duration_ms)
             if any(count > 1 for _, _, count in acquired):
-                self._locks.pop()
+                self._locks.remove(next(entry for entry in self._locks if entry[1] == lock_id))
+                heapify(self._locks)
     return Bug
 
 

@@ -40,7 +40,6 @@ from kio.records.writers import write_batch
 
 from kipcheck.impl.broker.broker import Broker
 from kipcheck.impl.broker.config import split_properties
-from kipcheck.impl.share.config import ShareConfig
 from kipcheck.impl.storage import Disk, Storage
 
 
@@ -174,8 +173,7 @@ class InProcessBroker:
 
     def __init__(self, work_dir: Path, disk: Disk, settings: dict[str, str] | None = None,
                  profile: str = "kafka-4.2"):
-        config, share_properties = split_properties(settings or {})
-        share_config = ShareConfig.from_properties({**share_properties, "profile": profile})
+        config, share_config = split_properties(settings or {}, profile)
         self.trace_dir = Path(work_dir) / "traces"
         broker_class = type("FaultyDiskBroker", (Broker,), {"storage_factory": staticmethod(partial(Storage, disk))})
         self.loop = asyncio.new_event_loop()

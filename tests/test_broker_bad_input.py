@@ -7,6 +7,7 @@ broker does not know.
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 import uuid
@@ -267,3 +268,18 @@ def test_bytes_after_a_request_body_are_ignored_as_kafka_ignores_them(broker, ra
 def _with_trailing_bytes(frame: bytes) -> bytes:
     body = frame[4:] + b"\x01\x00\x00"
     return len(body).to_bytes(4, "big") + body
+
+
+def test_the_broker_starts_for_a_caller_holding_descriptors_past_1024(tmp_path):
+    """A long test run holds many descriptors; waiting for the broker's start must not depend on their number."""
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        broker = EmbeddedBroker(tmp_path, {})
+        broker.start()
+        client = RawClient(broker.port)
+        assert still_serving(broker, lambda _: client)
+        client.close()
+        broker.stop()
+    finally:
+        for descriptor in held:
+            os.close(descriptor)

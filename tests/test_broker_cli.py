@@ -21,6 +21,7 @@ def broker_command(tmp_path, *flags: str) -> subprocess.CompletedProcess:
     (("--set", "advertised.listeners=nowhere"), "PLAINTEXT://HOST:PORT"),
     (("--port", "70000"), "expected 0..65535"),
     (("--profile", "kafka-9"), "invalid choice"),
+    (("--set", "group.share.delivery.count.limit=11"), "group.share.delivery.count.limit must be in 2..10"),
 ])
 def test_bad_flags_exit_2_with_a_message(tmp_path, flags, message):
     result = broker_command(tmp_path, *flags)
@@ -49,3 +50,11 @@ def test_sigterm_stops_cleanly_and_a_taken_port_is_an_error(tmp_path, start_brok
     taken = broker_command(tmp_path / "second", "--port", str(broker.port))
     assert taken.returncode == 1 and "cannot start" in taken.stderr
     assert broker.stop() == 0  # SIGTERM: traces flushed, files fsync'd, exit 0
+
+
+def test_a_share_setting_out_of_kafkas_range_is_one_line(tmp_path):
+    """SP-45: under kafka-4.2 the broker refuses to start, as Kafka 4.2 does, naming the config and its range."""
+    result = broker_command(tmp_path, "--set", "group.share.partition.max.record.locks=50")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "kipcheck broker: group.share.partition.max.record.locks must be in 100..10000 under Kafka 4.2, found 50"]

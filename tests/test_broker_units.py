@@ -15,6 +15,7 @@ from kipcheck.impl.broker.groups import Member, ShareGroups, target_assignment
 from kipcheck.impl.broker.handlers.share import acknowledgement_batches
 from kipcheck.impl.broker.log import InvalidBatch, PartitionLog, ProducerEpochError, SequenceError
 from kipcheck.impl.broker.metadata import Topics, TopicError, topic_id_of
+from kipcheck.impl.share.config import ShareConfig
 
 batch = harness.record_batch
 
@@ -219,7 +220,7 @@ def test_decode_request_refuses_garbage_and_unsupported_versions():
 
 def test_settings_split_between_broker_and_share_config():
     config, share = split_properties({"num.partitions": "4", "group.share.delivery.count.limit": "3"})
-    assert config == BrokerConfig(default_partitions=4) and share == {"group.share.delivery.count.limit": "3"}
+    assert config == BrokerConfig(default_partitions=4) and share == ShareConfig(delivery_count_limit=3)
     for bad in ({"no.such.setting": "1"}, {"num.partitions": "x"}, {"advertised.listeners": "localhost"},
                 {"auto.create.topics.enable": "maybe"}, {"num.partitions": "0"}):
         with pytest.raises(ValueError):

@@ -68,12 +68,18 @@ class Scenario:
     def acquire(self) -> None:
         # Kafka 4.2's record_limit acquire mode, now and then (SP-42).
         self.partition.acquire(self.chooser.choice(MEMBERS), self.chooser.randint(1, 8), self.now_ms,
-                               record_limit=self.chooser.random() < 0.3)
+                               record_limit=self.chooser.random() < 0.3, lock_duration_ms=self._group_lock_ms())
 
     def acknowledge(self) -> None:
         member = self.chooser.choice(MEMBERS)
         # Kafka 4.2's renewals, announced by the request (IsRenewAck) or not (SP-41).
-        self.partition.acknowledge(member, self._batches(member), self.now_ms, renew=self.chooser.random() < 0.5)
+        self.partition.acknowledge(member, self._batches(member), self.now_ms, renew=self.chooser.random() < 0.5,
+                                   lock_duration_ms=self._group_lock_ms())
+
+    def _group_lock_ms(self) -> int | None:
+        """SP-46: now and then the group's lock duration differs from the broker's (None: the broker's)."""
+        return self.chooser.choice([self.config.record_lock_duration_ms // 2, 3 * self.config.record_lock_duration_ms]) \
+            if self.chooser.random() < 0.2 else None
 
     def _batches(self, member: str) -> list[tuple[int, int, str]]:
         types = ["accept", "release", "reject"] + (["gap"] if self.chooser.random() < 0.3 else []) \
@@ -182,8 +188,15 @@ class StartPassesAcquired(SharePartition):
 class IgnoresRenew(SharePartition):
     """A renewal answers NONE but leaves the lock as it was (SP-41 broken)."""
 
-    def _renew(self, batches, now_ms):
+    def _renew(self, batches, now_ms, lock_duration_ms):
         pass
+
+
+class IgnoresGroupLockDuration(SharePartition):
+    """It reports the group's lock duration in its trace but arms the lock with the broker's (SP-46 broken)."""
+
+    def _lock(self, lock_id, acquired, now_ms, lock_duration_ms):
+        super()._lock(lock_id, acquired, now_ms, None)
 
 
 class RecordLimitTakesWholeBatches(SharePartition):
@@ -207,9 +220,12 @@ class NeverThrottles(SharePartition):
 @pytest.mark.parametrize("profile, mutant, clauses", [
     *((profile, ForgetsRedelivery, {"SP-4", "SP-25"}) for profile in PROFILES),
     *((profile, StartPassesAcquired, {"SP-23", "SP-25", "SP-3"}) for profile in PROFILES),
-    ("kafka-4.2", IgnoresRenew, {"SP-41", "SP-3"}),   # a record still locked is delivered again: SP-3
+    # A record still locked delivered again (SP-3), or one whose group lock, shorter, should have expired (SP-20).
+    ("kafka-4.2", IgnoresRenew, {"SP-41", "SP-3", "SP-20"}),
     ("kafka-4.2", RecordLimitTakesWholeBatches, {"SP-42"}),
     ("kafka-4.2", NeverThrottles, {"SP-43"}),
+    # A lock that expired too early (SP-46), or too late (SP-20), or a record still locked delivered again.
+    *((profile, IgnoresGroupLockDuration, {"SP-46", "SP-20", "SP-3"}) for profile in PROFILES),
 ])
 def test_a_broken_partition_is_caught(profile, mutant, clauses):
     for seed in range(200):

@@ -110,6 +110,7 @@ class TraceWriter:
         args = {"max_records": max_records}
         if record_limit:
             args["acquire_mode"] = "record_limit"
+        self._lock_duration(args)
         observed = {"records": copy.deepcopy(records)}
         if archived is not None:
             observed["archived"] = copy.deepcopy(archived)
@@ -173,6 +174,7 @@ class TraceWriter:
             batches.append((first, max(last, 0), self.data.draw(st.sampled_from(model.ACK_TYPES))))
         renew = self.data.draw(st.booleans())  # SP-41: the request announced renewals
         args = {"batches": [{"first": f, "last": l, "type": t} for f, l, t in batches]}
+        self._lock_duration(args)
         if self.received_ms is None and self.data.draw(st.integers(0, 5)) == 0:  # SP-27: the write failed
             self.partition.storage_failure(self.at_ms, actor, batches, renew)
             error = self.data.draw(st.sampled_from(sorted(STORAGE_ERRORS)))
@@ -183,6 +185,13 @@ class TraceWriter:
         if renew:
             args["renew"] = True
         self.emit(actor, "acknowledge", args, {"error": error})
+
+    def _lock_duration(self, args):
+        """SP-46: now and then the group's lock duration differs from the header's for this step."""
+        lock_duration_ms = None
+        if self.data.draw(st.integers(0, 3)) == 0:
+            lock_duration_ms = args["lock_duration_ms"] = self.data.draw(st.integers(1, 80))
+        self.partition.lock_duration_ms = lock_duration_ms
 
     def leave(self, actor):
         self.partition.leave(self.at_ms, actor)
@@ -196,8 +205,11 @@ class TraceWriter:
         self.emit("observer", "check", None, {"spso": partition.spso, "speo": partition.speo, "states": partition.snapshot()})
 
     def lines(self, steps=None, config=None):
+        config = self.config if config is None else config
+        if self.profile == "kafka-4.2":  # SP-45: test-sized settings, outside Kafka's ranges
+            config = {**config, "kafka_ranges": "waive"}
         header = {"format": "kipcheck-trace", "version": 1, "machine": "share-partition", "profile": self.profile,
-                  "config": self.config if config is None else config}
+                  "config": config}
         return [json.dumps(header)] + [json.dumps(step) for step in (self.steps if steps is None else steps)]
 
 

@@ -14,7 +14,7 @@ def test_group_settings_are_routed_to_the_group_config():
                                       "group.share.delivery.count.limit": "3"})
     assert config.groups == GroupConfig(consumer_session_timeout_ms=6000, initial_rebalance_delay_ms=0,
                                         consumer_assignors=("range", "uniform"))
-    assert config.default_partitions == 2 and share == {"group.share.delivery.count.limit": "3"}
+    assert config.default_partitions == 2 and share.delivery_count_limit == 3
     assert {"group.consumer.heartbeat.interval.ms", "offset.metadata.max.bytes", "group.max.size"} <= set(known_names())
 
 

@@ -58,20 +58,20 @@ def test_an_initialize_with_state_epoch_minus_one_is_not_fenced_and_lowers_no_fe
 
 def test_renew_restarts_the_lock_and_renewals_before_a_failing_batch_stand(tmp_path):
     """SP-41 on the engine, with its own clock: the trace it writes is judged."""
-    writer = TraceWriter(tmp_path / "traces", ShareConfig(record_lock_duration_ms=100))
+    writer = TraceWriter(tmp_path / "traces", ShareConfig(record_lock_duration_ms=1000))
     partition = SharePartition(writer.config, trace=writer.partition(KEY, writer.config))
     partition.on_append(0, 5, 0)
     assert partition.acquire("m1", 5, 0) == [(0, 4, 1)]
-    assert partition.acknowledge("m1", [(0, 2, "renew")], 50) == "INVALID_REQUEST"   # no IsRenewAck
-    assert partition.acknowledge("m1", [(0, 2, "renew")], 50, renew=True) == "NONE"
-    assert partition.expire_locks(100) == 2                                             # 3-4 only
+    assert partition.acknowledge("m1", [(0, 2, "renew")], 500) == "INVALID_REQUEST"   # no IsRenewAck
+    assert partition.acknowledge("m1", [(0, 2, "renew")], 500, renew=True) == "NONE"
+    assert partition.expire_locks(1000) == 2                                             # 3-4 only
     assert partition.acquired_by("m1") == [(0, 2, 1)]
     # 3 is no longer acquired: the request fails, but the renewal of 0-2 before it stands.
-    assert partition.acknowledge("m1", [(0, 2, "renew"), (3, 3, "accept")], 120, renew=True) == "INVALID_RECORD_STATE"
-    assert partition.expire_locks(150) == 0 and partition.acquired_by("m1") == [(0, 2, 1)]
-    assert partition.expire_locks(220) == 3
+    assert partition.acknowledge("m1", [(0, 2, "renew"), (3, 3, "accept")], 1200, renew=True) == "INVALID_RECORD_STATE"
+    assert partition.expire_locks(1500) == 0 and partition.acquired_by("m1") == [(0, 2, 1)]
+    assert partition.expire_locks(2200) == 3
     assert partition.states() == [(0, 2, "available", 1), (3, 4, "available", 1)]
-    partition.trace_check(220)
+    partition.trace_check(2200)
     writer.close()
     verdicts = [check_file(path) for path in writer.paths()]
     assert verdicts and all(verdicts), [verdict.summary() for verdict in verdicts]

@@ -85,8 +85,11 @@ class BrokerConfig:
                              f"socket.request.max.bytes ({self.max_request_bytes})")
 
 
-def split_properties(properties: Mapping[str, str]) -> tuple[BrokerConfig, dict[str, str]]:
-    """(BrokerConfig, the share properties for ShareConfig.from_properties); ValueError on a bad one."""
+def split_properties(properties: Mapping[str, str], profile: str = "kafka-4.2") -> tuple[BrokerConfig, ShareConfig]:
+    """(BrokerConfig, ShareConfig) under `profile`; ValueError naming the first bad setting.
+
+    Under kafka-4.2 the share settings must lie in Kafka 4.2's ranges (ShareConfig.from_properties).
+    """
     values, share, groups, ic = {}, {}, {}, {}
     for name, raw in properties.items():
         field_name = _PROPERTIES.get(name)
@@ -98,8 +101,13 @@ def split_properties(properties: Mapping[str, str]) -> tuple[BrokerConfig, dict[
             share[name] = raw
         else:
             values[field_name] = _parse(name, field_name, raw)
-    ShareConfig.from_properties(share)  # raises ValueError for unknown names of either kind
-    return BrokerConfig(**values, groups=GroupConfig.from_properties(groups), ic=IcConfig.from_properties(ic)), share
+    share_config = ShareConfig.from_properties({**share, "profile": profile})  # also refuses unknown names
+    config = BrokerConfig(**values, groups=GroupConfig.from_properties(groups), ic=IcConfig.from_properties(ic))
+    # ShareGroupConfig.validate: every member of the largest share group can hold a share session.
+    if profile == "kafka-4.2" and share_config.max_share_sessions < config.max_group_size:
+        raise ValueError(f"group.share.max.share.sessions ({share_config.max_share_sessions}) must be at least "
+                         f"group.share.max.size ({config.max_group_size}) under Kafka 4.2")
+    return config, share_config
 
 
 def known_names() -> list[str]:

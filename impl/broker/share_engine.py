@@ -12,6 +12,11 @@ them to the broker:
   whose initialization the coordinator cannot write raises PersisterError
   (acknowledge answers its error; the next use tries again), as Kafka drops a
   share-partition that failed to initialize;
+- groups' dynamic configs (impl/share/group_configs.py, served by
+  handlers/configs.py) on `<data dir>/share-state/group-configs.log`: a
+  group's share.auto.offset.reset when its share-partition is first
+  initialized, its share.record.lock.duration.ms at each acquisition and
+  renewal (spec SP-46);
 - produced batches are passed to every loaded SharePartition of their
   topic-partition (`on_produced`);
 - a member's records are released when its session closes (final epoch) or
@@ -46,6 +51,7 @@ from typing import Callable
 from kipcheck.impl.broker.clock import now_ms
 from kipcheck.impl.share.config import ShareConfig
 from kipcheck.impl.share.coordinator import ShareCoordinator
+from kipcheck.impl.share.group_configs import GroupConfigs
 from kipcheck.impl.share.partition import PersisterError, SharePartition
 from kipcheck.impl.share.sessions import SessionAnswer, ShareSessionCache
 from kipcheck.impl.share.tracing import TraceWriter
@@ -66,6 +72,8 @@ class ShareEngine:
         self.coordinator = ShareCoordinator(Path(broker.data_dir) / "share-state", config,
                                             trace_writer=self.trace_writer, now_ms=now_ms(), storage=broker.storage)
         self.sessions = ShareSessionCache(config, trace_writer=self.trace_writer)
+        # Groups' dynamic configs (IncrementalAlterConfigs on a GROUP resource) beside the share state.
+        self.group_configs = GroupConfigs(Path(broker.data_dir) / "share-state", config, broker.storage)
         self.partitions: dict[tuple[str, str], SharePartition] = {}
         self.persisted_keys = set(self.coordinator.keys())  # share-partitions initialized before this process
         self.groups_of_tp: dict[str, set[str]] = {}
@@ -78,12 +86,14 @@ class ShareEngine:
         if share_partition is None:
             topic, index = tp.rsplit(":", 1)
             partition_log = self.broker.partition_log(topic, int(index))
+            # The group's share.auto.offset.reset, used only if no start offset is persisted (SharePartition.load).
+            config = self.group_configs.share_config(group)
             reset_offset = None
-            if self.config.reset_duration_ms is not None:
+            if config.reset_duration_ms is not None:
                 # by_duration: the first batch with a record at most that old (Kafka 4.2 offsetForTimestamp).
-                reset_offset = partition_log.offset_for_timestamp(int(time.time() * 1000) - self.config.reset_duration_ms)
+                reset_offset = partition_log.offset_for_timestamp(int(time.time() * 1000) - config.reset_duration_ms)
             share_partition = self.partition_factory(
-                self.config, self.coordinator, f"{group}:{tp}", partition_log.start_offset,
+                config, self.coordinator, f"{group}:{tp}", partition_log.start_offset,
                 partition_log.end_offset, at_ms, trace_writer=self.trace_writer, reset_offset=reset_offset)
             share_partition.trace_state = self.trace_state
             for first, last, transaction in partition_log.batch_details(share_partition.log_end_offset):
@@ -124,7 +134,12 @@ class ShareEngine:
 
     def acquire(self, group: str, member: str, tp: str, max_records: int, at_ms: int,
                 record_limit: bool = False) -> list[tuple[int, int, int]]:
-        return self.partition(group, tp, at_ms).acquire(member, max_records, at_ms, record_limit)
+        return self.partition(group, tp, at_ms).acquire(member, max_records, at_ms, record_limit,
+                                                        lock_duration_ms=self.lock_duration_ms(group))
+
+    def lock_duration_ms(self, group: str) -> int:
+        """SP-46: the group's lock duration now (its dynamic config, else the broker's), read at each lock."""
+        return self.group_configs.share_config(group).record_lock_duration_ms
 
     def acknowledge(self, group: str, member: str, tp: str, batches: list[tuple[int, int, str]], at_ms: int,
                     renew: bool = False) -> str:
@@ -132,7 +147,7 @@ class ShareEngine:
             share_partition = self.partition(group, tp, at_ms)
         except PersisterError as error:
             return error.error
-        return share_partition.acknowledge(member, batches, at_ms, renew)
+        return share_partition.acknowledge(member, batches, at_ms, renew, lock_duration_ms=self.lock_duration_ms(group))
 
     def release_member(self, group: str, member: str, at_ms: int, partitions: frozenset[str] | None = None) -> int:
         """Release the member's records in `partitions` of its group (None: in all of them)."""
@@ -200,6 +215,7 @@ class ShareEngine:
         for group in {group for group, _ in self.partitions}:
             self.sessions.trace_check(group, at_ms)
         self.coordinator.close()
+        self.group_configs.close()
         if self.trace_writer is not None:
             self.trace_writer.close()
 

@@ -54,6 +54,8 @@ then so memory follows the window, not the trace.
 from __future__ import annotations
 
 from collections import deque
+from heapq import heappop, heappush
+from itertools import count as sequence
 from typing import Iterable, Sequence
 
 from kipcheck.model.share_partition import (
@@ -89,6 +91,7 @@ class SharePartition:
         self.delivery_count_limit = delivery_count_limit
         self._throttle_threshold = throttle_threshold(delivery_count_limit)  # SP-43
         self.record_lock_duration_ms = record_lock_duration_ms
+        self.lock_duration_ms: int | None = None  # SP-46: the duration in force, when a step gives one
         self.max_inflight_records = max_inflight_records
         # SP-1: the window starts empty at start_offset.
         self._spso = self._speo = self._log_end = self._base = start_offset
@@ -106,10 +109,13 @@ class SharePartition:
         self._write_failed: set[int] = set()
         # SP-41: acquired offsets whose lock was renewed since; read only to name a clause.
         self._renewed: set[int] = set()
+        # SP-46: acquired offsets whose lock took a step's duration; read only to name a clause.
+        self._step_locked: set[int] = set()
         self.limit_archives = LimitArchives()  # SP-21: read only to name a clause
-        # Lock deadlines in acquisition order: at_ms never decreases and every lock
-        # lasts the same time, so the earliest deadline is always at the front.
-        self._locks: deque[tuple[int, Sequence[Sequence[int]], str]] = deque()  # (deadline, runs, owner)
+        # Lock deadlines as a heap: at_ms never decreases, but a lock's duration may change between
+        # acquisitions (SP-46), so a later lock may expire earlier. The sequence number breaks ties.
+        self._locks: list[tuple[int, int, Sequence[Sequence[int]], str]] = []  # (deadline, sequence, runs, owner)
+        self._lock_sequence = sequence()
         self._next_deadline_ms: float = _NEVER  # the front lock's deadline: most steps fire nothing
         self._batch_ends: deque[int] = deque()    # kafka-4.2: last offsets of appended batches at or past SPEO
         # No record in [SPSO, _no_available_below) is available: lets lowest_acquisition
@@ -187,7 +193,8 @@ class SharePartition:
         index = self._index(offset)
         state, count = self._state[index], self._count[index]
         if state is ACQUIRED:
-            return "SP-27" if offset in self._write_failed else "SP-41" if offset in self._renewed else "SP-4"
+            return ("SP-27" if offset in self._write_failed else "SP-46" if offset in self._step_locked
+                    else "SP-41" if offset in self._renewed else "SP-4")
         if offset in self._archived_by:
             return self._archived_by[offset]
         if offset in self._loaded:  # SP-26: still as initial_state gave it
@@ -226,7 +233,7 @@ class SharePartition:
     def _fire_locks(self, at_ms: int) -> None:
         locks = self._locks
         while locks and locks[0][0] <= at_ms:
-            deadline, runs, owner = locks.popleft()
+            deadline, _, runs, owner = heappop(locks)
             for first, last, _ in runs:
                 for offset in range(max(first, self._spso), last + 1):
                     index = offset - self._base
@@ -459,9 +466,15 @@ class SharePartition:
         speo = self._speo
         if self.log.used:
             self._archive_aborted(archived_runs(self, records, archived))
-        deadline = at_ms + self.record_lock_duration_ms
+        # SP-46: Kafka reads the lock duration each time it starts a lock (a group's config may change it).
+        step_lock = self.lock_duration_ms is not None
+        deadline = at_ms + (self.lock_duration_ms if step_lock else self.record_lock_duration_ms)
         for first, last, count in records:
             self._acquire_run(first, last, count, actor, deadline)
+            if step_lock:
+                self._step_locked.update(range(first, last + 1))
+            elif self._step_locked:
+                self._step_locked.difference_update(range(first, last + 1))
         new_last = self._base + len(self._state) - 1  # the highest record in the window now
         if new_last >= speo:
             self.speo_clause = "SP-24"
@@ -473,7 +486,7 @@ class SharePartition:
                     self._no_available_below = min(self._no_available_below, new_last + 1)
                     self.speo_clause = "SP-42"
         # One lock entry per acquisition, holding its runs (the caller must not change them).
-        self._locks.append((deadline, records, actor))
+        heappush(self._locks, (deadline, next(self._lock_sequence), records, actor))
         self._next_deadline_ms = min(self._next_deadline_ms, deadline)
         # SP-24: SPEO is the offset after the highest acquired record (the lists end there).
         self._speo = self._base + len(self._state)
@@ -592,12 +605,16 @@ class SharePartition:
     def _renew(self, first: int, last: int, actor: str, at_ms: int) -> None:
         """SP-41: the actor's lock on [first, last] restarts; owner, state and count are kept."""
         start, stop = first - self._base, last - self._base + 1
-        deadline = at_ms + self.record_lock_duration_ms
+        step_lock = self.lock_duration_ms is not None  # SP-46, as for an acquisition
+        deadline = at_ms + (self.lock_duration_ms if step_lock else self.record_lock_duration_ms)
         self._deadline[start:stop] = [deadline] * (stop - start)
         self._renewed.update(range(first, last + 1))
-        # The new deadline is the latest yet (at_ms never decreases), so the queue stays in order;
-        # the old entry no longer matches these records' deadline and fires nothing for them.
-        self._locks.append((deadline, ((first, last, 0),), actor))
+        if step_lock:
+            self._step_locked.update(range(first, last + 1))
+        elif self._step_locked:
+            self._step_locked.difference_update(range(first, last + 1))
+        # The old entry no longer matches these records' deadline and fires nothing for them.
+        heappush(self._locks, (deadline, next(self._lock_sequence), ((first, last, 0),), actor))
         self._next_deadline_ms = min(self._next_deadline_ms, deadline)
 
     def _owner_error(self, actor: str, first: int, last: int) -> Ruled | None:
@@ -689,6 +706,8 @@ class SharePartition:
             self._renewed = {offset for offset in self._renewed if offset >= self._base}
         if self._archived_by:
             self._archived_by = {offset: clause for offset, clause in self._archived_by.items() if offset >= self._base}
+        if self._step_locked:
+            self._step_locked = {offset for offset in self._step_locked if offset >= self._base}
 
 
 def _explained(violation: Violation | None) -> Violation:

@@ -5,10 +5,13 @@
 
 `from_properties` takes strings (as a server.properties file or a command line
 gives them) or ints; an unknown name or a bad value raises ValueError naming
-the setting, so a CLI can print it instead of a traceback. Kafka's own bounds
-(e.g. lock duration 1000..3600000) are not enforced: a test may use a 100 ms
-lock, as the trace format allows; only values that make no sense (zero or
-negative durations and limits) are refused.
+the setting, so a CLI can print it instead of a traceback. Under `kafka-4.2` it
+also enforces Kafka 4.2's ranges, as a Kafka broker refuses to start outside
+them (SP-45): delivery limit 2..10, record locks 100..10000, the lock duration
+within group.share.min/max.record.lock.duration.ms (15000 and 60000 unless
+set; each in Kafka's own range). Under `kip` only values that make no sense
+(zero or negative durations and limits) are refused. Constructed directly,
+the config takes any positive value, so a test may use a 100 ms lock.
 
 Profiles: "kafka-4.2" (the default; Apache Kafka 4.2's released behaviour,
 what the broker serves) or "kip" (the KIP-932 text of seed 002).
@@ -19,6 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, fields
 from typing import Mapping
+
+from kipcheck.model.share_partition import KAFKA_RANGES
 
 PROFILES = ("kafka-4.2", "kip")
 AUTO_OFFSET_RESETS = ("latest", "earliest", "by_duration:<ISO-8601 duration, e.g. PT1H>")
@@ -31,6 +36,8 @@ ISOLATION_LEVELS = ("read_uncommitted", "read_committed")  # share.isolation.lev
 _PROPERTIES = {
     "group.share.record.lock.duration.ms": "record_lock_duration_ms",
     "group.share.delivery.count.limit": "delivery_count_limit",
+    "group.share.min.record.lock.duration.ms": "min_record_lock_duration_ms",
+    "group.share.max.record.lock.duration.ms": "max_record_lock_duration_ms",
     "group.share.partition.max.record.locks": "max_inflight_records",
     "group.share.max.share.sessions": "max_share_sessions",
     "share.coordinator.snapshot.update.records.per.snapshot": "updates_per_snapshot",
@@ -43,6 +50,9 @@ _PROPERTIES = {
 @dataclass(frozen=True, slots=True)
 class ShareConfig:
     record_lock_duration_ms: int = 30000
+    # The bounds of the lock duration, the broker's and a group's (Kafka 4.2 checks them under kafka-4.2).
+    min_record_lock_duration_ms: int = 15000
+    max_record_lock_duration_ms: int = 60000
     delivery_count_limit: int = 5
     max_inflight_records: int = 2000
     max_share_sessions: int = 2000
@@ -52,8 +62,8 @@ class ShareConfig:
     profile: str = "kafka-4.2"
 
     def __post_init__(self) -> None:
-        for name in ("record_lock_duration_ms", "delivery_count_limit", "max_inflight_records",
-                     "max_share_sessions", "updates_per_snapshot"):
+        for name in ("record_lock_duration_ms", "min_record_lock_duration_ms", "max_record_lock_duration_ms",
+                     "delivery_count_limit", "max_inflight_records", "max_share_sessions", "updates_per_snapshot"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ValueError(f"{_kafka_name(name)} must be a positive integer, found {value!r}")
@@ -90,7 +100,23 @@ class ShareConfig:
             if field_name is None:
                 raise ValueError(f"unknown share config {name!r} (known: {', '.join(sorted(_PROPERTIES))})")
             values[field_name] = _parse_value(name, field_name, raw)
-        return cls(**values)
+        config = cls(**values)
+        if config.profile == "kafka-4.2":
+            config.check_kafka_ranges()
+        return config
+
+    def check_kafka_ranges(self) -> None:
+        """ValueError naming the first setting Kafka 4.2 refuses to start with (ShareGroupConfig, SP-45)."""
+        for field_name, least, most in _KAFKA_RANGES:
+            _check_range(_kafka_name(field_name), getattr(self, field_name), least, most)
+        # ShareGroupConfig.validate: the lock duration lies within the broker's own bounds.
+        self.check_lock_duration("group.share.record.lock.duration.ms")
+
+    def check_lock_duration(self, name: str) -> None:
+        """ValueError unless the lock duration (the broker's, or a group's `name`) is within the bounds."""
+        _check_range(name, self.record_lock_duration_ms, self.min_record_lock_duration_ms,
+                     self.max_record_lock_duration_ms, "group.share.min.record.lock.duration.ms",
+                     "group.share.max.record.lock.duration.ms")
 
     def trace_config(self, start_offset: int) -> dict[str, object]:
         """The share-partition trace header's config (shared/TRACE-FORMAT.md) for this engine."""
@@ -101,7 +127,30 @@ class ShareConfig:
             "max_inflight_records": self.max_inflight_records,
             # SP-40: this engine answers INVALID_RECORD_STATE where Kafka 4.2 fails with UNKNOWN_SERVER_ERROR.
             **({"straddle_npe": "flag"} if self.profile == "kafka-4.2" else {}),
+            # SP-45: an engine built directly with test-sized settings says so; the broker's are in range.
+            **({"kafka_ranges": "waive"} if self.profile == "kafka-4.2" and not self.in_kafka_ranges() else {}),
         } | ({"isolation_level": self.isolation_level} if self.isolation_level == "read_committed" else {})
+
+    def in_kafka_ranges(self) -> bool:
+        try:
+            self.check_kafka_ranges()
+        except ValueError:
+            return False
+        return True
+
+
+# (field, least, most): the share-partition's ranges the judge holds a trace to, and the lock bounds' own.
+_KAFKA_RANGES = (
+    *((field_name, least, most) for field_name, (_, least, most) in KAFKA_RANGES.items()),
+    ("min_record_lock_duration_ms", 1000, 30000),
+    ("max_record_lock_duration_ms", 30000, 3600000),
+)
+
+
+def _check_range(name: str, value: int, least: int, most: int, least_name: str = "", most_name: str = "") -> None:
+    if not least <= value <= most:
+        bounds = f" ({least_name} to {most_name})" if least_name else ""
+        raise ValueError(f"{name} must be in {least}..{most}{bounds} under Kafka 4.2, found {value}")
 
 
 _STRING_FIELDS = {field.name for field in fields(ShareConfig) if field.type == "str"}

@@ -31,6 +31,8 @@ API (all times are the caller's clock in ms, never decreasing per partition):
         is a soft limit, as Kafka's batch_optimized mode); kip stops at exactly
         max_records. New records enter only while in-flight (speo - spso) is
         below max_inflight_records (kafka-4.2 rounds up to the batch end).
+        `lock_duration_ms` (keyword, default the config's): the group's lock
+        duration now, read at each acquisition and renewal (spec SP-46).
     partition.acknowledge(member_id, [(first, last, ack_type), ...], now_ms, renew=False) -> error name
         ack_type: "accept", "release", "reject", or "gap" and "renew" (kafka-4.2 only;
         renew needs `renew=True`, the request's IsRenewAck, else INVALID_REQUEST).
@@ -102,6 +104,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import deque
+from heapq import heappop, heappush
 from typing import Iterable, Protocol
 
 from kipcheck.impl.share.config import ShareConfig
@@ -168,7 +171,9 @@ class SharePartition:
         self._firsts: list[int] = []            # their first offsets, for bisect
         self._log_batches: deque[list[int]] = deque()   # [first, last] of log batches at/after cache_end
         self._available_records = 0             # AVAILABLE records in the cache
-        self._locks: deque[tuple[int, int]] = deque()   # (deadline_ms, lock_id), deadlines ascending
+        # (deadline_ms, lock_id) as a heap: a group's lock duration may change (SP-46), so a later
+        # lock may expire first.
+        self._locks: list[tuple[int, int]] = []
         self._lock_records: dict[int, int] = {}         # live lock_id -> records it still holds
         self._lock_ranges: dict[int, tuple[int, int]] = {}
         self._next_lock_id = 1
@@ -228,6 +233,11 @@ class SharePartition:
     # -- queries ---------------------------------------------------------------------------
 
     @property
+    def straddle_npe(self) -> str:
+        """SP-40's trace setting for this engine: "flag" where it answers INVALID_RECORD_STATE for Kafka's failure."""
+        return self.config.trace_config(self.spso).get("straddle_npe", "accept")
+
+    @property
     def spso(self) -> int:
         return self._spso
 
@@ -253,7 +263,7 @@ class SharePartition:
         """The earliest deadline of a lock that still holds records, or None."""
         locks = self._locks
         while locks and locks[0][1] not in self._lock_records:
-            locks.popleft()
+            heappop(locks)
         return locks[0][0] if locks else None
 
     # -- log -------------------------------------------------------------------------------
@@ -319,10 +329,11 @@ class SharePartition:
 
     # -- acquire ---------------------------------------------------------------------------
 
-    def acquire(self, member_id: str, max_records: int, now_ms: int,
-                record_limit: bool = False) -> list[tuple[int, int, int]]:
+    def acquire(self, member_id: str, max_records: int, now_ms: int, record_limit: bool = False,
+                lock_duration_ms: int | None = None) -> list[tuple[int, int, int]]:
         """Acquire up to max_records (soft under kafka-4.2) for member_id; see the module docstring.
-        `record_limit`: Kafka 4.2's record_limit acquire mode (kafka-4.2 only)."""
+        `record_limit`: Kafka 4.2's record_limit acquire mode (kafka-4.2 only). `lock_duration_ms`: the
+        group's lock duration now (SP-46; None: the config's)."""
         self._tick(now_ms)
         if max_records < 1:
             return []   # nothing asked; not a step a trace can hold (max_records >= 1)
@@ -338,25 +349,33 @@ class SharePartition:
         if budget > 0 and room > 0:
             self._acquire_new(member_id, budget, room, lock_id, acquired, archived, record_limit)
         if acquired:
-            self._lock(lock_id, acquired, now_ms)
+            self._lock(lock_id, acquired, now_ms, lock_duration_ms)
         if archived:
             self._advance_start()  # SP-63: archived at once; nothing is written until the next write
         records = _coalesce(acquired)
         args: dict = {"max_records": max_records}
         if record_limit:
             args["acquire_mode"] = "record_limit"
+        self._trace_lock_duration(args, lock_duration_ms)
         observed: dict = {"records": [list(run) for run in records]}
         if self._transactions.read_committed:
             observed["archived"] = archived
         self._record(now_ms, member_id, "acquire", args, observed)
         return records
 
-    def _lock(self, lock_id: int, acquired: list[tuple[int, int, int]], now_ms: int) -> None:
-        """One lock for everything one acquisition took; its deadline queues behind earlier ones."""
+    def _lock(self, lock_id: int, acquired: list[tuple[int, int, int]], now_ms: int,
+              lock_duration_ms: int | None) -> None:
+        """One lock for everything one acquisition or renewal took, for the lock duration in force (SP-46)."""
         self._next_lock_id += 1
         self._lock_records[lock_id] = sum(last - first + 1 for first, last, _ in acquired)
         self._lock_ranges[lock_id] = (acquired[0][0], acquired[-1][1])
-        self._locks.append((now_ms + self.config.record_lock_duration_ms, lock_id))
+        duration_ms = self.config.record_lock_duration_ms if lock_duration_ms is None else lock_duration_ms
+        heappush(self._locks, (now_ms + duration_ms, lock_id))
+
+    def _trace_lock_duration(self, args: dict, lock_duration_ms: int | None) -> None:
+        """SP-46: a step names its lock duration when it is not the trace header's."""
+        if lock_duration_ms is not None and lock_duration_ms != self.config.record_lock_duration_ms:
+            args["lock_duration_ms"] = lock_duration_ms
 
     def _acquire_cached(self, member_id: str, budget: int, lock_id: int, acquired: list,
                         record_limit: bool = False) -> int:
@@ -437,9 +456,11 @@ class SharePartition:
 
     # -- acknowledge -------------------------------------------------------------------------
 
-    def acknowledge(self, member_id: str, batches: list[tuple[int, int, str]], now_ms: int, renew: bool = False) -> str:
+    def acknowledge(self, member_id: str, batches: list[tuple[int, int, str]], now_ms: int, renew: bool = False,
+                    lock_duration_ms: int | None = None) -> str:
         """Apply one request's acknowledgements atomically; returns Kafka's error name. `renew`: the
-        request carried IsRenewAck, which a batch of type renew needs (kafka-4.2)."""
+        request carried IsRenewAck, which a batch of type renew needs (kafka-4.2); its renewals take
+        `lock_duration_ms` (SP-46; None: the config's)."""
         self._tick(now_ms)
         if any(first < 0 or last < 0 or ack_type not in _ACK_TARGETS for first, last, ack_type in batches):
             return "INVALID_REQUEST"   # not expressible in a trace (a trace names offsets >= 0, known types)
@@ -447,12 +468,13 @@ class SharePartition:
         # A renewal is no transition: it takes effect at once, so the renewals of the batches before a
         # failing one, or of a request whose write fails, stand (Kafka 4.2).
         self._renew([batch for batch in (batches if error == "NONE" else batches[:handled]) if batch[2] == "renew"],
-                    now_ms)
+                    now_ms, lock_duration_ms)
         if error == "NONE":
             error = self._apply_acknowledgements(member_id, [batch for batch in batches if batch[2] != "renew"], now_ms)
         args: dict = {"batches": [{"first": first, "last": last, "type": ack_type} for first, last, ack_type in batches]}
         if renew:
             args["renew"] = True
+            self._trace_lock_duration(args, lock_duration_ms)
         self._record(now_ms, member_id, "acknowledge", args, {"error": error})
         return error
 
@@ -531,7 +553,7 @@ class SharePartition:
             index += 1
         return runs
 
-    def _renew(self, batches: list[tuple[int, int, str]], now_ms: int) -> None:
+    def _renew(self, batches: list[tuple[int, int, str]], now_ms: int, lock_duration_ms: int | None) -> None:
         """Restart the lock of the records in `batches` (all acquired by the requester): one new lock."""
         renewed: list[tuple[int, int, int]] = []
         lock_id = self._next_lock_id
@@ -544,7 +566,7 @@ class SharePartition:
                 batch[LOCK] = lock_id
                 renewed.append((batch[FIRST], batch[LAST], batch[COUNT]))
         if renewed:
-            self._lock(lock_id, renewed, now_ms)
+            self._lock(lock_id, renewed, now_ms, lock_duration_ms)
 
     def _landing(self, target: int, count: int) -> int:
         if target == AVAILABLE and count >= self.config.delivery_count_limit:
@@ -572,7 +594,7 @@ class SharePartition:
             return 0
         ranges = []
         while locks and locks[0][0] <= now_ms:
-            _, lock_id = locks.popleft()
+            _, lock_id = heappop(locks)
             if self._lock_records.pop(lock_id, None) is not None:
                 ranges.extend(self._locked_ranges(lock_id))
         ranges.sort()

@@ -1,6 +1,6 @@
 """EmbeddedBroker: the reference broker in a subprocess on a free loopback port, for scenarios and tests.
 
-    with EmbeddedBroker(work_dir, settings={"group.share.record.lock.duration.ms": "2000"}) as broker:
+    with EmbeddedBroker(work_dir, settings={"group.share.record.lock.duration.ms": "20000"}) as broker:
         broker.bootstrap          # "127.0.0.1:PORT"
         broker.kill()             # SIGKILL: no flush, no goodbye
         broker.start()            # again, same data and trace dirs
@@ -16,7 +16,7 @@ runs it without a trace dir (benchmarks).
 from __future__ import annotations
 
 import os
-import selectors
+import select
 import signal
 import subprocess
 import sys
@@ -79,17 +79,17 @@ class EmbeddedBroker:
     def _wait_listening(self) -> int:
         deadline = time.monotonic() + START_TIMEOUT_S
         assert self.process is not None and self.process.stdout is not None
-        # A selector, not select.select: a test process may hold more than FD_SETSIZE (1024) descriptors.
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.process.stdout, selectors.EVENT_READ)
-            while (remaining := deadline - time.monotonic()) > 0:
-                if not selector.select(remaining):
-                    break
-                line = self.process.stdout.readline().decode(errors="replace")
-                if line.startswith("listening on "):
-                    return int(line.rsplit(":", 1)[1])
-                if not line:
-                    break
+        # poll, not select: a long-lived caller (a test run) may hold descriptors past select's limit of 1024.
+        waiting = select.poll()
+        waiting.register(self.process.stdout, select.POLLIN)
+        while (remaining := deadline - time.monotonic()) > 0:
+            if not waiting.poll(remaining * 1000):
+                break
+            line = self.process.stdout.readline().decode(errors="replace")
+            if line.startswith("listening on "):
+                return int(line.rsplit(":", 1)[1])
+            if not line:
+                break
         self.kill()
         raise BrokerFailed(f"broker did not start within {START_TIMEOUT_S:.0f} s\n{self.log_tail()}")
 

@@ -10,6 +10,8 @@ The adapter protocol: FACTORY(config) returns an object with
     acknowledge(member_id, [(first, last, type), ...], now_ms) -> error name   # type: accept, release, reject
     release_member(member_id, now_ms) -> object         # the member's session ended (the answer is ignored)
     spso -> int                                         # optional: the start offset, read after every step
+    straddle_npe -> str                                 # optional: "flag" if it answers INVALID_RECORD_STATE
+                                                        # where Kafka 4.2 fails (spec SP-40); "accept" if absent
 
 where `config` is a dict {"delivery_count_limit", "record_lock_duration_ms",
 "max_inflight_records", "profile"} and times are milliseconds on a clock that
@@ -22,8 +24,9 @@ limit, members) and then steps: appends, acquisitions, acknowledgements of
 held records (whole, partial, any type), hostile ones (another member's
 records, past the end, below SPSO, duplicates), sessions ending and time
 passing past lock deadlines. The answers are written as a share-partition
-trace (with a `check` of SPSO after every step when the adapter has `spso`)
-and judged; a run that raises is a failure with its traceback's last line.
+trace (with a `check` of SPSO after every step when the adapter has `spso`;
+its header says `"kafka_ranges": "waive"` under kafka-4.2 when the drawn
+settings are outside Kafka's ranges, spec SP-45) and judged; a run that raises is a failure with its traceback's last line.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from kipcheck.model.share_partition import kafka_range_violation
 from kipcheck.oracle.check import check_file
 from kipcheck.oracle.conformance.conform import ProbeRun
 
@@ -87,19 +91,20 @@ def _run(factory, profile: str, work_dir: Path, seed: int) -> ProbeRun:
     steps: list[dict] = []
     detail = f"seed {seed}"
     outcome = "passed"
+    settings = {key: value for key, value in config.items() if key != "profile"}
     try:
-        _drive(factory(dict(config)), rng, config, steps)
+        partition = factory(dict(config))
+        if getattr(partition, "straddle_npe", "accept") != "accept":
+            settings["straddle_npe"] = partition.straddle_npe
+        _drive(partition, rng, config, steps)
     except Exception as error:  # the implementation under test failed: a finding, reported with what it did
         outcome, detail = "error", f"seed {seed}: the implementation raised {type(error).__name__}: {error}"
     path = work_dir / f"python-{seed}.share-partition.jsonl"
     work_dir.mkdir(parents=True, exist_ok=True)
-    # An implementation is judged for correctness: Kafka 4.2's NullPointerException on an acknowledgement
-    # straddling SPSO is the bug it is (SP-40), as the reference broker's own traces say.
-    judged = {key: value for key, value in config.items() if key != "profile"}
-    if profile == "kafka-4.2":
-        judged["straddle_npe"] = "flag"
+    if profile == "kafka-4.2" and kafka_range_violation(settings) is not None:
+        settings["kafka_ranges"] = "waive"   # SP-45: test-sized settings, drawn to reach limits in a few steps
     header = {"format": "kipcheck-trace", "version": 1, "machine": "share-partition", "profile": profile,
-              "config": judged}
+              "config": settings}
     path.write_text("\n".join(json.dumps(line) for line in [header, *steps]) + "\n")
     verdict = check_file(path)
     if verdict.status != "ok":

@@ -37,7 +37,7 @@ TRANSACTIONS = ((True, [b"c1", b"c2", b"c3"]), (False, [b"a1", b"a2"]), (True, [
 QUIET_AFTER_S = 2.0  # polls after the last expected record: anything more would arrive now
 
 
-def _write_transactions(bootstrap: str) -> None:
+def write_transactions(bootstrap: str) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "payments-writer", **QUIET})
     producer.init_transactions(WAIT_S)
     for commit, values in TRANSACTIONS:
@@ -61,7 +61,7 @@ def share_transactions(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNC
 
     def body(broker) -> str:
         create_topic(broker.bootstrap, TOPIC, 1)
-        _write_transactions(broker.bootstrap)
+        write_transactions(broker.bootstrap)
         consumer = share_consumer(broker.bootstrap, "payments-readers", [TOPIC])
         received, deadline = [], time.monotonic() + WAIT_S
         try:

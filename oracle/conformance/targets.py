@@ -22,11 +22,14 @@ TARGET_FORMS = "embedded, wire://HOST:PORT, librdkafka-mock, reference, python:M
 MOCK = "librdkafka-mock"
 
 # The embedded broker's settings: short locks and small limits, so that expiry, the delivery limit, the in-flight
-# limit, the session limit and share-state snapshots are all reached within seconds.
+# limit, the session limit and share-state snapshots are all reached within seconds. Each is within Kafka 4.2's
+# ranges (spec SP-45), which the broker holds its settings to under kafka-4.2: the shortest lock Kafka allows needs
+# the lowest group.share.min.record.lock.duration.ms, and the in-flight limit is Kafka's least.
 EMBEDDED_SETTINGS = {
     "group.share.record.lock.duration.ms": "2000",
+    "group.share.min.record.lock.duration.ms": "1000",
     "group.share.delivery.count.limit": "3",
-    "group.share.partition.max.record.locks": "40",
+    "group.share.partition.max.record.locks": "100",
     "group.share.max.share.sessions": "6",
     "share.coordinator.snapshot.update.records.per.snapshot": "3",
     "share.auto.offset.reset": "earliest",
@@ -46,10 +49,11 @@ class BrokerSettings:
     delivery_limit: int = 5
     max_record_locks: int = 2_000
     max_sessions: int = 2_000
+    max_group_size: int = 200
 
     NAMES = {"group.share.record.lock.duration.ms": "lock_ms", "group.share.delivery.count.limit": "delivery_limit",
              "group.share.partition.max.record.locks": "max_record_locks",
-             "group.share.max.share.sessions": "max_sessions"}
+             "group.share.max.share.sessions": "max_sessions", "group.share.max.size": "max_group_size"}
 
     @classmethod
     def from_properties(cls, properties: dict[str, str]) -> "BrokerSettings":
@@ -67,6 +71,14 @@ class BrokerSettings:
                 "max_inflight_records": self.max_record_locks}
 
 
+def embedded_settings(profile: str) -> dict[str, str]:
+    """EMBEDDED_SETTINGS under `profile`: Kafka 4.2 refuses fewer share sessions than members of its largest share
+    group (ShareGroupConfig.validate), so under kafka-4.2 the group size is bounded by the session limit too."""
+    if profile != "kafka-4.2":
+        return EMBEDDED_SETTINGS
+    return {**EMBEDDED_SETTINGS, "group.share.max.size": EMBEDDED_SETTINGS["group.share.max.share.sessions"]}
+
+
 class EmbeddedTarget:
     """The reference broker (or `launcher`, a command that serves the same flags) started on a free loopback port."""
 
@@ -74,10 +86,11 @@ class EmbeddedTarget:
 
     def __init__(self, work_dir: Path, profile: str, launcher: tuple[str, ...] = DEFAULT_LAUNCHER):
         # --trace-state: the broker's own traces show its state after every step, not only at the clean stop.
-        self.broker = EmbeddedBroker(work_dir / "broker", EMBEDDED_SETTINGS, profile=profile,
+        settings = embedded_settings(profile)
+        self.broker = EmbeddedBroker(work_dir / "broker", settings, profile=profile,
                                      launcher=(*launcher, "--trace-state"))
         self.profile = profile
-        self.settings = BrokerSettings.from_properties(EMBEDDED_SETTINGS)
+        self.settings = BrokerSettings.from_properties(settings)
         self.name = "embedded"
         self.broker.start()
 

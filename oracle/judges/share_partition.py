@@ -45,15 +45,26 @@ class SharePartitionJudge(Judge):
         "straddle_npe": "accept",
         # SP-62: the share group's share.isolation.level (a trace format extension, kafka-4.2 only).
         "isolation_level": "read_uncommitted",
+        # SP-45: "enforce" Kafka 4.2's ranges on the settings above, or "waive" them for a test-sized
+        # kafka-4.2 run (a trace format extension).
+        "kafka_ranges": "enforce",
     }
     profiles = ("kip", "kafka-4.2")
     has_fast_acceptor = True  # oracle/check.py passes reference=True for `kipcheck check --reference`
 
     def __init__(self, config: dict, profile: str, reference: bool = False) -> None:
         super().__init__(config, profile)
+        settings = dict(self.config)
+        kafka_ranges = settings.pop("kafka_ranges")
+        if kafka_ranges not in ("enforce", "waive"):
+            raise Malformed(1, f"config: kafka_ranges must be enforce or waive, found {kafka_ranges!r}")
+        if self.profile == "kafka-4.2" and kafka_ranges == "enforce":
+            violation = reference_model.kafka_range_violation(settings)
+            if violation is not None:
+                raise violation
         partition_class = (reference_model if reference else fastcheck).SharePartition
         try:
-            self.model = partition_class(**self.config, profile=self.profile)
+            self.model = partition_class(**settings, profile=self.profile)
         except ValueError as error:
             raise Malformed(1, f"config: {error}") from None
 
@@ -97,7 +108,16 @@ class SharePartitionJudge(Judge):
     def op_compact(self, step: Step) -> None:
         self._log_step(step, self.model.compact, step.at_ms, self.arg(step, "first", int), self.arg(step, "last", int))
 
-    @op(args=["max_records", "acquire_mode", "wait_ms"], observed=["records", "archived"])
+    def _lock_duration(self, step: Step) -> None:
+        """SP-46: the lock duration in force for this step's acquisition or renewal (a trace format extension).
+        Called only when the step gives one or the model has one: most steps and models have none."""
+        lock_duration_ms = step.args.get("lock_duration_ms")
+        if lock_duration_ms is not None and (type(lock_duration_ms) is not int or lock_duration_ms < 0):
+            raise Malformed(step.line, f"args.lock_duration_ms of {step.op!r} must be an integer >= 0, "
+                                       f"found {lock_duration_ms!r}")
+        self.model.lock_duration_ms = lock_duration_ms
+
+    @op(args=["max_records", "acquire_mode", "wait_ms", "lock_duration_ms"], observed=["records", "archived"])
     def op_acquire(self, step: Step) -> None:
         max_records = step.args.get("max_records")
         if type(max_records) is not int or max_records < 1:
@@ -127,6 +147,8 @@ class SharePartitionJudge(Judge):
             violation = waited_fetch_violation(self.model, wait_ms, records)
             if violation is not None:
                 raise violation
+        if "lock_duration_ms" in step.args or self.model.lock_duration_ms is not None:  # SP-46
+            self._lock_duration(step)
         self.model.acquire(step.at_ms, step.actor, max_records, records, mode == "record_limit", archived)
 
     def _check_archived(self, step: Step) -> None:
@@ -139,7 +161,8 @@ class SharePartitionJudge(Judge):
     def _bad_run(step: Step, run: object) -> NoReturn:
         raise Malformed(step.line, f"observed.records entries must be [first, last, delivery_count] integers, found {run!r}")
 
-    @op(args=["batches", "renew", "received_ms"], observed=["error"], objects={"args.batches": ["first", "last", "type"]})
+    @op(args=["batches", "renew", "received_ms", "lock_duration_ms"], observed=["error"],
+        objects={"args.batches": ["first", "last", "type"]})
     def op_acknowledge(self, step: Step) -> None:
         batches = step.args.get("batches")
         if type(batches) is not list:
@@ -161,6 +184,8 @@ class SharePartitionJudge(Judge):
         if received_ms is not None and (type(received_ms) is not int or not 0 <= received_ms <= step.at_ms):
             raise Malformed(step.line, f"args.received_ms of 'acknowledge' must be an integer from 0 to at_ms "
                                        f"{step.at_ms}, found {received_ms!r}")
+        if "lock_duration_ms" in step.args or self.model.lock_duration_ms is not None:  # SP-46
+            self._lock_duration(step)
         observed = step.observed
         error = observed.get("error") if observed is not None else None
         if type(error) is str and error in STORAGE_ERRORS:  # SP-27: the state could not be written: no change

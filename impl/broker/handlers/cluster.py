@@ -1,5 +1,4 @@
-"""Cluster APIs: ApiVersions, Metadata, CreateTopics, FindCoordinator, InitProducerId, and the topic configs
-(DescribeConfigs, IncrementalAlterConfigs: `accept.range.fetch`, impl/broker/metadata.py).
+"""Cluster APIs: ApiVersions, Metadata, CreateTopics, FindCoordinator, InitProducerId (configs: configs.py).
 
 The broker is a one-node cluster: it leads every partition and coordinates
 every group. Metadata serves lookups by name and, from v10, by topic id with
@@ -69,18 +68,8 @@ def handlers(broker) -> dict:
         return reply(request, throttle_time=0, error_code="NONE", producer_id=broker.transactions.new_producer_id(),
                      producer_epoch=0)
 
-    async def describe_configs(connection, request):
-        return reply(request, throttle_time=0, results=[_described(broker, resource)
-                                                         for resource in request.body.resources])
-
-    async def incremental_alter_configs(connection, request):
-        return reply(request, throttle_time=0, responses=[
-            _altered(broker, resource, request.body.validate_only) for resource in request.body.resources])
-
     return {
         18: (0, 3, api_versions),
-        32: (1, 4, describe_configs),
-        44: (0, 1, incremental_alter_configs),
         3: (1, 12, metadata),
         19: (2, 7, create_topics),
         10: (0, 2, find_coordinator),
@@ -113,51 +102,6 @@ def _create_topic(broker, wanted, partitions: int, validate_only: bool):
     # Only the topic configs this broker serves are kept (accept.range.fetch); the others are ignored, as before.
     served = {config.name: config.value for config in wanted.configs if config.name in TOPIC_CONFIGS}
     return broker.create_topic(wanted.name, partitions, served)
-
-
-def _topic_resource(broker, resource):
-    """(topic, error, message) of a config resource: only topics (type 2) hold configs here."""
-    if resource.resource_type != TOPIC_RESOURCE:
-        return None, "INVALID_REQUEST", f"only topic configs are served, not resource type {resource.resource_type}"
-    topic = broker.topics.get(resource.resource_name)
-    if topic is None:
-        return None, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {resource.resource_name!r} does not exist"
-    return topic, "NONE", None
-
-
-def _described(broker, resource) -> dict:
-    topic, error, message = _topic_resource(broker, resource)
-    names = TOPIC_CONFIGS if resource.configuration_keys is None else \
-        [name for name in resource.configuration_keys if name in TOPIC_CONFIGS]
-    explicit = dict(topic.configs) if topic is not None else {}
-    return {"error_code": error, "error_message": message, "resource_type": resource.resource_type,
-            "resource_name": resource.resource_name, "configs": [] if topic is None else [
-                {"name": name, "value": topic.config(name), "read_only": False, "is_default": name not in explicit,
-                 "config_source": TOPIC_CONFIG_SOURCE if name in explicit else DEFAULT_CONFIG_SOURCE,
-                 "is_sensitive": False, "synonyms": [], "config_type": BOOLEAN_CONFIG_TYPE, "documentation": None}
-                for name in names]}
-
-
-def _altered(broker, resource, validate_only: bool) -> dict:
-    """IncrementalAlterConfigs of one topic: SET (0) or DELETE (1) its configs; APPEND and SUBTRACT are for lists."""
-    topic, error, message = _topic_resource(broker, resource)
-    if topic is not None:
-        try:
-            changes = {}
-            for config in resource.configs:
-                if config.config_operation not in (SET_OPERATION, DELETE_OPERATION):
-                    raise TopicError("INVALID_CONFIG", f"{config.name} is not a list: only SET and DELETE apply")
-                changes[config.name] = config.value if config.config_operation == SET_OPERATION else None
-            if not validate_only:
-                broker.topics.alter(topic.name, changes)
-        except TopicError as failure:
-            error, message = failure.error, str(failure)
-    return {"error_code": error, "error_message": message, "resource_type": resource.resource_type,
-            "resource_name": resource.resource_name}
-
-
-TOPIC_RESOURCE, SET_OPERATION, DELETE_OPERATION = 2, 0, 1
-TOPIC_CONFIG_SOURCE, DEFAULT_CONFIG_SOURCE, BOOLEAN_CONFIG_TYPE = 1, 5, 1   # Kafka's ConfigSource and ConfigType
 
 
 def _node(broker) -> dict:

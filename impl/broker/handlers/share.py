@@ -135,7 +135,7 @@ def handlers(broker) -> dict:
             results = _apply_session_answer(broker, connection, group, member, answer, acks, at_ms, "error_code",
                                             _renews(request))
         responses = _by_topic(broker, results, unknown, {"error_code": "UNKNOWN_TOPIC_ID"})
-        lock_ms = broker.share_config.record_lock_duration_ms if answer.error == "NONE" else 0   # v2 only
+        lock_ms = broker.engine.lock_duration_ms(group) if answer.error == "NONE" else 0   # v2 only
         return reply(request, throttle_time=0, error_code=answer.error, responses=responses, node_endpoints=[],
                      acquisition_lock_timeout=lock_ms)
 
@@ -256,7 +256,7 @@ async def _acquire(broker, group: str, member: str, partitions: list[str], body,
 
 
 def _share_fetch_reply(broker, request, error: str, results: dict, unknown: list):
-    lock_ms = broker.share_config.record_lock_duration_ms
+    lock_ms = broker.engine.lock_duration_ms(request.body.group_id)
     partitions = {tp: _fetched_partition(broker, tp, result) for tp, result in results.items()}
     responses = _by_topic(broker, partitions, unknown, {"error_code": "UNKNOWN_TOPIC_ID", "acknowledge_error_code": 0,
                                                         "records": b"", "acquired_records": []})
