@@ -32,7 +32,7 @@ from broker_bugs import BUGS, launcher  # noqa: E402
 
 from kipcheck.oracle.conformance.catalogue import CATALOGUE  # noqa: E402
 from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER, EmbeddedBroker  # noqa: E402
-from kipcheck.oracle.conformance.targets import EMBEDDED_SETTINGS  # noqa: E402
+from kipcheck.oracle.conformance.targets import BrokerSettings, embedded_settings  # noqa: E402
 
 FAILED_CLAUSE = re.compile(r"^\s+FAILED\s+((?:SP|SS|ST|XM)-\d+)\s", re.MULTILINE)
 RUN_TIMEOUT_S = 900
@@ -47,10 +47,14 @@ def conform(arguments: list[str], work_dir: Path) -> tuple[int, float, str]:
 
 
 def over_wire(broker_launcher: tuple[str, ...], work_dir: Path, extra: list[str]) -> tuple[int, float, str]:
-    settings = [argument for name, value in EMBEDDED_SETTINGS.items() if name.startswith("group.share.")
-                and name != "group.share.heartbeat.interval.ms" for argument in ("--set", f"{name}={value}")]
-    with EmbeddedBroker(work_dir / "broker", EMBEDDED_SETTINGS, launcher=broker_launcher, traced=False) as broker:
-        return conform(["--target", f"wire://{broker.bootstrap}", *settings, *extra], work_dir / "conform")
+    profile = "kafka-4.2"
+    broker_settings = embedded_settings(profile)
+    settings = [argument for name, value in broker_settings.items() if name in BrokerSettings.NAMES
+                for argument in ("--set", f"{name}={value}")]
+    with EmbeddedBroker(work_dir / "broker", broker_settings, profile=profile, launcher=broker_launcher,
+                        traced=False) as broker:
+        return conform(["--target", f"wire://{broker.bootstrap}", "--profile", profile, *settings, *extra],
+                       work_dir / "conform")
 
 
 def main() -> int:
