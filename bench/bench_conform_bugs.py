@@ -70,13 +70,14 @@ def main() -> int:
         for index, name in enumerate(names):
             code, seconds, clauses = over_wire(launcher(name), work / f"wire-{index}", ["--first-failure"])
             target = "wire"
-            if code != 1:
+            if not (code == 1 and clauses):  # a catch names the clause; a crash of the patched broker is no catch
                 probes = [argument for scenario in [*CATALOGUE, "swarm"] for argument in ("--scenario", scenario)]
                 code, seconds, clauses = conform(["--launcher", " ".join(launcher(name)), "--first-failure", *probes],
                                                  work / f"embedded-{index}")
                 target = "embedded"
-            caught += code == 1
-            print(f"{name:<46} {target if code == 1 else 'MISSED':<10} {seconds:>8.1f}  {clauses}", flush=True)
+            hit = code == 1 and bool(clauses)
+            caught += hit
+            print(f"{name:<46} {target if hit else 'MISSED':<10} {seconds:>8.1f}  {clauses}", flush=True)
         alarms = []
         for run in range(args.clean_runs):
             code, seconds, clauses = over_wire(DEFAULT_LAUNCHER, work / f"clean-{run}", [])

@@ -185,8 +185,8 @@ def _inflight_limit_ignores_released(base):
         """KAFKA-19555: records acquired again after a release do not use up the in-flight room, so a fetch that
         re-acquires them also takes new records past group.share.partition.max.record.locks."""
 
-        def _acquire_cached(self, member_id, budget, lock_id, acquired):
-            super()._acquire_cached(member_id, budget, lock_id, acquired)
+        def _acquire_cached(self, member_id, budget, lock_id, acquired, record_limit=False):
+            super()._acquire_cached(member_id, budget, lock_id, acquired, record_limit)
             return budget
     return Bug
 
@@ -283,13 +283,14 @@ def _final_epoch_keeps_records() -> None:
 def _released_before_final_acks() -> None:
     from kipcheck.impl.broker.handlers import share
 
-    def apply_session_answer(broker, connection, group, member, answer, acks, at_ms, error_field):
+    def apply_session_answer(broker, connection, group, member, answer, acks, at_ms, error_field, renew):
         """The final request releases the member's records before it applies the request's acknowledgements."""
         broker.engine.session_used(connection, group, member, answer)
         if answer.release:
-            broker.engine.release_member(group, member, at_ms)
+            broker.engine.release_member(group, member, at_ms, answer.released)
             broker.notify_changed()
-        return {tp: {error_field: share._acknowledge(broker, group, member, tp, batches, at_ms)} for tp, batches in acks.items()}
+        return {tp: {error_field: share._acknowledge(broker, group, member, tp, batches, at_ms, renew)}
+                for tp, batches in acks.items()}
     share._apply_session_answer = apply_session_answer
 
 
