@@ -122,6 +122,7 @@ def test_a_seeded_broker_bug_is_caught_from_the_wire(tmp_path, bug):
     assert bug in BUGS
     [run] = probe(bug, [CAUGHT_BY[bug]], tmp_path)
     assert run.outcome == "failed", f"{bug} was not caught by {run.name}: {run.outcome} {run.detail}"
+    assert any(verdict.status == "violation" for verdict in run.verdicts), "caught without a clause: not a catch"
     print("\n".join(verdict.summary() for verdict in run.verdicts if verdict.status != "ok"))
 
 
