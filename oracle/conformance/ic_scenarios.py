@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 from typing import Callable
 
 from confluent_kafka import Consumer as KafkaConsumer
@@ -35,8 +34,8 @@ from kipcheck.impl.groups.assignors import KeyRangeRoundRobinAssignor
 from kipcheck.model.key_hash import in_ranges, record_hash
 from kipcheck.model.key_range_assign import split
 from kipcheck.oracle.conformance.clients import QUIET, create_topic, produce
-from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
-from kipcheck.oracle.conformance.runner import ScenarioResult, check, run_scenario
+from kipcheck.oracle.conformance.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.runner import check, named_scenario
 
 TOPIC, GROUP, RECORDS = "shared-orders", "sharers", 400
 TP = TopicPartition(TOPIC, 0)
@@ -286,25 +285,17 @@ def _group_sharing(broker: EmbeddedBroker) -> str:
             f"{[len(sharer.processed) for sharer in everyone]} processed")
 
 
-def _scenario(name: str, body, doc: str, settings: dict | None = None):
-    def scenario(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
-                 profile: str = "kafka-4.2") -> ScenarioResult:
-        return run_scenario(name, work_dir, settings or {}, body, launcher, profile)
-    scenario.__doc__ = doc
-    return scenario
-
-
 IC_SCENARIOS = {
-    "ic-key-range-sharing": _scenario("ic-key-range-sharing", _sharing,
+    "ic-key-range-sharing": named_scenario("ic-key-range-sharing", _sharing,
                                       "Four kio consumers share one partition by key range (KR-10) and commit "
                                       "ranges: each record processed once, every ic trace allowed."),
-    "ic-key-handoff": _scenario("ic-key-handoff", _handoff,
+    "ic-key-handoff": named_scenario("ic-key-handoff", _handoff,
                                 "A key range handed from one consumer to another (IC-15): nothing lost or "
                                 "processed twice, the handoff judged."),
-    "ic-broker-killed": _scenario("ic-broker-killed", _broker_killed,
+    "ic-broker-killed": named_scenario("ic-broker-killed", _broker_killed,
                                   "kill -9 of the broker between individual commits (IC-12): no answered commit "
                                   "lost, no committed record returned again."),
-    "ic-group-key-sharing": _scenario("ic-group-key-sharing", _group_sharing,
+    "ic-group-key-sharing": named_scenario("ic-group-key-sharing", _group_sharing,
                                       "The coordinator's key-range assignor splits one partition among 3 kio "
                                       "consumers, then 4 as one joins, then 3 as one leaves (KR-12 to KR-14): "
                                       "each record processed once, every assignment and handoff judged.",

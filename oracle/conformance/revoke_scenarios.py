@@ -31,10 +31,10 @@ from collections import Counter
 from pathlib import Path
 
 from kipcheck.oracle.conformance.clients import create_topic
-from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
+from kipcheck.oracle.conformance.embedded import EmbeddedBroker
 from kipcheck.oracle.conformance.group_scenarios import (
     FAST_GROUPS, PARTITIONS, MemberProcess, SteadyProducer, _committed, _wait)
-from kipcheck.oracle.conformance.runner import ScenarioResult, check, run_scenario
+from kipcheck.oracle.conformance.runner import check, named_scenario
 
 AGREED_OPS = ("assign", "revoke", "release")
 
@@ -190,19 +190,12 @@ def _lost(broker: EmbeddedBroker) -> str:
                                                f"last commit)")
 
 
-def _scenario(name: str, body, doc: str):
-    def scenario(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
-                 profile: str = "kafka-4.2") -> ScenarioResult:
-        return run_scenario(name, work_dir, FAST_GROUPS, body, launcher, profile)
-    scenario.__doc__ = doc
-    return scenario
-
-
 REVOKE_SCENARIOS = {
-    "revoke-delay-neighbours": _scenario("revoke-delay-neighbours", _neighbours,
-                                         "KIP-983 consumers and confluent-kafka consumers in one group as members "
-                                         "join and leave: nothing lost or processed twice, every trace allowed."),
-    "revoke-delay-lost": _scenario("revoke-delay-lost", _lost,
-                                   "A KIP-983 consumer fenced while it delays a revoke: its partitions lost, "
-                                   "every trace allowed."),
+    "revoke-delay-neighbours": named_scenario("revoke-delay-neighbours", _neighbours,
+                                              "KIP-983 consumers and confluent-kafka consumers in one group as members "
+                                              "join and leave: nothing lost or processed twice, every trace allowed.",
+                                              FAST_GROUPS),
+    "revoke-delay-lost": named_scenario("revoke-delay-lost", _lost,
+                                        "A KIP-983 consumer fenced while it delays a revoke: its partitions lost, "
+                                        "every trace allowed.", FAST_GROUPS),
 }

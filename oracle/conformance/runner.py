@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from kipcheck.oracle.check import Verdict, check_file
-from kipcheck.oracle.conformance.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
 
 WAIT_S = 90.0
 
@@ -82,3 +82,12 @@ def run_scenario(name: str, work_dir: Path, settings: dict, body: Callable[[Embe
 def check(condition: bool, message: str) -> None:
     if not condition:
         raise ScenarioFailed(message)
+
+
+def named_scenario(name: str, body, doc: str, settings: dict[str, str] | None = None):
+    """A scenario of the registry: `body` run by run_scenario under `name` on a broker with `settings`."""
+    def scenario(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
+                 profile: str = "kafka-4.2") -> ScenarioResult:
+        return run_scenario(name, work_dir, settings or {}, body, launcher, profile)
+    scenario.__doc__ = doc
+    return scenario
