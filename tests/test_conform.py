@@ -113,6 +113,7 @@ CAUGHT_BY = {
     "session-epoch-unchecked": "wrong-epochs",
     "KAFKA-18084-reacquired-without-timer": "late-ack",
     "merge-keeps-lower-count": "broker-restart",
+    "session-limit-off-by-one": "session-limit",   # the sessions spread over two groups (Kafka 4.2's group size)
 }
 
 

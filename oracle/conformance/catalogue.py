@@ -35,22 +35,31 @@ def _all_of(runs: list, kind: str = "accept") -> list[tuple[int, int, str]]:
 
 
 def session_limit(probe: Probe) -> str:
-    """Sessions up to the broker's limit, one past it (SHARE_SESSION_LIMIT_REACHED), then room again after a close."""
+    """Sessions up to the broker's limit, one past it (SHARE_SESSION_LIMIT_REACHED), then room again after a close.
+
+    Kafka 4.2 keeps the session limit at least the largest group (ShareGroupConfig.validate), so the sessions are
+    spread over as many groups as it takes: the limit is the broker's, shared by every group (SS-5)."""
     limit = probe.target.settings.max_sessions
     if limit > 64:
         raise NotObservable(f"session limit {limit}: give a small group.share.max.share.sessions with --set")
-    if limit + 2 > probe.target.settings.max_group_size:   # the topic's opener and limit + 1 members, one group
-        raise NotObservable(f"session limit {limit} with group.share.max.size {probe.target.settings.max_group_size}: "
-                            "one group cannot pass the limit (Kafka 4.2 keeps the session limit at least the group size)")
-    tp = _one_partition(probe, [1])
-    members = [probe.member(f"m{index}") for index in range(limit + 1)]
-    for member in members:
-        probe.fetch(member, [tp], max_records=1)
-    probe.close(members[0])
-    probe.fetch(members[-1], [tp], max_records=1)
-    for member in members[1:]:
-        probe.close(member)
-    return f"{limit + 1} sessions asked for with a limit of {limit}, then one after a close"
+    per_group = probe.target.settings.max_group_size - 1   # beside the opener that initialized the group's topic
+    if per_group < 1:
+        raise NotObservable("group.share.max.size 1 leaves no room beside the member that initializes a topic")
+    probes = [probe] + [probe.neighbour(f"g{index}") for index in range(1, -(-(limit + 1) // per_group))]
+    tps = [_one_partition(each, [1]) for each in probes]
+    members = []
+    for index in range(limit + 1):
+        group = index // per_group
+        members.append((probes[group], tps[group], probes[group].member(f"m{index}")))
+    for each, tp, member in members:
+        each.fetch(member, [tp], max_records=1)
+    first, last = members[0], members[-1]
+    first[0].close(first[2])
+    last[0].fetch(last[2], [last[1]], max_records=1)
+    for each, _, member in members[1:]:
+        each.close(member)
+    return (f"{limit + 1} sessions asked for in {len(probes)} group(s) with a limit of {limit}, "
+            "then one after a close")
 
 
 def wrong_epochs(probe: Probe) -> str:

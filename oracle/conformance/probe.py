@@ -21,7 +21,10 @@ tolerance.Timers: every request is kept clear of the windows in which a lock
 deadline may fall, so the model's timers and the broker's agree.
 
 A probe assumes it is the only client of its group and topics (each probe makes
-fresh ones), so what it saw is everything that happened to them.
+fresh ones), so what it saw is everything that happened to them. Probes made
+with `probe.neighbour(name)` share the broker's session cache: each full
+ShareFetch records how many sessions the neighbours hold (`other_sessions`,
+SS-5), which assumes no other client holds sessions on that broker.
 """
 
 from __future__ import annotations
@@ -90,6 +93,8 @@ class Probe:
         self.topic_ids: dict[str, uuid.UUID] = {}
         self.partitions: dict[str, TraceBook] = {}   # "topic:partition" -> its share-partition trace
         self.finished: list[TraceBook] = []           # traces ended by a restart (sessions die with the broker)
+        self.neighbours: list[Probe] = []             # other groups of this broker whose sessions it counts
+        self.made: list[Probe] = []                   # the neighbours it made (finished with it)
         self.sessions = TraceBook({"format": "kipcheck-trace", "version": 1, "machine": "share-session",
                                    "profile": target.profile,
                                    "config": {"max_sessions": target.settings.max_sessions}})
@@ -144,6 +149,19 @@ class Probe:
             raise ProbeError(f"ShareGroupHeartbeat for {name}: {answer.error_code.name.upper()}")
         self.members.append(member)
         return member
+
+    def neighbour(self, name: str) -> "Probe":
+        """A probe of another group on the same broker and clock, finished with this one; the two count each other's
+        sessions (the cache is the broker's, shared by every group)."""
+        other = Probe(self.target, f"{self.name}-{name}", self.timers)
+        for probe in (self, *self.neighbours):
+            probe.neighbours.append(other)
+            other.neighbours.append(probe)
+        self.made.append(other)
+        return other
+
+    def _other_sessions(self) -> int:
+        return sum(member.epoch != 0 for probe in self.neighbours for member in probe.members)
 
     def produce(self, topic: str, partition: int, batch_sizes: list[int]) -> None:
         """Produce batches (one Producer flush each) and append them to the partition's trace as the log has them."""
@@ -211,6 +229,7 @@ class Probe:
         acks = {tp: batches for tp, batches in (acks or {}).items() if batches}
         epoch = member.epoch if epoch is None else epoch
         topics = self._topics(tps, acks)
+        observed = {"other_sessions": self._other_sessions()} if epoch == 0 and self.neighbours else {}
         sent_ms, received_ms, wait_ms, answer = self._timed(wait_ms, lambda wait: member.connection.request(
             78, 1, group_id=self.group, member_id=member.member_id, share_session_epoch=epoch, max_wait=wait,
             min_bytes=1, max_bytes=64 << 20, max_records=max_records, batch_size=max_records, topics=topics,
@@ -218,7 +237,7 @@ class Probe:
         error = answer.error_code.name.upper()
         self.sessions.add(sent_ms, member.name, "share_fetch", {
             "epoch": epoch, "add": sorted(set(tps) | set(acks)), "forget": [], "acks": _session_acks(acks)},
-            {"error": error})
+            {"error": error, **observed})
         if error != "NONE":
             return {}
         if epoch == 0 and member.epoch != 0 and self.target.profile == "kip":
@@ -386,13 +405,13 @@ class Probe:
             book.add(at_ms, member.name, "leave", {})
 
     def finish(self, directory: Path) -> list[Path]:
-        """Close every connection and write the traces to `directory`; returns their paths."""
+        """Close every connection and write the traces (the neighbours' it made too) to `directory`; their paths."""
+        paths = [path for other in self.made for path in other.finish(directory)]
         for member in self.members:
             member.connection.close()
         self.admin.close()
         directory.mkdir(parents=True, exist_ok=True)
         books = [*self.finished, self.sessions, *self.partitions.values()]
-        paths = []
         for index, book in enumerate(books):
             if not book.steps:
                 continue
