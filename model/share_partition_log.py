@@ -64,8 +64,8 @@ class LogFacts:
         del self._open[producer]
         batches = self._pending.pop(producer)
         if result == "abort":
-            # A batch compaction removed is not read: there is nothing of it to archive.
-            self._aborted = sorted(self._aborted + [batch for batch in batches if not self.is_removed(batch[0])])
+            # What compaction removed is not read: there is nothing of it to archive.
+            self._aborted = self._present(self._aborted + batches)
 
     def has_open_transaction(self, producer: str) -> bool:
         return producer in self._open
@@ -91,7 +91,21 @@ class LogFacts:
             else:
                 merged.append((low, high))
         self._removed = merged
-        self._aborted = [batch for batch in self._aborted if not first <= batch[0] <= last]
+        self._aborted = self._present(self._aborted)
+
+    def _present(self, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """`ranges`, ascending, less the offsets compaction removed (a range given may cover part of a removed
+        one: the model takes compaction's ranges as given, and keeps every offset it did not name)."""
+        present = []
+        for low, high in sorted(ranges):
+            for first, last in self._removed:
+                if first <= high and last >= low:
+                    if low < first:
+                        present.append((low, first - 1))
+                    low = last + 1
+            if low <= high:
+                present.append((low, high))
+        return present
 
     def is_removed(self, offset: int) -> bool:
         """SP-65: compaction removed the batch holding `offset`."""

@@ -64,6 +64,7 @@ class TraceWriter:
             self.config["isolation_level"] = data.draw(st.sampled_from(LOG_ISOLATION_LEVELS))
         self.profile = profile
         self.partition = model.SharePartition(**self.config, profile=profile)
+        self.first_appended = None  # the first offset appended in this trace
         self.at_ms = 0
         self.steps = []
 
@@ -94,6 +95,7 @@ class TraceWriter:
 
     def append(self, _actor):
         count = self.data.draw(st.integers(1, 5))
+        self._mark_appended()
         self.partition.append(count)
         self.emit("producer", "append", {"count": count})
 
@@ -122,12 +124,18 @@ class TraceWriter:
         producer = self.data.draw(st.sampled_from(("p1", "p2")))
         if self.partition.log.has_open_transaction(producer) and self.data.draw(st.booleans()):
             result = self.data.draw(st.sampled_from(("commit", "abort")))
+            self._mark_appended()
             self.partition.end_transaction(producer, result)
             self.emit(producer, "end_transaction", {"producer": producer, "result": result})
         else:
             count = self.data.draw(st.integers(1, 4))
+            self._mark_appended()
             self.partition.append(count, producer)
             self.emit(producer, "append", {"count": count, "producer": producer})
+
+    def _mark_appended(self):
+        if self.first_appended is None:
+            self.first_appended = self.partition.log_end_offset
 
     def log_start(self, _actor):
         """SP-64: the log start offset moves (or is learnt at or below SPSO, which changes nothing)."""
@@ -136,13 +144,23 @@ class TraceWriter:
         self.emit("retention", "log_start", {"offset": offset})
 
     def compact(self, _actor):
-        """SP-65: compaction removed a range of the log."""
-        if self.partition.log_end_offset == 0:
+        """SP-65: compaction removed whole log batches: one to three of those appended."""
+        batches = self._appended_batches()
+        if not batches:
             return self.tick(_actor)
-        first = self.data.draw(st.integers(0, self.partition.log_end_offset - 1))
-        last = self.data.draw(st.integers(first, min(first + 4, self.partition.log_end_offset - 1)))
+        index = self.data.draw(st.integers(0, len(batches) - 1))
+        first, _ = batches[index]
+        _, last = batches[self.data.draw(st.integers(index, min(index + 2, len(batches) - 1)))]
         self.partition.compact(self.at_ms, first, last)
         self.emit("cleaner", "compact", {"first": first, "last": last})
+
+    def _appended_batches(self):
+        """(first, last) of the log batches appended in this trace (the loaded log's batches are not known)."""
+        batches, offset = [], self.first_appended
+        while offset is not None and offset < self.partition.log_end_offset:
+            batches.append(self.partition.log_batch_of(offset))
+            offset = batches[-1][1] + 1
+        return batches
 
     def _any_acquisition(self, max_records):
         offsets = [offset for first, last in self.partition.acquirable_ranges() for offset in range(first, last + 1)]

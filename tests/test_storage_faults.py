@@ -166,6 +166,20 @@ def test_segment_files_open_on_demand_within_the_bound(tmp_path):
     assert all(log.end_offset == 12 for log in reopened) and storage.open_count() <= 3
 
 
+def test_a_share_coordinator_dropped_without_close_keeps_no_descriptor(tmp_path):
+    """As after a crash, a test drops a coordinator and replays its log with a new one: the dropped one's
+    descriptors (plain integers) are closed when it is collected, not kept for the life of the process."""
+    import gc
+
+    descriptors_before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        coordinator = ShareCoordinator(tmp_path, ShareConfig(), fsync=False)
+        coordinator.initialize(KEY, 0, 0)
+        del coordinator
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) - descriptors_before <= 1
+
+
 # -- topics.json -------------------------------------------------------------------------------
 
 

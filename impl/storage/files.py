@@ -46,11 +46,11 @@ log = logging.getLogger("kipcheck.storage")
 
 class Storage:
     def __init__(self, disk: Disk = SYSTEM_DISK, open_files_max: int = OPEN_FILES_MAX):
+        self._open: OrderedDict[Path, int] = OrderedDict()
         if open_files_max < 1:
             raise ValueError(f"open_files_max must be >= 1, found {open_files_max}")
         self.disk = disk
         self.open_files_max = open_files_max
-        self._open: OrderedDict[Path, int] = OrderedDict()
         self.closes = 0   # descriptors closed so far: a descriptor taken when this was n is open while it is n
 
     def append_file(self, path: Path, size: int | None = None, found_size: int | None = None) -> "AppendFile":
@@ -126,6 +126,11 @@ class Storage:
     def close(self) -> None:
         while self._open:
             self._close(self._open.popitem()[1])
+
+    def __del__(self) -> None:
+        # The descriptors are plain integers, which nothing else closes: a storage dropped without close (a
+        # coordinator abandoned as after a crash, in a test) must not keep them for the life of the process.
+        self.close()
 
     def _close(self, descriptor: int) -> None:
         self.closes += 1
