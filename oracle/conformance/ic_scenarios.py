@@ -39,7 +39,9 @@ from kipcheck.oracle.conformance.runner import check, named_scenario
 
 TOPIC, GROUP, RECORDS = "shared-orders", "sharers", 400
 TP = TopicPartition(TOPIC, 0)
-JOIN_S = 120
+JOIN_S = 120   # the most a scenario's consumers run together
+STALL_S = 30   # no record processed by any of them for this long: they are stuck
+STOP_S = 45    # a stopped consumer's poll in flight ends within its request timeout
 
 
 def prepare(broker: EmbeddedBroker, records: int = RECORDS) -> None:
@@ -73,22 +75,36 @@ def consume(consumer: Consumer, processed: list[int], until: Callable[[], bool],
 
 
 def run_together(work: list[tuple[Consumer, list[int], tuple[int, int] | None]], until: Callable[[], bool]) -> None:
+    """Run the consumers on threads until `until()`, one of them fails, or they stop making progress (no record
+    processed for STALL_S, or JOIN_S in all: records a broken broker never serves); then stop them all."""
     failures: list[BaseException] = []
+    stop = threading.Event()
 
     def guarded(consumer, processed, share):
         try:
-            consume(consumer, processed, lambda: until() or bool(failures), share)
+            consume(consumer, processed, lambda: until() or stop.is_set(), share)
         except BaseException as error:      # reported by the scenario, not lost in a thread
             failures.append(error)
+            stop.set()
 
     threads = [threading.Thread(target=guarded, args=entry) for entry in work]
     for thread in threads:
         thread.start()
+    started = last_change = time.monotonic()
+    last_count = -1
+    while any(thread.is_alive() for thread in threads) and not stop.wait(0.2):
+        now, count = time.monotonic(), sum(len(processed) for _, processed, _ in work)
+        if count != last_count:
+            last_count, last_change = count, now
+        elif now - last_change > STALL_S or now - started > JOIN_S:
+            break
+    stop.set()
     for thread in threads:
-        thread.join(JOIN_S)
-    check(not any(thread.is_alive() for thread in threads), f"a consumer still runs after {JOIN_S} s")
+        thread.join(STOP_S)   # a poll in flight ends within its request timeout
+    check(not any(thread.is_alive() for thread in threads), f"a consumer still runs {STOP_S} s after it was stopped")
     if failures:
         raise failures[0]
+    check(until(), f"the consumers stopped making progress after {last_count} records")
 
 
 def plain_committed(bootstrap: str) -> int:
