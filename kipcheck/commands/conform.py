@@ -64,6 +64,8 @@ DEFAULT_BUDGET_S = 60.0
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from kipcheck.oracle.conformance.targets import BrokerSettings
+
     parser.add_argument("--target", default="embedded",
                         help="embedded (default), wire://HOST:PORT, librdkafka-mock, reference or python:MODULE:FACTORY")
     parser.add_argument("--profile", choices=("kafka-4.2", "kip"), default="kafka-4.2",
@@ -76,9 +78,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--machine", help="judge only this machine's example traces, and run no probes")
     parser.add_argument("--no-broker", action="store_true", help="judge the example traces only")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="a share setting of a wire target, by Kafka's name (group.share.record.lock.duration.ms, "
-                             "group.share.delivery.count.limit, group.share.partition.max.record.locks, "
-                             "group.share.max.share.sessions); defaults are Kafka's")
+                        help=f"a share setting of a wire target, by Kafka's name ({', '.join(BrokerSettings.NAMES)}); "
+                             "defaults are Kafka's")
     parser.add_argument("--tolerance-ms", type=int, default=None, metavar="MS",
                         help="how late a lock timer may fire, as seen from the client (default 300)")
     parser.add_argument("--launcher", metavar="COMMAND",
