@@ -56,9 +56,10 @@ def session_limit(probe: Probe) -> str:
         members.append((probes[group], tps[group], probes[group].member(f"m{index}")))
     for each, tp, member in members:
         each.fetch(member, [tp], max_records=1)
-    first, last = members[0], members[-1]
-    first[0].close(first[2])
-    last[0].fetch(last[2], [last[1]], max_records=1)
+    first_probe, _, first_member = members[0]
+    first_probe.close(first_member)
+    last_probe, last_tp, last_member = members[-1]
+    last_probe.fetch(last_member, [last_tp], max_records=1)
     for each, _, member in members[1:]:
         each.close(member)
     return (f"{limit + 1} sessions asked for in {len(probes)} group(s) with a limit of {limit}, "
