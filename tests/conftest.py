@@ -13,6 +13,7 @@ the end of the test.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,8 @@ from kipcheck.oracle.conformance.wire import RawClient
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness  # noqa: E402  (found through the path above)
+
+SELECT_SAFE_DESCRIPTORS = 700  # below select()'s 1024, with room for what Spark and its tests open
 
 
 @pytest.fixture
@@ -93,6 +96,12 @@ def spark():
     """One local Spark (local[2]) for every Spark test, with both connectors registered; stopped at the end."""
     from kipcheck.impl.spark import local_session, register
 
+    # py4j's callback server (foreachBatch) waits on select(), which cannot take a descriptor above 1023: a leak
+    # earlier in the run would make every streaming query hang until its timeout. Fail at once, naming the cause.
+    held = len(os.listdir("/proc/self/fd"))
+    if held > SELECT_SAFE_DESCRIPTORS:
+        pytest.fail(f"the test process holds {held} file descriptors before Spark starts: an earlier test leaks "
+                    "them, and py4j's select() fails above 1023")
     session = local_session("local[2]", "kipcheck-tests")
     register(session)
     yield session
