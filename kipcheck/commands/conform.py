@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             from kipcheck.oracle.conformance.inprocess import load_factory
 
             load_factory(args.target)
-        settings = _settings(args.set)
+        settings = _settings(args.set, args.profile)
         probes, clients = _scenarios(args.scenario or [], kind)
         if args.budget <= 0 or (args.tolerance_ms is not None and args.tolerance_ms < 0):
             raise TargetError("--budget must be > 0 and --tolerance-ms >= 0")
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-def _settings(pairs: list[str]) -> dict[str, str]:
+def _settings(pairs: list[str], profile: str) -> dict[str, str]:
     from kipcheck.oracle.conformance.targets import BrokerSettings, TargetError
 
     settings = {}
@@ -136,7 +136,7 @@ def _settings(pairs: list[str]) -> dict[str, str]:
         if not equals or name not in BrokerSettings.NAMES:
             raise TargetError(f"--set {pair!r}: expected NAME=VALUE with NAME one of {', '.join(BrokerSettings.NAMES)}")
         settings[name] = value
-    BrokerSettings.from_properties(settings)
+    BrokerSettings.from_properties(settings, profile)
     return settings
 
 

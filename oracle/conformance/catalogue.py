@@ -42,10 +42,7 @@ def session_limit(probe: Probe) -> str:
     limit = probe.target.settings.max_sessions
     if limit > 64:
         raise NotObservable(f"session limit {limit}: give a small group.share.max.share.sessions with --set")
-    group_size = probe.target.settings.max_group_size
-    if probe.target.profile == "kafka-4.2":
-        group_size = min(group_size, limit)   # what Kafka 4.2's rule implies when only the session limit is given
-    per_group = group_size - 1   # beside the opener that initialized the group's topic
+    per_group = probe.target.settings.max_group_size - 1   # beside the opener that initialized the group's topic
     if per_group < 1:
         raise NotObservable("group.share.max.size 1 leaves no room beside the member that initializes a topic")
     probes = [probe] + [probe.neighbour(f"g{index}") for index in range(1, -(-(limit + 1) // per_group))]

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
@@ -56,7 +56,7 @@ class BrokerSettings:
              "group.share.max.share.sessions": "max_sessions", "group.share.max.size": "max_group_size"}
 
     @classmethod
-    def from_properties(cls, properties: dict[str, str]) -> "BrokerSettings":
+    def from_properties(cls, properties: dict[str, str], profile: str) -> "BrokerSettings":
         values = {}
         for name, raw in properties.items():
             if name not in cls.NAMES:
@@ -64,7 +64,12 @@ class BrokerSettings:
             if not str(raw).isdigit() or int(raw) < 1:
                 raise TargetError(f"{name} must be a positive integer, found {raw!r}")
             values[cls.NAMES[name]] = int(raw)
-        return cls(**values)
+        settings = cls(**values)
+        if profile == "kafka-4.2" and settings.max_group_size > settings.max_sessions:
+            # Kafka 4.2 keeps group.share.max.size at most group.share.max.share.sessions (ShareGroupConfig.validate):
+            # a broker given only its session limit holds no larger group.
+            settings = replace(settings, max_group_size=settings.max_sessions)
+        return settings
 
     def partition_config(self) -> dict:
         return {"delivery_count_limit": self.delivery_limit, "record_lock_duration_ms": self.lock_ms,
@@ -90,7 +95,7 @@ class EmbeddedTarget:
         self.broker = EmbeddedBroker(work_dir / "broker", settings, profile=profile,
                                      launcher=(*launcher, "--trace-state"))
         self.profile = profile
-        self.settings = BrokerSettings.from_properties(settings)
+        self.settings = BrokerSettings.from_properties(settings, profile)
         self.name = "embedded"
         self.broker.start()
 
@@ -119,7 +124,7 @@ class WireTarget:
     def __init__(self, host: str, port: int, profile: str, settings: dict[str, str]):
         self.address = (host, port)
         self.profile = profile
-        self.settings = BrokerSettings.from_properties(settings)
+        self.settings = BrokerSettings.from_properties(settings, profile)
         self.name = f"wire://{host}:{port}"
 
     def restart(self) -> None:
