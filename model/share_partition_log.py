@@ -18,8 +18,6 @@ removed. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from kipcheck.model.ic import merge, subtract
-
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 TRANSACTION_RESULTS = ("commit", "abort")
 
@@ -86,13 +84,28 @@ class LogFacts:
     def remove(self, first: int, last: int) -> None:
         """SP-65: compaction removed the whole batches [first, last]; an aborted batch removed is no longer read."""
         self.used = True
-        self._removed = list(merge(self._removed + [(first, last)]))
+        merged: list[tuple[int, int]] = []
+        for low, high in sorted(self._removed + [(first, last)]):
+            if merged and low <= merged[-1][1] + 1:
+                merged[-1] = (merged[-1][0], max(high, merged[-1][1]))
+            else:
+                merged.append((low, high))
+        self._removed = merged
         self._aborted = self._present(self._aborted)
 
     def _present(self, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        """`ranges`, ascending, each less the offsets compaction removed (a range given may cover part of a removed
+        """`ranges`, ascending, less the offsets compaction removed (a range given may cover part of a removed
         one: the model takes compaction's ranges as given, and keeps every offset it did not name)."""
-        return [piece for batch in sorted(ranges) for piece in subtract([batch], self._removed)]
+        present = []
+        for low, high in sorted(ranges):
+            for first, last in self._removed:
+                if first <= high and last >= low:
+                    if low < first:
+                        present.append((low, first - 1))
+                    low = last + 1
+            if low <= high:
+                present.append((low, high))
+        return present
 
     def is_removed(self, offset: int) -> bool:
         """SP-65: compaction removed the batch holding `offset`."""
