@@ -14,7 +14,7 @@ import struct
 
 import pytest
 from kio.index import load_request_schema
-from kipcheck.impl.broker.codec import build, reply
+from kipcheck.impl.wire.codec import build, reply
 from kipcheck.impl.broker.config import BrokerConfig
 from kipcheck.impl.broker.limits import FramePool
 from kipcheck.impl.broker.server import Server

@@ -20,7 +20,7 @@ Partition errors: OFFSET_OUT_OF_RANGE resets the position by
 auto.offset.reset ("none" raises it); NOT_LEADER_OR_FOLLOWER and
 UNKNOWN_TOPIC_OR_PARTITION refresh the metadata and fetch again later; any
 other raises KafkaError. `fetch_partition` builds one partition's entry of the
-request, with the partition's KeyRanges from `key_ranges` (impl/ic/wire.py) when
+request, with the partition's KeyRanges from `key_ranges` (impl/wire/schemas.py) when
 it is fetched by key range.
 """
 
@@ -35,7 +35,8 @@ from kipcheck.impl.consumer.config import ConsumerConfig
 from kipcheck.impl.consumer.connection import BrokerConnection, ConnectionFailed
 from kipcheck.impl.consumer.errors import KafkaError
 from kipcheck.impl.consumer.records import ConsumerRecord, TopicPartition, decode_batch, last_offset, split_batches
-from kipcheck.impl.ic.wire import error_name, flat
+from kipcheck.impl.wire.errors import error_name
+from kipcheck.impl.wire.schemas import flat
 
 FETCH, LIST_OFFSETS = 1, 2
 VERSIONS = {FETCH: 12, LIST_OFFSETS: 7}

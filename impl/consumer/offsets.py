@@ -4,7 +4,7 @@
     pending = offsets.send({tp: 42})                    # sent, answered later (pipelined, in order)
     errors = offsets.finish(pending)                    # {tp: "NONE" | error name}
     offsets.committed([tp]) -> {tp: offset or -1}
-    pending = offsets.send({tp: [(41, 42), (46, 47)]})  # individual commit: OffsetRanges (impl/ic/wire.py)
+    pending = offsets.send({tp: [(41, 42), (46, 47)]})  # individual commit: OffsetRanges (impl/wire/schemas.py)
     offsets.stable_offsets[tp], offsets.committed_ranges[tp]   # the last LastStableOffset, CommittedRangeOffsets
 
     processed = ProcessedOffsets()
@@ -35,7 +35,8 @@ from kipcheck.impl.consumer.config import ConsumerConfig
 from kipcheck.impl.consumer.connection import BrokerConnection, ConnectionFailed, Sent
 from kipcheck.impl.consumer.errors import KafkaError
 from kipcheck.impl.consumer.records import TopicPartition
-from kipcheck.impl.ic.wire import error_name, flat, pairs
+from kipcheck.impl.wire.errors import error_name
+from kipcheck.impl.wire.schemas import flat, pairs
 
 OFFSET_COMMIT, OFFSET_FETCH, VERSION = 8, 9, 9
 RETRIED = {"STALE_MEMBER_EPOCH", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS",

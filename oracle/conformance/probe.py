@@ -36,7 +36,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kipcheck.impl.broker.log import split_batches
+from kipcheck.impl.wire.batches import split_batches
 from kipcheck.impl.consumer.connection import BrokerConnection
 from kipcheck.model.cross_machine import reloaded_window
 from kipcheck.model.violation import Violation

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kipcheck.impl.broker.codec import reply
+from kipcheck.impl.wire.codec import reply
 from kipcheck.impl.broker.metadata import TOPIC_CONFIGS, TopicError
 from kipcheck.impl.broker.server import api_version_list
 

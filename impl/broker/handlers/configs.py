@@ -22,7 +22,7 @@ INVALID_REQUEST naming the types it serves.
 
 from __future__ import annotations
 
-from kipcheck.impl.broker.codec import reply
+from kipcheck.impl.wire.codec import reply
 from kipcheck.impl.broker.metadata import TOPIC_CONFIGS, TopicError
 from kipcheck.impl.share.group_configs import NAMES
 

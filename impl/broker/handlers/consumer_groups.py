@@ -18,7 +18,7 @@ from __future__ import annotations
 import uuid
 
 from kipcheck.impl.broker.clock import now_ms
-from kipcheck.impl.broker.codec import reply
+from kipcheck.impl.wire.codec import reply
 from kipcheck.impl.broker.metadata import topic_id_of
 from kipcheck.impl.groups.assignors import Assignment, KeyShare
 from kipcheck.impl.groups.consumer import HeartbeatRequest

@@ -9,7 +9,7 @@ several groups at once; before v8 it asks for one and, before v2, reports a
 group error on every partition. A partition without a committed offset
 answers offset -1 and metadata "" (Kafka's INVALID_OFFSET).
 
-Individual commit (spec/ic.md, impl/ic/wire.py for the fields): a partition
+Individual commit (spec/ic.md, impl/wire/schemas.py for the fields): a partition
 carrying OffsetRanges goes, once the group has validated the member as for any
 commit, to the IC coordinator, and answers its error and LastStableOffset; a
 plain commit of a partition that is individually committed is the IC commit
@@ -22,11 +22,11 @@ individually committed partition answers INVALID_REQUEST for it (IC-19).
 from __future__ import annotations
 
 from kipcheck.impl.broker.clock import now_ms
-from kipcheck.impl.broker.codec import reply
+from kipcheck.impl.wire.codec import reply
 from kipcheck.impl.broker.metadata import topic_id_of
 from kipcheck.impl.groups.coordinator import OffsetCommit
 from kipcheck.impl.groups.offsets import CommittedOffset
-from kipcheck.impl.ic.wire import flat, pairs
+from kipcheck.impl.wire.schemas import flat, pairs
 
 NO_OFFSET = -1
 

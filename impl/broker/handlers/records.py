@@ -17,7 +17,7 @@ and answers session id 0, which clients accept. DeleteRecords (v0-2, profile
 kafka-4.2) moves a partition's log start offset, durably; reads below it are
 OFFSET_OUT_OF_RANGE and share-partitions move their SPSO (spec SP-64).
 
-A Fetch v12 partition carrying KeyRanges (impl/ic/wire.py) gets only the
+A Fetch v12 partition carrying KeyRanges (impl/wire/schemas.py) gets only the
 records whose key hash lies in them (KR-10: impl/ic/filtering.py, with the
 broker's bounded KeyRangeCache, `max.bytes.key.range.cache`), if the topic's
 `accept.range.fetch` is true, else TOPIC_RANGE_FETCH_NOT_ALLOWED (KR-11); a
@@ -31,12 +31,13 @@ import logging
 
 from kipcheck.impl.broker.broker import MAX_WAIT_MS
 from kipcheck.impl.broker.clock import now_ms
-from kipcheck.impl.broker.codec import reply
-from kipcheck.impl.broker.log import InvalidBatch, ProducerEpochError, SequenceError, read_header
+from kipcheck.impl.wire.codec import reply
+from kipcheck.impl.broker.log import ProducerEpochError, SequenceError
+from kipcheck.impl.wire.batches import InvalidBatch, read_header
 from kipcheck.impl.broker.server import NO_RESPONSE
 from kipcheck.impl.ic.compression import BatchDecodeError
 from kipcheck.impl.ic.filtering import filter_batches
-from kipcheck.impl.ic.wire import pairs
+from kipcheck.impl.wire.schemas import pairs
 from kipcheck.impl.storage import StorageError
 from kipcheck.model.key_hash import NONE, range_fetch_error
 

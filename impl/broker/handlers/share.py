@@ -61,7 +61,8 @@ import itertools
 
 from kipcheck.impl.broker.broker import MAX_WAIT_MS
 from kipcheck.impl.broker.clock import now_ms
-from kipcheck.impl.broker.codec import error_code, reply
+from kipcheck.impl.wire.codec import reply
+from kipcheck.impl.wire.errors import error_code
 from kipcheck.impl.broker.metadata import topic_id_of
 from kipcheck.impl.share.partition import ACK_TYPES_BY_WIRE, PersisterError
 

@@ -10,7 +10,7 @@ commit_transaction, abort_transaction); AddOffsetsToTxn and TxnOffsetCommit
 
 from __future__ import annotations
 
-from kipcheck.impl.broker.codec import reply
+from kipcheck.impl.wire.codec import reply
 
 
 def handlers(broker) -> dict:
