@@ -19,7 +19,7 @@ Modules (each documents its API in its own docstring):
                 TopicPartition.
 - `cluster`:    bootstrap, API versions, Metadata, the group coordinator.
 - `connection`: one blocking kio connection to a broker.
-- `tracing`:    the revoke-delay traces of the consumer and of the coordinator.
+- `tracing`:    the consumer's revoke-delay trace (files named by impl/tracing.py).
 - `config`, `errors`: settings under Kafka's names; errors under Kafka's.
 
 impl/ never imports oracle/ (tests/test_layers.py enforces it).

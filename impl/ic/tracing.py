@@ -21,8 +21,8 @@ from pathlib import Path
 
 from kipcheck.impl.ic.config import IcConfig
 from kipcheck.impl.ic.ranges import Range, RangeSet
-from kipcheck.impl.share.tracing import Trace
 from kipcheck.impl.storage import Storage
+from kipcheck.impl.tracing import Trace, quoted_name
 
 TRACE_RANGES_MAX = 10_000
 Key = tuple[str, str, int]
@@ -75,7 +75,7 @@ class IcTraces:
 
     def _path(self, key: Key) -> Path:
         group, topic, partition = key
-        return self.directory / f"ic.{urllib.parse.quote(f'{group}:{topic}:{partition}', safe='')}.jsonl"
+        return self.directory / f"ic.{quoted_name(f'{group}:{topic}:{partition}')}.jsonl"
 
 
 def _ranges(held: RangeSet) -> dict:
