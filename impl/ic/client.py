@@ -24,9 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from kipcheck.impl.ic.config import parse_boolean
 from kipcheck.impl.ic.ranges import Range, RangeSet
-from kipcheck.impl.share.config import parse_integer
+from kipcheck.impl.settings import parse_boolean, parse_integer
 from kipcheck.model.ic import RANGE_WIRE_BYTES, commit_due
 from kipcheck.model.key_hash import range_fetch_error
 

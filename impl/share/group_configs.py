@@ -24,7 +24,8 @@ from pathlib import Path
 
 import msgspec
 
-from kipcheck.impl.share.config import ShareConfig, parse_integer
+from kipcheck.impl.settings import parse_integer
+from kipcheck.impl.share.config import ShareConfig
 from kipcheck.impl.storage import Storage
 from kipcheck.impl.storage.durable_log import DurableLog
 
