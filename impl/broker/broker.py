@@ -22,7 +22,7 @@ groups' timers (join phase, sync, session and rebalance timeouts), fsync the
 logs every `log.flush.interval.ms` (a log whose fsync fails is tried again next
 time). Waiting fetches sleep on `changed()`, which wakes
 them when records are produced or become available again; no fetch waits
-longer than MAX_WAIT_MS.
+longer than limits.MAX_WAIT_MS.
 
 Clock: `now_ms()` is a monotonic millisecond clock (never decreasing, as the
 engine and the trace format require).
@@ -40,6 +40,7 @@ from typing import Callable
 from kipcheck.impl.broker.clock import now_ms
 from kipcheck.impl.broker.config import BrokerConfig, advertised_address
 from kipcheck.impl.broker.groups import ShareGroups
+from kipcheck.impl.broker.handlers import all_handlers
 from kipcheck.impl.broker.limits import reserve_file_descriptors
 from kipcheck.impl.broker.log import PartitionLog
 from kipcheck.impl.broker.metadata import Topic, TopicError, Topics
@@ -56,7 +57,6 @@ from kipcheck.impl.storage.durable_log import DurableLog
 log = logging.getLogger("kipcheck.broker")
 
 TICK_MS = 50
-MAX_WAIT_MS = 30_000  # a fetch long-polls at most this long, whatever max_wait it asks for
 
 
 def open_files_max() -> int:
@@ -91,7 +91,8 @@ class Broker:
                                 on_cap_reached=self._ic_cap_reached, offsets=self.consumer_groups.offsets,
                                 now_ms=now_ms(), storage=self.storage)
         self.key_range_cache = KeyRangeCache(config.ic.key_range_cache_bytes)
-        self.engine = ShareEngine(self, share_config, trace_dir, trace_state)
+        self.engine = ShareEngine(share_config, self.data_dir / "share-state", self.storage, self.partition_log,
+                                  self.groups.has_subscribed, trace_dir, trace_state)
         self.host, self.port = "127.0.0.1", 0
         self.advertised = (self.host, self.port)  # what Metadata and FindCoordinator tell clients
         self.server: Server | None = None
@@ -111,8 +112,6 @@ class Broker:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
-        from kipcheck.impl.broker.handlers import all_handlers
-
         reserve_file_descriptors(self.config.max_connections, self.storage.open_files_max)
         self.server = Server(all_handlers(self), self.config, self.connection_closed)
         self.host, self.port = await self.server.start(host, port)
@@ -231,7 +230,8 @@ class Broker:
     # -- connections and timers --------------------------------------------------------------
 
     def connection_closed(self, connection: Connection) -> None:
-        self.engine.connection_closed(connection, now_ms())
+        if self.engine.connection_closed(connection, now_ms()):
+            self.notify_changed()
 
     async def _tick_forever(self) -> None:
         last_flush_ms = now_ms()

@@ -81,8 +81,9 @@ from kipcheck.impl.consumer.individual import WHOLE, IndividualCommits, KeyShari
 from kipcheck.impl.consumer.membership import GroupMembership, now_ms
 from kipcheck.impl.consumer.offsets import RETRIED, GroupOffsets, PendingCommit
 from kipcheck.impl.consumer.ownership import ASSIGN, Decision, Ownership, PollStart
-from kipcheck.impl.consumer.records import ConsumerRecord, TopicPartition
+from kipcheck.impl.consumer.records import ConsumerRecord
 from kipcheck.impl.consumer.tracing import ConsumerTrace
+from kipcheck.impl.topic_partition import TopicPartition
 from kipcheck.impl.ic.client import PendingCommits
 from kipcheck.model.ic import TOO_OLD, merge
 from kipcheck.model.key_hash import is_whole, record_hash

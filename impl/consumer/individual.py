@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from kipcheck.impl.consumer.records import TopicPartition
+from kipcheck.impl.topic_partition import TopicPartition
 from kipcheck.impl.storage import Storage
 from kipcheck.impl.tracing import Trace, quoted_name
 from kipcheck.model.ic import answered, merge, subtract

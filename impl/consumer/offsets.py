@@ -34,7 +34,7 @@ from kipcheck.impl.consumer.cluster import Cluster
 from kipcheck.impl.consumer.config import ConsumerConfig
 from kipcheck.impl.consumer.connection import BrokerConnection, ConnectionFailed, Sent
 from kipcheck.impl.consumer.errors import KafkaError
-from kipcheck.impl.consumer.records import TopicPartition
+from kipcheck.impl.topic_partition import TopicPartition
 from kipcheck.impl.wire.errors import error_name
 from kipcheck.impl.wire.schemas import flat, pairs
 

@@ -15,7 +15,6 @@ fields are read with kio's varint readers; timestamps keep their milliseconds.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
 import zlib
 from dataclasses import dataclass
 
@@ -28,14 +27,6 @@ from kipcheck.impl.wire.batches import (
 
 NO_COMPRESSION, GZIP = 0, 1
 COMPRESSION_NAMES = {2: "snappy", 3: "lz4", 4: "zstd"}
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}:{self.partition}"  # as traces name partitions
 
 
 @dataclass(frozen=True, slots=True)

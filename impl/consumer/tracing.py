@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 
 from kipcheck.impl.consumer.ownership import Decision, PollStart
-from kipcheck.impl.consumer.records import TopicPartition
+from kipcheck.impl.topic_partition import TopicPartition
 from kipcheck.impl.tracing import COORDINATOR_ACTOR, open_revoke_delay_trace, partition_names
 
 

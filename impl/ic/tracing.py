@@ -22,6 +22,7 @@ from pathlib import Path
 from kipcheck.impl.ic.config import IcConfig
 from kipcheck.impl.ic.ranges import Range, RangeSet
 from kipcheck.impl.storage import Storage
+from kipcheck.impl.topic_partition import keyed
 from kipcheck.impl.tracing import Trace, quoted_name
 
 TRACE_RANGES_MAX = 10_000
@@ -40,8 +41,8 @@ class IcTraces:
         """Keys with an ic trace in the directory, from this process or an earlier one."""
         keys = []
         for path in self.directory.glob("ic.*.jsonl"):
-            group, topic, partition = urllib.parse.unquote(path.name[3:-6]).rsplit(":", 2)
-            keys.append((group, topic, int(partition)))
+            group, (topic, partition) = keyed(urllib.parse.unquote(path.name[3:-6]))
+            keys.append((group, topic, partition))
         return sorted(keys)
 
     def traced(self, key: Key) -> bool:

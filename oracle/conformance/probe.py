@@ -36,8 +36,9 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kipcheck.impl.wire.batches import split_batches
 from kipcheck.impl.consumer.connection import BrokerConnection
+from kipcheck.impl.topic_partition import TopicPartition
+from kipcheck.impl.wire.batches import split_batches
 from kipcheck.model.cross_machine import reloaded_window
 from kipcheck.model.violation import Violation
 from kipcheck.oracle.check import check_file
@@ -207,10 +208,10 @@ class Probe:
     def _topics(self, tps: list[str], acks: dict[str, list[tuple[int, int, str]]]) -> list[dict]:
         topics: dict[str, list[dict]] = {}
         for tp in dict.fromkeys([*tps, *acks]):
-            topic, partition = tp.rsplit(":", 1)
+            topic, partition = TopicPartition.parse(tp)
             batches = [{"first_offset": first, "last_offset": last, "acknowledge_types": [ACK_CODES[kind]]}
                        for first, last, kind in acks.get(tp, [])]
-            topics.setdefault(topic, []).append({"partition_index": int(partition), "acknowledgement_batches": batches})
+            topics.setdefault(topic, []).append({"partition_index": partition, "acknowledgement_batches": batches})
         return [{"topic_id": self.topic_ids[topic], "partitions": parts} for topic, parts in topics.items()]
 
     def _timed(self, wait_ms: int, send):
@@ -327,9 +328,9 @@ class Probe:
         """A `check` of the partition's SPSO, read with DescribeShareGroupOffsets (where the broker serves it)."""
         if not self.describes_offsets:
             return
-        topic, partition = tp.rsplit(":", 1)
+        topic, partition = TopicPartition.parse(tp)
         sent_ms, _, _, answer = self._timed(0, lambda _: self.admin.request(DESCRIBE_OFFSETS, 0, groups=[
-            {"group_id": self.group, "topics": [{"topic_name": topic, "partitions": [int(partition)]}]}]))
+            {"group_id": self.group, "topics": [{"topic_name": topic, "partitions": [partition]}]}]))
         part = answer.groups[0].topics[0].partitions[0]
         if part.error_code.name == "none" and part.start_offset >= 0:
             self.partitions[tp].add(sent_ms, "check", "check", {}, {"spso": part.start_offset})
@@ -354,8 +355,8 @@ class Probe:
             reloaded = reloaded_window(window)
             config = {**self.partitions[tp].header["config"], "start_offset": spso, "initial_state": reloaded}
             self.partitions[tp] = TraceBook({**self.partitions[tp].header, "config": config})
-            topic, partition = tp.rsplit(":", 1)
-            self.produce(topic, int(partition), [])  # the log past the reloaded window, as append steps
+            topic, partition = TopicPartition.parse(tp)
+            self.produce(topic, partition, [])  # the log past the reloaded window, as append steps
         # Sessions die with the broker: the share-session trace of the old process ends, a new one starts.
         self.finished.append(self.sessions)
         self.sessions = TraceBook(dict(self.sessions.header))

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import logging
 
-from kipcheck.impl.broker.broker import MAX_WAIT_MS
 from kipcheck.impl.broker.clock import now_ms
+from kipcheck.impl.broker.limits import MAX_WAIT_MS
 from kipcheck.impl.wire.codec import reply
 from kipcheck.impl.broker.log import ProducerEpochError, SequenceError
 from kipcheck.impl.wire.batches import InvalidBatch, read_header
