@@ -2,7 +2,7 @@
 
 Clause ids refer to spec/share-partition.md. The profile (`kip`, the seed's
 text, or `kafka-4.2`, Apache Kafka 4.2's behaviour) is a constructor argument.
-impl/fastcheck/share_partition.py is the fast equivalent the judge uses;
+oracle/judges/fast/share_partition.py is the fast equivalent the judge uses;
 tests/test_fastcheck_share_partition.py diffs the two.
 
 Library API (time comes in as `at_ms`, which never decreases):
@@ -622,7 +622,7 @@ class SharePartition:
 
 # Explanations. They read a partition only through its read-only API (spso, speo, log_end_offset,
 # state_of, delivery_count_of, owner_of, deciding_clause, log_batch_of and the settings), so the fast
-# acceptor (impl/fastcheck/share_partition.py) explains its refusals with these very words.
+# acceptor (oracle/judges/fast/share_partition.py) explains its refusals with these very words.
 
 def new_records_bounds(partition) -> tuple[int, int]:
     """(first, last) of the never-acquired records that may be acquired now; empty when last < first."""

@@ -1,4 +1,4 @@
-"""The fast acceptor (impl/fastcheck/share_partition.py) gives the plain model's verdicts.
+"""The fast acceptor (oracle/judges/fast/share_partition.py) gives the plain model's verdicts.
 
 Hypothesis writes share-partition traces by driving the plain model, new or
 reloaded from a random `initial_state` (SP-26): appends, allowed acquisitions (the lowest one or any allowed set), acknowledgements good
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings, strategies as st
 
-from kipcheck.impl.fastcheck import share_partition as fastcheck
+from kipcheck.oracle.judges.fast import share_partition as fastcheck
 from kipcheck.model import share_partition as model
 from kipcheck.model.violation import STORAGE_ERRORS
 from kipcheck.oracle.check import check_file, check_lines

@@ -3,7 +3,7 @@
 Every step first fires the locks that expired by its `at_ms` (SP-20), then
 applies its op to the model. The checker must keep up with recorded traces of
 millions of steps (bench/bench_check.py), so by default it judges with the fast
-acceptor impl/fastcheck/share_partition.py, which gives the model's verdicts
+acceptor fast/share_partition.py, which gives the model's verdicts
 (tests/test_fastcheck_share_partition.py diffs the two); `reference=True`
 (`kipcheck check --reference`) judges with model/share_partition.py itself. The
 hot ops (append, acquire, acknowledge) read their fields directly and fall back
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import NoReturn
 
-from kipcheck.impl.fastcheck import share_partition as fastcheck
+from kipcheck.oracle.judges.fast import share_partition as fastcheck
 from kipcheck.model import share_partition as reference_model
 from kipcheck.model.share_partition import ACK_TYPES, STATES, waited_fetch_violation
 from kipcheck.model.share_partition_log import kafka_only

@@ -713,6 +713,6 @@ class SharePartition:
 def _explained(violation: Violation | None) -> Violation:
     """The model's explanation of a refusal this acceptor detected; both must agree that there is one."""
     if violation is None:
-        raise AssertionError("the fast acceptor refused what the model allows: a bug in impl/fastcheck "
+        raise AssertionError("the fast acceptor refused what the model allows: a bug in oracle/judges/fast "
                              "(kipcheck check --reference judges with the model)")
     return violation
