@@ -34,18 +34,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
+from kipcheck.model.errors import Error
 from kipcheck.model.violation import STORAGE_ERRORS, Ruled
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 MAX_EPOCH = 2**31 - 1  # Integer.MAX_VALUE
 PROFILES = ("kip", "kafka-4.2")
-
-NONE = "NONE"
-INVALID_REQUEST = "INVALID_REQUEST"
-SHARE_SESSION_NOT_FOUND = "SHARE_SESSION_NOT_FOUND"
-INVALID_SHARE_SESSION_EPOCH = "INVALID_SHARE_SESSION_EPOCH"
-SHARE_SESSION_LIMIT_REACHED = "SHARE_SESSION_LIMIT_REACHED"
 
 
 class Answer(NamedTuple):
@@ -100,7 +95,7 @@ class ShareSessionCache:
     def share_acknowledge(self, member: str, epoch: int) -> Answer:
         if epoch == INITIAL_EPOCH:
             # SS-13: ShareAcknowledge cannot open a session (Kafka 4.2 answers before the lookup).
-            answer = Answer(INVALID_SHARE_SESSION_EPOCH, "SS-13")
+            answer = Answer(Error.INVALID_SHARE_SESSION_EPOCH, "SS-13")
         elif epoch == FINAL_EPOCH:
             answer = self._close(member)
         else:
@@ -116,7 +111,7 @@ class ShareSessionCache:
         # SS-31 (kafka-4.2): a group left with no session drops its share-partitions.
         released = session.partitions if session is not None else frozenset()
         group_empty = self.profile == "kafka-4.2" and session is not None and not self.by_member
-        return self._decided(Answer(NONE, "SS-17", releases=session is not None, released=released,
+        return self._decided(Answer(Error.NONE, "SS-17", releases=session is not None, released=released,
                                     group_empty=group_empty))
 
     def storage_failure(self, error: str) -> Answer:
@@ -128,14 +123,14 @@ class ShareSessionCache:
     def _decided(self, answer: Answer) -> Answer:
         # SS-15: a refused request changes nothing, so the check after it is ruled by SS-15;
         # SS-5 is the one refusal that changes the cache (the old session is gone).
-        unchanged = answer.error != NONE and answer.clause != "SS-5"
+        unchanged = answer.error != Error.NONE and answer.clause != "SS-5"
         self._last_clause = "SS-15" if unchanged else answer.clause
         return answer
 
     def _open(self, member: str, add: frozenset[str], has_acks: bool, other_sessions: int) -> Answer:
         if has_acks:
             # SS-2: a full fetch request cannot carry acknowledgements.
-            return Answer(INVALID_REQUEST, "SS-2")
+            return Answer(Error.INVALID_REQUEST, "SS-2")
         # SS-3 (kip): the existing session is discarded releasing its records.
         # SS-4 (kafka-4.2): it is dropped without releasing them.
         releases = self.profile == "kip" and member in self.by_member
@@ -143,10 +138,10 @@ class ShareSessionCache:
         if self.profile == "kafka-4.2" and len(self.by_member) + other_sessions >= self.max_sessions:
             # SS-5: the broker's cache, this group's sessions and other groups', is full;
             # the member's old session is already gone.
-            return Answer(SHARE_SESSION_LIMIT_REACHED, "SS-5")
+            return Answer(Error.SHARE_SESSION_LIMIT_REACHED, "SS-5")
         # SS-16: a full fetch names the complete set; its forget list is ignored.
         self.by_member[member] = Session(1, add)
-        return Answer(NONE, "SS-3" if self.profile == "kip" else "SS-4", releases=releases)
+        return Answer(Error.NONE, "SS-3" if self.profile == "kip" else "SS-4", releases=releases)
 
     def _incremental(
         self, member: str, epoch: int, clause: str, add: frozenset[str] = frozenset(), forget: frozenset[str] = frozenset(),
@@ -154,21 +149,21 @@ class ShareSessionCache:
         session = self.by_member.get(member)
         if session is None:
             # SS-6: a non-zero epoch needs a session in the cache.
-            return Answer(SHARE_SESSION_NOT_FOUND, "SS-6")
+            return Answer(Error.SHARE_SESSION_NOT_FOUND, "SS-6")
         if session.epoch != epoch:
             # SS-7: an incremental epoch (and any epoch below -1) must equal the cached one.
-            return Answer(INVALID_SHARE_SESSION_EPOCH, "SS-7")
+            return Answer(Error.INVALID_SHARE_SESSION_EPOCH, "SS-7")
         # SS-8: ShareFetch adds then forgets partitions; SS-14: ShareAcknowledge keeps them.
         # Both increment the epoch and process the acknowledgements.
         self.by_member[member] = Session(next_epoch(epoch), (session.partitions | add) - forget)
-        return Answer(NONE, clause, acknowledges=True)
+        return Answer(Error.NONE, clause, acknowledges=True)
 
     def _final_fetch(self, member: str, add: frozenset[str], forget: frozenset[str]) -> Answer:
         if self.profile == "kip" and (add or forget):
             # SS-10 (kip): a final fetch cannot change the set of topic-partitions.
-            return Answer(INVALID_REQUEST, "SS-10")
+            return Answer(Error.INVALID_REQUEST, "SS-10")
         answer = self._close(member)
-        if answer.error == NONE and (add or forget):
+        if answer.error == Error.NONE and (add or forget):
             # SS-11 (kafka-4.2): topics to add or forget are accepted and ignored.
             return answer._replace(clause="SS-11")
         return answer
@@ -176,9 +171,9 @@ class ShareSessionCache:
     def _close(self, member: str) -> Answer:
         if member not in self.by_member:
             # SS-6: a final epoch needs a session in the cache.
-            return Answer(SHARE_SESSION_NOT_FOUND, "SS-6")
+            return Answer(Error.SHARE_SESSION_NOT_FOUND, "SS-6")
         # SS-12: -1 is the final request's only epoch, never checked against the cached one;
         # acknowledgements are processed, then the session goes and its records are released
         # (SS-30, kafka-4.2: in the session's share-partitions only).
         session = self.by_member.pop(member)
-        return Answer(NONE, "SS-12", acknowledges=True, releases=True, released=session.partitions)
+        return Answer(Error.NONE, "SS-12", acknowledges=True, releases=True, released=session.partitions)

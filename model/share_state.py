@@ -42,6 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Iterable, NamedTuple
 
+from kipcheck.model.errors import Error
 from kipcheck.model.violation import STORAGE_ERRORS, Violation
 
 PROFILES = ("kip", "kafka-4.2")
@@ -53,11 +54,6 @@ KIP_DELTAS_MAX = 256
 KAFKA_UPDATES_PER_SNAPSHOT = 500
 UNCHANGED = -1
 
-NONE = "NONE"
-INVALID_REQUEST = "INVALID_REQUEST"
-FENCED_STATE_EPOCH = "FENCED_STATE_EPOCH"
-COORDINATOR_LOAD_IN_PROGRESS = "COORDINATOR_LOAD_IN_PROGRESS"
-FENCED_LEADER_EPOCH = "FENCED_LEADER_EPOCH"
 # ST-31: what a request appended to the coordinator's log, as a trace observes it.
 RECORD_KINDS = ("snapshot", "update", "tombstone", "none")
 # ST-32: the leader epoch a snapshot of InitializeShareGroupState holds (Kafka's ShareGroupOffset.UNINITIALIZED_EPOCH).
@@ -273,13 +269,13 @@ class ShareCoordinator:
         # ST-13: COORDINATOR_LOAD_IN_PROGRESS until the first other answer after a failover.
         if not self.loading:
             raise Violation("ST-13", "an answer other than COORDINATOR_LOAD_IN_PROGRESS (loading is over)",
-                            COORDINATOR_LOAD_IN_PROGRESS)
+                            Error.COORDINATOR_LOAD_IN_PROGRESS)
         self._ruled = dict.fromkeys(FIELDS, "ST-13")
 
     def storage_failure(self, error: str) -> None:
         """A request answered with `error`, one of STORAGE_ERRORS: it changed nothing."""
         assert error in STORAGE_ERRORS, error
-        if error == COORDINATOR_LOAD_IN_PROGRESS and (self.loading or self.profile == "kip"):
+        if error == Error.COORDINATOR_LOAD_IN_PROGRESS and (self.loading or self.profile == "kip"):
             # ST-13: under kip this answer means loading, and only loading.
             self.still_loading()
             return
@@ -303,16 +299,16 @@ class ShareCoordinator:
         self.loading, self.appended = False, "none"
         if self.state is None:
             # ST-3: no state before InitializeShareGroupState (ST-33: or after DeleteShareGroupState).
-            return self._refuse(INVALID_REQUEST, "ST-33" if self._deleted else "ST-3")
+            return self._refuse(Error.INVALID_REQUEST, "ST-33" if self._deleted else "ST-3")
         if leader_epoch is not None:
             if self.state.leader_epoch > leader_epoch:
                 # ST-32: a lower leader epoch is fenced; Kafka 4.2 fences -1 too (KAFKA-20694).
-                return self._refuse(FENCED_LEADER_EPOCH, "ST-32")
+                return self._refuse(Error.FENCED_LEADER_EPOCH, "ST-32")
             if leader_epoch != UNCHANGED and leader_epoch != self.state.leader_epoch:
                 # ST-32: a read with a new leader epoch records it, as a write of no batches would.
                 self._append(self._record_for_write(self.state.state_epoch, self.state.start_offset, (), leader_epoch))
         # ST-1: the answer is the persisted state.
-        return Answer(NONE, "ST-1")
+        return Answer(Error.NONE, "ST-1")
 
     def delete(self) -> Answer:
         """ST-33 (kafka-4.2): DeleteShareGroupState writes a tombstone, if the key has a state."""
@@ -321,7 +317,7 @@ class ShareCoordinator:
             self._append(Tombstone())
             self._deleted = True
         self._ruled = dict.fromkeys(FIELDS, "ST-33")
-        return Answer(NONE, "ST-33")
+        return Answer(Error.NONE, "ST-33")
 
     def cold_snapshot(self) -> None:
         """ST-34 (kafka-4.2): the cold-partition job snapshots a key whose last snapshot is older than the
@@ -343,17 +339,17 @@ class ShareCoordinator:
         self.loading, self.appended = False, "none"
         if self.profile == "kip" and state_epoch < 0:
             # ST-17: StateEpoch is a uint32 in the draft.
-            return self._refuse(INVALID_REQUEST, "ST-17")
+            return self._refuse(Error.INVALID_REQUEST, "ST-17")
         if self.state is not None and self.state.fence_epoch > state_epoch \
                 and not (self.profile == "kafka-4.2" and state_epoch == UNCHANGED):
             # ST-2: an older state epoch is fenced; Kafka 4.2 does not fence -1.
-            return self._refuse(FENCED_STATE_EPOCH, "ST-2")
+            return self._refuse(Error.FENCED_STATE_EPOCH, "ST-2")
         # ST-2: a checkpoint with the next checkpoint epoch replaces the whole state.
         checkpoint_epoch = 0 if self.state is None else self.state.checkpoint_epoch + 1
         leader_epoch = INITIAL_LEADER_EPOCH if self.profile == "kafka-4.2" else -1  # ST-32 (kip has none)
         self._append(Checkpoint(checkpoint_epoch, state_epoch, start_offset, (), leader_epoch, self.now_ms))
         self._ruled = dict.fromkeys(FIELDS, "ST-2")
-        return Answer(NONE, "ST-2")
+        return Answer(Error.NONE, "ST-2")
 
     def write(self, state_epoch: int, start_offset: int, batches: Iterable[Batch],
               leader_epoch: int | None = None) -> Answer:
@@ -368,26 +364,26 @@ class ShareCoordinator:
         epoch_clause = "ST-4" if self.profile == "kip" else "ST-5"
         self._ruled = {"state_epoch": epoch_clause, "start_offset": "ST-6",
                        "batches": "ST-7" if self.profile == "kip" else "ST-8"}
-        return Answer(NONE, self._ruled["batches"])
+        return Answer(Error.NONE, self._ruled["batches"])
 
     def _write_refusal(self, state_epoch: int, batches: tuple[Batch, ...],
                        leader_epoch: int | None) -> tuple[str, str] | None:
         if self.state is None:
             # ST-3: a write before InitializeShareGroupState (ST-33: or after DeleteShareGroupState).
-            return INVALID_REQUEST, "ST-33" if self._deleted else "ST-3"
+            return Error.INVALID_REQUEST, "ST-33" if self._deleted else "ST-3"
         if self.profile == "kip":
             if state_epoch != self.state.state_epoch:
                 # ST-4: the state epoch must match.
-                return FENCED_STATE_EPOCH, "ST-4"
+                return Error.FENCED_STATE_EPOCH, "ST-4"
             if any(batch.state == "acquired" for batch in batches):
                 # ST-15: Acquired is never persisted (ST-16: kafka-4.2 does not check).
-                return INVALID_REQUEST, "ST-15"
+                return Error.INVALID_REQUEST, "ST-15"
         elif leader_epoch not in (None, UNCHANGED) and self.state.leader_epoch > leader_epoch:
             # ST-32: a lower leader epoch is fenced, before the state epoch; -1 skips the check.
-            return FENCED_LEADER_EPOCH, "ST-32"
+            return Error.FENCED_LEADER_EPOCH, "ST-32"
         elif state_epoch != UNCHANGED and self.state.fence_epoch > state_epoch:
             # ST-5: an older state epoch is fenced; -1 skips the check.
-            return FENCED_STATE_EPOCH, "ST-5"
+            return Error.FENCED_STATE_EPOCH, "ST-5"
         return None
 
     def _record_for_write(self, state_epoch: int, start_offset: int, batches: tuple[Batch, ...],

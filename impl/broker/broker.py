@@ -53,6 +53,7 @@ from kipcheck.impl.ic.key_range_cache import KeyRangeCache
 from kipcheck.impl.share.config import ShareConfig
 from kipcheck.impl.storage import OPEN_FILES_MAX, Storage, StorageError
 from kipcheck.impl.storage.durable_log import DurableLog
+from kipcheck.model.errors import Error
 
 log = logging.getLogger("kipcheck.broker")
 
@@ -155,8 +156,8 @@ class Broker:
         """TopicError POLICY_VIOLATION if `partitions` more would take the broker past max.broker.partitions."""
         hosted, limit = sum(topic.partitions for topic in self.topics), self.config.max_broker_partitions
         if hosted + partitions > limit:
-            raise TopicError("POLICY_VIOLATION", f"the broker hosts {hosted} partitions: {partitions} more would "
-                                                 f"exceed max.broker.partitions ({limit})")
+            raise TopicError(Error.POLICY_VIOLATION, f"the broker hosts {hosted} partitions: {partitions} more would "
+                                                     f"exceed max.broker.partitions ({limit})")
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
         if self.topics.get(name) is None:  # an existing name is TOPIC_ALREADY_EXISTS whatever the budget

@@ -63,6 +63,7 @@ from kipcheck.impl.share.sessions import SessionAnswer, ShareSessionCache
 from kipcheck.impl.share.tracing import TraceWriter
 from kipcheck.impl.storage import Storage
 from kipcheck.impl.topic_partition import TopicPartition
+from kipcheck.model.errors import Error
 
 Acks = list[tuple[str, int, int, str]]  # (tp, first, last, type), as the session trace records them
 
@@ -147,7 +148,7 @@ class ShareEngine:
         if share_partition is not None:
             return share_partition.spso
         error, _, start_offset, _ = self.coordinator.read(f"{group}:{tp}")
-        return start_offset if error == "NONE" else -1
+        return start_offset if error == Error.NONE else -1
 
     def on_produced(self, topic: str, partition: int, batch_ranges: list) -> None:
         """New log batches (PartitionLog.batch_details: first, last, transaction) for the loaded share-partitions."""

@@ -24,6 +24,7 @@ from kipcheck.impl.consumer.errors import KafkaError
 from kipcheck.impl.wire.batches import (
     ATTRIBUTES_OFFSET, BASE_TIMESTAMP_OFFSET, BATCH_HEADER_BYTES, COMPRESSION_MASK, CONTROL, LENGTH_PREFIX_BYTES,
     InvalidBatch, read_header)
+from kipcheck.model.errors import Error
 
 NO_COMPRESSION, GZIP = 0, 1
 COMPRESSION_NAMES = {2: "snappy", 3: "lz4", 4: "zstd"}
@@ -62,7 +63,7 @@ def decode_batch(topic: str, partition: int, batch: memoryview) -> list[Consumer
     try:
         header = read_header(batch)
     except InvalidBatch as error:
-        raise KafkaError("CORRUPT_MESSAGE", f"{topic}:{partition}: {error}") from None
+        raise KafkaError(Error.CORRUPT_MESSAGE, f"{topic}:{partition}: {error}") from None
     (attributes,) = struct.unpack_from(">h", batch, ATTRIBUTES_OFFSET)
     if attributes & CONTROL:
         return []
@@ -74,11 +75,11 @@ def decode_batch(topic: str, partition: int, batch: memoryview) -> list[Consumer
         body = zlib.decompress(body, 16 + zlib.MAX_WBITS)
     elif compression != NO_COMPRESSION:
         name = COMPRESSION_NAMES.get(compression, f"codec {compression}")
-        raise KafkaError("UNSUPPORTED_COMPRESSION_TYPE", f"{topic}:{partition} at offset {base_offset}: {name}")
+        raise KafkaError(Error.UNSUPPORTED_COMPRESSION_TYPE, f"{topic}:{partition} at offset {base_offset}: {name}")
     try:
         return _records(topic, partition, base_offset, base_timestamp, body, header.record_count)
     except (ValueError, IndexError, struct.error) as error:
-        raise KafkaError("CORRUPT_MESSAGE", f"{topic}:{partition} at offset {base_offset}: {error}") from None
+        raise KafkaError(Error.CORRUPT_MESSAGE, f"{topic}:{partition} at offset {base_offset}: {error}") from None
 
 
 def _records(topic: str, partition: int, base_offset: int, base_timestamp: int, body: bytes,

@@ -41,6 +41,7 @@ from kipcheck.impl.storage import Storage
 from kipcheck.impl.tracing import (
     COORDINATOR_ACTOR, Trace, open_new_trace, open_revoke_delay_trace, partition_names, quoted_name, safe_name)
 from kipcheck.model import key_range_assign
+from kipcheck.model.errors import Error
 from kipcheck.model.ic import merge
 
 
@@ -108,7 +109,7 @@ class CoordinatorTraces:
             if offset < 0:
                 continue  # not a position (Kafka stores it; a trace offset is one)
             trace.step(at_ms, member_id, "commit", {"partition": f"{topic}:{partition}", "offset": offset},
-                       {"error": "NONE"})
+                       {"error": Error.NONE})
 
     def assigned(self, group_id: str, group: key_range_assign.Group, target: dict[str, Assignment],
                  at_ms: int) -> None:

@@ -1,19 +1,17 @@
-"""Kafka's errors on the wire: names to codes and back, the seed's own codes included (spec/ic.md IC-17).
+"""Kafka's errors on the wire: model/errors.py's names to codes and back, the seed's own codes included (IC-17).
 
-    error_code("INVALID_RECORD_STATE") -> ErrorCode.invalid_record_state   # a field kio types as ErrorCode
-    error_code_of("INDIVIDUAL_COMMIT_TOO_OLD") -> 1091;  error_name(1091) -> "INDIVIDUAL_COMMIT_TOO_OLD"
+    error_code(Error.INVALID_RECORD_STATE) -> ErrorCode.invalid_record_state   # a field kio types as ErrorCode
+    error_code_of("INDIVIDUAL_COMMIT_TOO_OLD") -> 1091;  error_name(1091) -> Error.INDIVIDUAL_COMMIT_TOO_OLD
 
-kio's ErrorCode knows Kafka's codes only; the seed's five (model/ic.py
-WIRE_CODES) travel as plain int16 fields (schemas.py).
+kio's ErrorCode knows Kafka's codes only; the seed's five travel as plain
+int16 fields (schemas.py).
 """
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from kipcheck.model.ic import WIRE_CODES
-
-_NAMES = {code: name for name, code in WIRE_CODES.items()}
+from kipcheck.model.errors import Error
 
 
 def error_code(name_or_code: str | int | ErrorCode) -> ErrorCode:
@@ -27,15 +25,12 @@ def error_code(name_or_code: str | int | ErrorCode) -> ErrorCode:
 
 def error_code_of(name: str) -> int:
     """The int16 of an error name: Kafka's own, or the seed's (IC-17)."""
-    return WIRE_CODES[name] if name in WIRE_CODES else ErrorCode[name.lower()].value
+    return Error[name].code
 
 
 def error_name(code: int | ErrorCode) -> str:
-    if isinstance(code, ErrorCode):
-        return code.name.upper()
-    if code in _NAMES:
-        return _NAMES[code]
+    """The error a wire code stands for; UNKNOWN_ERROR_CODE_<code> for a code no error has."""
     try:
-        return ErrorCode(code).name.upper()
+        return Error.of_code(int(code))
     except ValueError:
         return f"UNKNOWN_ERROR_CODE_{code}"

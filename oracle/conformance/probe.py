@@ -40,6 +40,7 @@ from kipcheck.impl.consumer.connection import BrokerConnection
 from kipcheck.impl.topic_partition import TopicPartition
 from kipcheck.impl.wire.batches import split_batches
 from kipcheck.model.cross_machine import reloaded_window
+from kipcheck.model.errors import Error
 from kipcheck.model.violation import Violation
 from kipcheck.oracle.check import check_file
 from kipcheck.oracle.conformance.tolerance import Timers
@@ -239,7 +240,7 @@ class Probe:
         self.sessions.add(sent_ms, member.name, "share_fetch", {
             "epoch": epoch, "add": sorted(set(tps) | set(acks)), "forget": [], "acks": _session_acks(acks)},
             {"error": error, **observed})
-        if error != "NONE":
+        if error != Error.NONE:
             return {}
         if epoch == 0 and member.epoch != 0 and self.target.profile == "kip":
             self._left(sent_ms, member)  # SS-3: under kip, re-opening releases the old session's records
@@ -279,7 +280,7 @@ class Probe:
         error = answer.error_code.name.upper()
         self.sessions.add(sent_ms, member.name, "share_acknowledge", {"epoch": epoch, "acks": _session_acks(acks)},
                           {"error": error})
-        if error != "NONE":
+        if error != Error.NONE:
             return {}
         self._session_advanced(member, epoch, set(acks))
         results = self._partition_results(answer)

@@ -188,7 +188,7 @@ class SharePartitionJudge(Judge):
             self._lock_duration(step)
         observed = step.observed
         error = observed.get("error") if observed is not None else None
-        if type(error) is str and error in STORAGE_ERRORS:  # SP-27: the state could not be written: no change
+        if isinstance(error, str) and error in STORAGE_ERRORS:  # SP-27: the state could not be written: no change
             self.model.storage_failure(step.at_ms, step.actor, requests, renew)
             return
         ruled = self.model.acknowledge(step.at_ms, step.actor, requests, renew, received_ms)

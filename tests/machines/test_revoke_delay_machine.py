@@ -5,6 +5,7 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from kipcheck.model import revoke_delay as rd
+from kipcheck.model.errors import Error
 
 PARTITION_SETS = st.frozensets(st.sampled_from(("orders:0", "orders:1", "orders:2", "clicks:0")), min_size=1)
 
@@ -60,7 +61,7 @@ class RevokeDelayMachine(RuleBasedStateMachine):
         for partition in partitions:
             error = self.consumer.commit(partition)
             if partition in self.gone:  # RD-10: refused after completion or loss
-                assert error == rd.ILLEGAL_GENERATION, f"RD-10: commit on {partition} after it was gone"
+                assert error == Error.ILLEGAL_GENERATION, f"RD-10: commit on {partition} after it was gone"
 
     @invariant()
     def revoke_lists_within_the_assignment(self):

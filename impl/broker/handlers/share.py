@@ -66,6 +66,7 @@ from kipcheck.impl.wire.errors import error_code
 from kipcheck.impl.broker.metadata import topic_id_of
 from kipcheck.impl.share.partition import ACK_TYPES_BY_WIRE, PersisterError
 from kipcheck.impl.topic_partition import TopicPartition
+from kipcheck.model.errors import Error
 
 MEMBER_ID_MAX_CHARS = 36
 RENEW = 4   # the acknowledge type of KIP-1222
@@ -95,13 +96,13 @@ def handlers(broker) -> dict:
         body = request.body
         group, member = body.group_id or "", body.member_id or ""
         if not _valid_member_id(member):
-            return _share_fetch_reply(broker, request, "INVALID_REQUEST", {}, [])
+            return _share_fetch_reply(broker, request, Error.INVALID_REQUEST, {}, [])
         renew = _renews(request)
         if renew and (body.max_bytes or body.min_bytes or body.max_records or body.max_wait.total_seconds()):
-            return _share_fetch_reply(broker, request, "INVALID_REQUEST", {}, [])   # KIP-1222: all must be 0
+            return _share_fetch_reply(broker, request, Error.INVALID_REQUEST, {}, [])   # KIP-1222: all must be 0
         acquire_mode = body.share_acquire_mode if request.api_version >= 2 else BATCH_OPTIMIZED
         if acquire_mode not in (BATCH_OPTIMIZED, RECORD_LIMIT):
-            return _share_fetch_reply(broker, request, "INVALID_REQUEST", {}, [])
+            return _share_fetch_reply(broker, request, Error.INVALID_REQUEST, {}, [])
         wanted, unknown = _partitions(broker, body.topics)
         forget = [str(TopicPartition(topic.name, partition)) for forgotten in body.forgotten_topics_data
                   if (topic := broker.topics.get_by_id(forgotten.topic_id)) for partition in forgotten.partitions]
@@ -109,7 +110,7 @@ def handlers(broker) -> dict:
         at_ms = now_ms()
         answer = broker.engine.share_fetch_session(group, member, body.share_session_epoch, list(map(str, wanted)),
                                                    forget, _flatten(acks), at_ms)
-        if answer.error != "NONE" or not answer.process:
+        if answer.error != Error.NONE or not answer.process:
             return _share_fetch_reply(broker, request, answer.error, {}, unknown)
         results = _apply_session_answer(broker, connection, group, member, answer, acks, at_ms,
                                         "acknowledge_error_code", renew)
@@ -119,32 +120,32 @@ def handlers(broker) -> dict:
                 if broker.engine.initialized(group, tp):
                     readable.append(tp)
                 else:
-                    results.setdefault(tp, {})["error_code"] = "UNKNOWN_SERVER_ERROR"
+                    results.setdefault(tp, {})["error_code"] = Error.UNKNOWN_SERVER_ERROR
             await _acquire(broker, group, member, readable, body, results, next(rotation), acquire_mode == RECORD_LIMIT)
-        return _share_fetch_reply(broker, request, "NONE", results, unknown)
+        return _share_fetch_reply(broker, request, Error.NONE, results, unknown)
 
     async def share_acknowledge(connection, request):
         body = request.body
         group, member = body.group_id or "", body.member_id or ""
         if not _valid_member_id(member):
-            return reply(request, throttle_time=0, error_code="INVALID_REQUEST", responses=[], node_endpoints=[])
+            return reply(request, throttle_time=0, error_code=Error.INVALID_REQUEST, responses=[], node_endpoints=[])
         wanted, unknown = _partitions(broker, body.topics)
         acks = _acknowledgements(wanted, request.api_version)
         at_ms = now_ms()
         answer = broker.engine.share_acknowledge_session(group, member, body.share_session_epoch, _flatten(acks), at_ms)
         results: dict[TopicPartition, dict] = {}
-        if answer.error == "NONE" and answer.process:
+        if answer.error == Error.NONE and answer.process:
             results = _apply_session_answer(broker, connection, group, member, answer, acks, at_ms, "error_code",
                                             _renews(request))
-        responses = _by_topic(broker, results, unknown, {"error_code": "UNKNOWN_TOPIC_ID"})
-        lock_ms = broker.engine.lock_duration_ms(group) if answer.error == "NONE" else 0   # v2 only
+        responses = _by_topic(broker, results, unknown, {"error_code": Error.UNKNOWN_TOPIC_ID})
+        lock_ms = broker.engine.lock_duration_ms(group) if answer.error == Error.NONE else 0   # v2 only
         return reply(request, throttle_time=0, error_code=answer.error, responses=responses, node_endpoints=[],
                      acquisition_lock_timeout=lock_ms)
 
     async def describe_offsets(connection, request):
-        groups = [{"group_id": group.group_id, "error_code": "NONE", "topics": [
+        groups = [{"group_id": group.group_id, "error_code": Error.NONE, "topics": [
                       {"topic_name": topic.topic_name, "topic_id": topic_id_of(topic.topic_name),
-                       "partitions": [{"partition_index": index, "leader_epoch": 0, "error_code": "NONE",
+                       "partitions": [{"partition_index": index, "leader_epoch": 0, "error_code": Error.NONE,
                                        "start_offset": broker.engine.start_offset(
                                            group.group_id, TopicPartition(topic.topic_name, index))}
                                       for index in topic.partitions]}
@@ -221,9 +222,9 @@ def _flatten(acks: dict) -> list[tuple[str, int, int, str]]:
 def _acknowledge(broker, group: str, member: str, tp: TopicPartition, batches: list | None, at_ms: int,
                  renew: bool) -> str:
     if batches is None:
-        return "INVALID_REQUEST"
+        return Error.INVALID_REQUEST
     if not broker.engine.initialized(group, tp):
-        return "UNKNOWN_TOPIC_OR_PARTITION"  # SharePartitionManager.acknowledge: no such share-partition
+        return Error.UNKNOWN_TOPIC_OR_PARTITION  # SharePartitionManager.acknowledge: no such share-partition
     return broker.engine.acknowledge(group, member, tp, batches, at_ms, renew)
 
 
@@ -263,10 +264,11 @@ async def _acquire(broker, group: str, member: str, partitions: list[TopicPartit
 def _share_fetch_reply(broker, request, error: str, results: dict, unknown: list):
     lock_ms = broker.engine.lock_duration_ms(request.body.group_id)
     partitions = {tp: _fetched_partition(broker, tp, result) for tp, result in results.items()}
-    responses = _by_topic(broker, partitions, unknown, {"error_code": "UNKNOWN_TOPIC_ID", "acknowledge_error_code": 0,
-                                                        "records": b"", "acquired_records": []})
-    return reply(request, throttle_time=0, error_code=error, acquisition_lock_timeout=lock_ms if error == "NONE" else 0,
-                 responses=responses, node_endpoints=[])
+    responses = _by_topic(broker, partitions, unknown, {"error_code": Error.UNKNOWN_TOPIC_ID,
+                                                        "acknowledge_error_code": 0, "records": b"",
+                                                        "acquired_records": []})
+    return reply(request, throttle_time=0, error_code=error,
+                 acquisition_lock_timeout=lock_ms if error == Error.NONE else 0, responses=responses, node_endpoints=[])
 
 
 def _fetched_partition(broker, tp: TopicPartition, result: dict) -> dict:
@@ -274,8 +276,8 @@ def _fetched_partition(broker, tp: TopicPartition, result: dict) -> dict:
     records = b""
     if acquired:
         records = broker.partition_log(tp.topic, tp.partition).read_range(acquired[0][0], acquired[-1][1])
-    return {"error_code": result.get("error_code", "NONE"),
-            "acknowledge_error_code": int(error_code(result.get("acknowledge_error_code", "NONE"))),
+    return {"error_code": result.get("error_code", Error.NONE),
+            "acknowledge_error_code": int(error_code(result.get("acknowledge_error_code", Error.NONE))),
             "records": records, "acquired_records": [{"first_offset": first, "last_offset": last, "delivery_count": count}
                                                      for first, last, count in acquired]}
 
@@ -295,7 +297,7 @@ def _by_topic(broker, partitions: dict[TopicPartition, dict], unknown: list, unk
 def _describe_group(broker, group_id: str) -> dict:
     group = broker.groups.groups.get(group_id)
     if group is None:
-        return {"error_code": "GROUP_ID_NOT_FOUND", "error_message": f"share group {group_id!r} not found",
+        return {"error_code": Error.GROUP_ID_NOT_FOUND, "error_message": f"share group {group_id!r} not found",
                 "group_id": group_id, "group_state": "Dead", "group_epoch": -1, "assignment_epoch": -1,
                 "assignor_name": "simple", "members": []}
     members = [{"member_id": member.member_id, "rack_id": member.rack_id, "member_epoch": member.epoch,
@@ -304,5 +306,5 @@ def _describe_group(broker, group_id: str) -> dict:
                 "assignment": {"topic_partitions": [{"topic_id": topic_id_of(topic), "topic_name": topic,
                                                      "partitions": parts} for topic, parts in sorted(member.assignment.items())]}}
                for member in group.members.values()]
-    return {"error_code": "NONE", "group_id": group_id, "group_state": "Stable" if members else "Empty",
+    return {"error_code": Error.NONE, "group_id": group_id, "group_state": "Stable" if members else "Empty",
             "group_epoch": group.epoch, "assignment_epoch": group.epoch, "assignor_name": "simple", "members": members}
