@@ -21,9 +21,9 @@ import uuid
 
 from kio.index import load_request_schema
 from kio.serial import entity_reader
+from kipcheck.impl.consumer.connection import encode_entity
 from kipcheck.impl.wire.codec import build
 from kipcheck.impl.wire.frame_check import check_frame
-from kipcheck.impl.consumer.connection import encode_entity
 
 
 def request(api_key: int, version: int, **body) -> bytes:

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings, strategies as st
 
-from kipcheck.model.errors import Error
-from kipcheck.oracle.judges.fast import share_partition as fastcheck
 from kipcheck.model import share_partition as model
+from kipcheck.model.errors import Error
 from kipcheck.model.violation import STORAGE_ERRORS
 from kipcheck.oracle.check import check_file, check_lines
+from kipcheck.oracle.judges.fast import share_partition as fastcheck
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "oracle" / "examples" / "share-partition").rglob("*.jsonl"))
 ACTORS = ("c1", "c2", "c3")

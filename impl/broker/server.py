@@ -45,9 +45,9 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
-from kipcheck.impl.wire.codec import API_VERSIONS_KEY, FrameError, Request, UnsupportedApi, build, decode_request, encode_response, response_class
 from kipcheck.impl.broker.config import BrokerConfig
 from kipcheck.impl.broker.limits import ConnectionSlots, FramePool
+from kipcheck.impl.wire.codec import API_VERSIONS_KEY, FrameError, Request, UnsupportedApi, build, decode_request, encode_response, response_class
 from kipcheck.model.errors import Error
 
 log = logging.getLogger("kipcheck.broker")

@@ -83,8 +83,8 @@ from kipcheck.impl.consumer.offsets import RETRIED, GroupOffsets, PendingCommit
 from kipcheck.impl.consumer.ownership import ASSIGN, Decision, Ownership, PollStart
 from kipcheck.impl.consumer.records import ConsumerRecord
 from kipcheck.impl.consumer.tracing import ConsumerTrace
-from kipcheck.impl.topic_partition import TopicPartition
 from kipcheck.impl.ic.client import PendingCommits
+from kipcheck.impl.topic_partition import TopicPartition
 from kipcheck.model.errors import Error
 from kipcheck.model.ic import merge
 from kipcheck.model.key_hash import is_whole, record_hash

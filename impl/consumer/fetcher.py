@@ -35,8 +35,8 @@ from kipcheck.impl.consumer.config import ConsumerConfig
 from kipcheck.impl.consumer.connection import BrokerConnection, ConnectionFailed
 from kipcheck.impl.consumer.errors import KafkaError
 from kipcheck.impl.consumer.records import ConsumerRecord, decode_batch, last_offset, split_batches
-from kipcheck.impl.wire.errors import error_name
 from kipcheck.impl.topic_partition import TopicPartition
+from kipcheck.impl.wire.errors import error_name
 from kipcheck.impl.wire.schemas import flat
 from kipcheck.model.errors import Error
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from kipcheck.impl.topic_partition import TopicPartition
 from kipcheck.impl.storage import Storage
+from kipcheck.impl.topic_partition import TopicPartition
 from kipcheck.impl.tracing import Trace, quoted_name
 from kipcheck.model.ic import answered, merge, subtract
 from kipcheck.model.key_hash import HASH_MAX

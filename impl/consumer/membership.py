@@ -60,8 +60,8 @@ from kipcheck.impl.consumer.config import ConsumerConfig
 from kipcheck.impl.consumer.connection import BrokerConnection, ConnectionFailed
 from kipcheck.impl.consumer.errors import KafkaError
 from kipcheck.impl.consumer.ownership import ASSIGN, LOSE, REVOKE, Decision
-from kipcheck.impl.topic_partition import TopicPartition
 from kipcheck.impl.consumer.tracing import ConsumerTrace
+from kipcheck.impl.topic_partition import TopicPartition
 from kipcheck.model.errors import Error
 from kipcheck.model.key_range_assign import shares_from_wire, shares_to_wire
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from kipcheck.model.errors import Error
-from kipcheck.model.key_hash import HASH_MAX
 from kipcheck.model.ic import ERROR_CLAUSES, IndividualCommit
 from kipcheck.model.key_handoff import KeyHandoff
+from kipcheck.model.key_hash import HASH_MAX
 from kipcheck.model.violation import Violation
 from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.trace import Malformed, Step

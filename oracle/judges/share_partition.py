@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import NoReturn
 
-from kipcheck.oracle.judges.fast import share_partition as fastcheck
 from kipcheck.model import share_partition as reference_model
 from kipcheck.model.share_partition import ACK_TYPES, STATES, waited_fetch_violation
 from kipcheck.model.share_partition_log import kafka_only
 from kipcheck.model.violation import STORAGE_ERRORS
 from kipcheck.oracle.judge import Judge, op
+from kipcheck.oracle.judges.fast import share_partition as fastcheck
 from kipcheck.oracle.trace import Malformed, Step
 
 _STATE_NAMES = {state: state for state in STATES}

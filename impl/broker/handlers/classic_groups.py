@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 
 from kipcheck.impl.broker.clock import now_ms
-from kipcheck.impl.wire.codec import reply
 from kipcheck.impl.groups.classic import JoinRequest
 from kipcheck.impl.groups.classic_group import DEAD, STABLE, JoinAnswer, Pending
+from kipcheck.impl.wire.codec import reply
 from kipcheck.model.errors import Error
 
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kipcheck.impl.wire.codec import reply
 from kipcheck.impl.broker.metadata import TOPIC_CONFIGS, TopicError
 from kipcheck.impl.broker.server import api_version_list
+from kipcheck.impl.wire.codec import reply
 from kipcheck.model.errors import Error
 
 CLUSTER_ID = "kipcheck-reference-broker"

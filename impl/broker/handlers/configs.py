@@ -22,9 +22,9 @@ INVALID_REQUEST naming the types it serves.
 
 from __future__ import annotations
 
-from kipcheck.impl.wire.codec import reply
 from kipcheck.impl.broker.metadata import TOPIC_CONFIGS, TopicError
 from kipcheck.impl.share.group_configs import NAMES
+from kipcheck.impl.wire.codec import reply
 from kipcheck.model.errors import Error
 
 TOPIC, GROUP = 2, 32                                      # ConfigResource.Type

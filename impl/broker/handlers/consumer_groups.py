@@ -18,10 +18,10 @@ from __future__ import annotations
 import uuid
 
 from kipcheck.impl.broker.clock import now_ms
-from kipcheck.impl.wire.codec import reply
 from kipcheck.impl.broker.metadata import topic_id_of
 from kipcheck.impl.groups.assignors import Assignment, KeyShare
 from kipcheck.impl.groups.consumer import HeartbeatRequest
+from kipcheck.impl.wire.codec import reply
 from kipcheck.model.errors import Error
 from kipcheck.model.key_range_assign import shares_from_wire, shares_to_wire
 

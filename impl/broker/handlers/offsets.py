@@ -22,10 +22,10 @@ individually committed partition answers INVALID_REQUEST for it (IC-19).
 from __future__ import annotations
 
 from kipcheck.impl.broker.clock import now_ms
-from kipcheck.impl.wire.codec import reply
 from kipcheck.impl.broker.metadata import topic_id_of
 from kipcheck.impl.groups.coordinator import OffsetCommit
 from kipcheck.impl.groups.offsets import CommittedOffset
+from kipcheck.impl.wire.codec import reply
 from kipcheck.impl.wire.schemas import flat, pairs
 from kipcheck.model.errors import Error
 

@@ -31,14 +31,14 @@ import logging
 
 from kipcheck.impl.broker.clock import now_ms
 from kipcheck.impl.broker.limits import MAX_WAIT_MS
-from kipcheck.impl.wire.codec import reply
 from kipcheck.impl.broker.log import ProducerEpochError, SequenceError
-from kipcheck.impl.wire.batches import InvalidBatch, read_header
 from kipcheck.impl.broker.server import NO_RESPONSE
 from kipcheck.impl.ic.compression import BatchDecodeError
 from kipcheck.impl.ic.filtering import filter_batches
-from kipcheck.impl.wire.schemas import pairs
 from kipcheck.impl.storage import StorageError
+from kipcheck.impl.wire.batches import InvalidBatch, read_header
+from kipcheck.impl.wire.codec import reply
+from kipcheck.impl.wire.schemas import pairs
 from kipcheck.model.errors import Error
 from kipcheck.model.key_hash import range_fetch_error
 

@@ -61,11 +61,11 @@ import itertools
 
 from kipcheck.impl.broker.clock import now_ms
 from kipcheck.impl.broker.limits import MAX_WAIT_MS
-from kipcheck.impl.wire.codec import reply
-from kipcheck.impl.wire.errors import error_code
 from kipcheck.impl.broker.metadata import topic_id_of
 from kipcheck.impl.share.partition import ACK_TYPES_BY_WIRE, PersisterError
 from kipcheck.impl.topic_partition import TopicPartition
+from kipcheck.impl.wire.codec import reply
+from kipcheck.impl.wire.errors import error_code
 from kipcheck.model.errors import Error
 
 MEMBER_ID_MAX_CHARS = 36
