@@ -413,15 +413,14 @@ class Consumer:
         error waits again; another refusal is kept for the next call to raise (`keep_failed`)."""
         if self._offsets is None:
             return {}
-        requests = [{TopicPartition(*key): pairs for key, pairs in request.items()}
-                    for request in self._pending_ranges.take()]
+        requests = self._pending_ranges.take()
         answers: dict[TopicPartition, str] = {}
         for request, pending in [(request, self._offsets.send(request)) for request in requests]:
             for tp, error in self._offsets.finish(pending).items():
                 answers[tp] = error if answers.get(tp, Error.NONE) == Error.NONE else answers[tp]
                 self._committed_ranges(tp, request[tp], error)
                 if error in RETRIED and keep_failed:
-                    self._pending_ranges.restore({(tp.topic, tp.partition): request[tp]})
+                    self._pending_ranges.restore({tp: request[tp]})
                 elif error not in (Error.NONE, Error.INDIVIDUAL_COMMIT_TOO_OLD) and keep_failed:
                     self._ic_failure = KafkaError(error, f"individual commit of {tp} failed")
         return answers
