@@ -2,7 +2,7 @@
 completed or a loss, revocations complete only at the start of a poll, delayRevoke never reaches past loss."""
 
 from hypothesis import settings, strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kipcheck.model import revoke_delay as rd
 from kipcheck.model.errors import Error
@@ -55,6 +55,12 @@ class RevokeDelayMachine(RuleBasedStateMachine):
         if delayed:
             self.expected_revoked = self.expected_revoked - partitions
         assert self.consumer.owned == owned, "RD-3: a revoke completed outside the start of a poll"
+
+    @precondition(lambda self: self.consumer.revoke_next)
+    @rule(others=PARTITION_SETS)
+    def delay_pending_revokes(self, others):
+        """RD-9 where it matters: the partitions whose revoke is next, with others that may be gone."""
+        self.delay_revoke(frozenset(self.consumer.revoke_next) | others)
 
     @rule(partitions=PARTITION_SETS)
     def commit(self, partitions):
