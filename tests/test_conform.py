@@ -16,11 +16,11 @@ from broker_bugs import BUGS, launcher
 from kipcheck.cli import main
 from kipcheck.model.cross_machine import reloaded_window
 from kipcheck.oracle.check import check_lines
-from kipcheck.oracle.conformance.conform import run_probes
-from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER
+from kipcheck.oracle.conformance.probes.runner import run_probes
+from kipcheck.oracle.conformance.probes.tolerance import Timers
 from kipcheck.oracle.conformance.shrink import shrink_lines
-from kipcheck.oracle.conformance.targets import EmbeddedTarget
-from kipcheck.oracle.conformance.tolerance import Timers
+from kipcheck.oracle.conformance.targets import TargetOptions
+from kipcheck.oracle.conformance.targets.embedded import EmbeddedTarget
 
 HEADER = {"format": "kipcheck-trace", "version": 1, "machine": "share-partition", "profile": "kafka-4.2",
           "config": {"record_lock_duration_ms": 1000}}
@@ -101,8 +101,9 @@ def test_a_request_is_never_sent_into_a_deadline_window():
 
 
 def probe(bug: str | None, scenarios: list[str], tmp_path):
-    target = EmbeddedTarget(tmp_path, "kafka-4.2", launcher(bug) if bug else DEFAULT_LAUNCHER)
+    target = EmbeddedTarget("embedded", TargetOptions("kafka-4.2", launcher=launcher(bug) if bug else None))
     try:
+        target.open(tmp_path)
         return run_probes(target, scenarios, tmp_path / "probes", seed=1, budget_s=60, tolerance_ms=300)
     finally:
         target.close()
@@ -148,7 +149,7 @@ def test_reference_target_passes_and_a_seeded_partition_bug_behind_the_adapter_i
     import broker_bugs
     from kipcheck.impl.share.partition import SharePartition
     from kipcheck.oracle.conformance.adapter_example import make_partition
-    from kipcheck.oracle.conformance.inprocess import load_factory, run_seeds
+    from kipcheck.oracle.conformance.targets.in_process import load_factory, run_seeds
 
     assert load_factory("reference") is make_partition
     seeds = list(range(1, 61))

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from kipcheck.oracle.check import Verdict
-from kipcheck.oracle.conformance.probe import replay
+from kipcheck.oracle.conformance.probes.probe import replay
 
 COLOURS = {"available": "#9ecae1", "acquired": "#fdae6b", "acknowledged": "#74c476", "archived": "#bdbdbd"}
 STEPS_MAX = 200  # a counterexample is shrunk first; a longer one is cut to its last steps

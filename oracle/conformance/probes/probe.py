@@ -41,7 +41,7 @@ from kipcheck.impl.consumer.connection import BrokerConnection
 from kipcheck.model.cross_machine import reloaded_window
 from kipcheck.model.violation import Violation
 from kipcheck.oracle.check import check_file
-from kipcheck.oracle.conformance.tolerance import Timers
+from kipcheck.oracle.conformance.probes.tolerance import Timers
 
 ACK_CODES = {"gap": 0, "accept": 1, "release": 2, "reject": 3}
 FINAL_EPOCH = -1
@@ -165,7 +165,7 @@ class Probe:
 
     def produce(self, topic: str, partition: int, batch_sizes: list[int]) -> None:
         """Produce batches (one Producer flush each) and append them to the partition's trace as the log has them."""
-        from kipcheck.oracle.conformance.clients import produce  # confluent-kafka: needed only by probes that produce
+        from kipcheck.oracle.conformance.scenarios.clients import produce  # confluent-kafka: needed only by probes that produce
 
         bootstrap = "%s:%d" % self.target.address
         for size in batch_sizes:
