@@ -136,12 +136,18 @@ def test_the_clean_broker_passes_the_same_probes(tmp_path):
 
 
 def test_librdkafka_mock_is_probed_and_its_known_difference_found(tmp_path, capsys):
-    """spec/librdkafka-mock.md: the mock acquires new records up to max_records exactly (SP-6 of kafka-4.2)."""
-    code = main(["conform", "--target", "librdkafka-mock", "--scenario", "hostile-acks", "--work-dir", str(tmp_path)])
+    """spec/librdkafka-mock.md: the mock acquires new records up to max_records exactly (SP-6 of kafka-4.2).
+    The HTML report draws the counterexample, the member that acquired in red."""
+    report = tmp_path / "report.html"
+    code = main(["conform", "--target", "librdkafka-mock", "--scenario", "hostile-acks", "--work-dir", str(tmp_path),
+                 "--html", str(report)])
     out = capsys.readouterr().out
     assert code == 1
     assert "FAILED          SP-6" in out and "hostile-acks" in out
     assert "NOT OBSERVABLE  XM-1" in out, "the runner cannot restart the mock"
+    assert "replay:    kipcheck conform --target librdkafka-mock --profile kafka-4.2 --scenario hostile-acks" in out
+    page = report.read_text()
+    assert page.count("<svg") >= 1 and "breaks SP-6: " in page and "stroke='#d62728'" in page
 
 
 def test_reference_target_passes_and_a_seeded_partition_bug_behind_the_adapter_is_caught(tmp_path):

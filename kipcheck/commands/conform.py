@@ -79,7 +79,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--junit", type=Path, metavar="FILE", help="also write the results as JUnit XML")
     parser.add_argument("--html", type=Path, metavar="FILE",
                         help="also write a self-contained HTML report: the table, and for each counterexample a "
-                             "picture of its record states over time")
+                             "picture of its steps, one lane per member, up to the failing one")
     parser.add_argument("--work-dir", type=Path, help="keep traces, broker data and logs here (default: a temporary "
                                                       "directory, kept only when something failed)")
     parser.add_argument("--verbose", "-v", action="store_true", help="one line per example trace and every clause")

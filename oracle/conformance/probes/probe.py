@@ -421,9 +421,9 @@ class Probe:
         return paths
 
 
-def replay(header: dict, steps: list[dict], after_step=None):
+def replay(header: dict, steps: list[dict]):
     """Replay share-partition steps (dicts) through the model, stopping at the first it does not allow:
-    (the model, the index of that step or None). `after_step(model, index)` is called after each step."""
+    (the model, the index of that step or None)."""
     from kipcheck.model.share_partition import SharePartition
 
     model = SharePartition(**header["config"], profile=header.get("profile", "kip"))
@@ -444,8 +444,6 @@ def replay(header: dict, steps: list[dict], after_step=None):
                 model.leave(step["at_ms"], step["actor"])
         except Violation:
             return model, index
-        if after_step is not None:
-            after_step(model, index)
     return model, None
 
 
