@@ -11,22 +11,27 @@
 What a target tells the session and the command, so that neither asks which target it is:
 
     name               the --target text that names it again (the replay line uses it)
-    can_restart        the runner may kill -9 its broker and start it again (the broker-restart probe, XM-1, SP-26)
-    unobservable       clause id -> why this target cannot show it (the table says "not observable")
-    client_scenarios() the client scenarios (scenarios/) it runs; none unless it starts the reference broker
-    settings           the share settings its traces are judged with: those its broker was started with
-                       (embedded), or those --set told the runner (a broker it reaches over the wire)
-    replay(scenario)   the command that runs one failing probe run again
+    can_restart        the runner may kill -9 its broker and start it again (the broker-restart probe)
+    unobservable       clause id -> why this target cannot show it (the table says "not observable"); by
+                       default XM-1 and SP-26 when it cannot restart
+    client_scenarios() the client scenarios (scenarios/) it runs; by default none
+    settings           the share settings its traces are judged with: by default those --set told the runner;
+                       those it started its broker with, for a broker it starts
+    runs_label         what its runs are called ("probes"; "runs" in process)
+    replay(scenario)   the command that runs one failing run again
 
-Adding a target: write one module in this package holding one Target subclass, and add the module's name to
-TARGET_MODULES (the order is that of the --target forms in `kipcheck conform --help`). The subclass declares
-`forms` (each --target form it takes, with the lines --help shows for it) and `accepts(text)`, and overrides only
-what differs from Target, a broker reached over the wire that the runner neither started nor can restart
-(wire.py is that and no more). A broker the runner starts as a subprocess (embedded.py) opens it in `open`, sets
-can_restart and `restart` (then no clause is unobservable for want of a restart), reads its settings from what it
-started the broker with, and returns from `broker_traces` the traces it can read back after the run, the broker's
-own or any other (none: an empty list). A target that is not probed (in_process.py, or a passive proxy that
-records what real clients do) overrides `scenarios` and `exercise`.
+Adding a target, in two steps:
+
+1. A module in this package holding one subclass of Target. It declares `forms` (each --target form it takes,
+   with the lines `kipcheck conform --help` shows for it), `accepts(text)` when a form is a pattern, and
+   overrides only what differs from Target, which is a broker reached over the wire that the runner neither
+   started nor can restart (wire.py adds only the parsing of HOST:PORT). A broker the runner starts as a
+   subprocess, like embedded.py, starts it in `open` and stops it in `close`, sets can_restart and `restart`,
+   takes its settings from what it started the broker with, and returns from `broker_traces` whatever traces it
+   can read back once the runs are over (the broker's own, records read back from its internal topics, or none).
+   A target that is not probed, like in_process.py or a passive proxy that records what real clients do,
+   overrides `scenarios` (which --scenario names it takes) and `exercise` (what it runs or waits for).
+2. Its module's name in TARGET_MODULES, where the order is that of the forms in --help and in errors.
 """
 
 from __future__ import annotations
