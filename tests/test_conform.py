@@ -19,7 +19,7 @@ from kipcheck.oracle.check import check_lines
 from kipcheck.oracle.conformance.probes.runner import run_probes
 from kipcheck.oracle.conformance.probes.tolerance import Timers
 from kipcheck.oracle.conformance.shrink import shrink_lines
-from kipcheck.oracle.conformance.targets import TargetOptions
+from kipcheck.oracle.conformance.targets import TARGET_MODULES, TargetOptions, forms, resolve, target_classes
 from kipcheck.oracle.conformance.targets.embedded import EmbeddedTarget
 
 HEADER = {"format": "kipcheck-trace", "version": 1, "machine": "share-partition", "profile": "kafka-4.2",
@@ -43,6 +43,31 @@ def test_bad_arguments_exit_2_before_anything_runs(capsys, arguments, message):
     captured = capsys.readouterr()
     assert captured.out == "", "nothing ran"
     assert message in captured.err
+
+
+@pytest.mark.parametrize("text, name, restarts", [
+    ("embedded", "embedded", True),
+    ("wire://broker.example:09092", "wire://broker.example:9092", False),
+    ("librdkafka-mock", "librdkafka-mock", False),
+    ("reference", "reference", False),
+    ("python:kipcheck.oracle.conformance.adapter_example:make_partition",
+     "python:kipcheck.oracle.conformance.adapter_example:make_partition", False),
+])
+def test_each_target_says_what_it_cannot_show_and_how_its_failure_replays(text, name, restarts):
+    """Nothing is started: a target is opened by the session only."""
+    target = resolve(text, TargetOptions("kip"))
+    assert target.can_restart == restarts
+    assert ({"XM-1", "SP-26"} <= set(target.unobservable)) != restarts, "a restart shows XM-1 and SP-26"
+    assert target.replay("late-ack") == f"kipcheck conform --target {name} --profile kip --scenario late-ack"
+    assert (target.client_scenarios() != []) == (text == "embedded"), "only the embedded target runs client scenarios"
+
+
+def test_the_embedded_target_replays_with_its_launcher_and_the_registry_names_every_form():
+    target = resolve("embedded", TargetOptions("kafka-4.2", launcher=("python", "bug.py")))
+    assert target.replay("swarm:3").endswith("--scenario swarm:3 --launcher 'python bug.py'")
+    assert list(forms()) == ["embedded", "wire://HOST:PORT", "librdkafka-mock", "reference", "python:MODULE:FACTORY"]
+    assert list(TARGET_MODULES) == [target_class.__module__.rpartition(".")[2]
+                                    for target_class in target_classes()]
 
 
 def test_conformance_is_an_alias_and_junit_lists_every_example(tmp_path, capsys):
