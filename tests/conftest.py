@@ -115,3 +115,28 @@ def spark_broker(tmp_path_factory):
     broker.start()
     yield broker
     broker.stop()
+
+
+@pytest.fixture
+def start_kafka(tmp_path):
+    """Apache Kafka itself (oracle/kafka), skipped with the reason shown where it cannot run (no Java 17, no Maven):
+    `start_kafka("4.2", brokers=1, **settings)` starts a cluster on free loopback ports, stopped after the test."""
+    from kipcheck.oracle.kafka.cluster import KafkaCluster
+    from kipcheck.oracle.kafka.runtime import KafkaUnavailable
+
+    started: list[KafkaCluster] = []
+
+    def start(line: str = "4.2", name: str = "kafka", brokers: int = 1, **settings) -> KafkaCluster:
+        try:
+            cluster = KafkaCluster(line, tmp_path / name,
+                                   {key.replace("_", "."): str(value) for key, value in settings.items()},
+                                   brokers=brokers)
+        except KafkaUnavailable as reason:
+            pytest.skip(f"Apache Kafka cannot run here: {reason}")
+        started.append(cluster)
+        cluster.start()
+        return cluster
+
+    yield start
+    for cluster in started:
+        cluster.stop()
