@@ -11,7 +11,7 @@ import pytest
 
 from kipcheck.oracle.check import check_file
 from kipcheck.oracle.conformance.counterexample import read_counterexample
-from kipcheck.oracle.conformance.picture import FAILED, STEPS_MAX, picture, write_html
+from kipcheck.oracle.conformance.picture import FAILED, OFFSETS_MAX, STEPS_MAX, picture, write_html
 from kipcheck.oracle.examples import examples
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -75,6 +75,23 @@ def test_the_picture_is_the_failing_steps_not_the_last_steps(tmp_path):
     assert [step.actor for step in example.steps][-1] == "carol" and "dave" not in example.actors()
     assert len(example.steps) == STEPS_MAX + 1 and example.skipped == 5
     assert drawn(picture(example, "long"))[1] == ["carol: acquire max_records=1 → records=[[0, 0, 2]]"]
+
+
+def test_an_acknowledgement_far_past_the_log_is_drawn_around_its_first_records(tmp_path):
+    """A hostile range up to 2^31 - 1 is drawn as at most OFFSETS_MAX offsets, its first ones, and quickly."""
+    trace = write_trace(tmp_path / "far.jsonl",
+                        {"at_ms": 0, "actor": "log", "op": "append", "args": {"count": 500}},
+                        {"at_ms": 1, "actor": "alice", "op": "acquire", "args": {"max_records": 500},
+                         "observed": {"records": [[0, 499, 1]]}},
+                        {"at_ms": 2, "actor": "bob", "op": "acknowledge",
+                         "args": {"batches": [{"first": 300, "last": 2**31 - 1, "type": "accept"}]},
+                         "observed": {"error": "NONE"}})
+    assert check_file(trace).clause == "SP-13"
+    texts, failing = drawn(picture(read_counterexample(trace.read_text().splitlines(), STEPS_MAX), "far"))
+    assert failing == [f"bob: acknowledge batches=[300-{2**31 - 1} accept] → error=NONE"]
+    offsets = [int(text) for text in texts if text.isdigit()]
+    assert 300 in offsets and len(offsets) <= OFFSETS_MAX
+    assert "bob accept" in texts and texts.count("alice") >= 3, "her run named in each column, where it is drawn"
 
 
 @pytest.mark.parametrize("example", [example for example in examples() if example.expected_clause],

@@ -25,6 +25,7 @@ from kipcheck.oracle.trace import Malformed, Step, read_header, read_steps
 RecordStates = dict[int, tuple[str, "str | None"]]
 LOGGED = "in the log"   # a record past SPEO: written, never acquired yet
 LOGGED_MAX = 100        # of those, the ones kept after each step
+CLAIMED_MAX = 100       # offsets of one run the failing step claims, kept to draw
 
 
 def short(value: object) -> str:
@@ -64,15 +65,19 @@ class Counterexample:
         return self.steps[-1] if self.failing is not None and self.steps else None
 
     def failing_claims(self) -> list[int]:
+        """The offsets the failing step took or acknowledged (CLAIMED_MAX at most of each run: a hostile
+        acknowledgement may name a range far past the log)."""
         step = self.failing_step()
-        return [offset for first, last, _ in (claims(step) if step else []) for offset in range(first, last + 1)]
+        return [offset for first, last, _ in (claims(step) if step else [])
+                for offset in range(first, min(last, first + CLAIMED_MAX - 1) + 1)]
 
     def entries(self, step: Step) -> list[tuple[str, str, str]]:
         """(lane, asked, answered) of one step: the actor's lane, or, for an assignment, each assigned member's."""
         assignment = (step.observed or {}).get("assignment")
         if self.machine == "key-range-assign" and isinstance(assignment, dict):
             return [(member, "assigned", short(entries)) for member, entries in assignment.items()]
-        return [(step.actor, f"{step.op} {_fields(step.args)}".strip(), f"→ {_fields(step.observed)}" if step.observed else "")]
+        answered = f"→ {_fields(step.observed)}" if step.observed else ""
+        return [(step.actor, f"{step.op} {_fields(step.args)}".strip(), answered)]
 
     def actors(self) -> list[str]:
         """The lanes, in the order they first act."""

@@ -3,7 +3,7 @@
     write_html(path, table, counterexamples)   # one self-contained file: the clause table, per failing trace a picture
 
 A counterexample of any machine is replayed through its machine's judge (on
-the plain model) up to the step that broke a clause (example.py). Its picture,
+the plain model) up to the step that broke a clause (counterexample.py). Its picture,
 an inline SVG:
 
 - the lanes: one lane per member (and per log, clock or coordinator that
@@ -101,8 +101,9 @@ def _offsets(example: Counterexample) -> list[int]:
     seen = sorted({offset for states in example.records for offset in states} | set(example.failing_claims()))
     if len(seen) <= OFFSETS_MAX:
         return seen
-    around = min(example.failing_claims(), default=seen[0])
-    start = max(0, min(seen.index(around) if around in seen else 0, len(seen) - OFFSETS_MAX))
+    claimed = [offset for offset in example.failing_claims() if offset in seen]
+    middle = seen.index(claimed[0]) if claimed else 0
+    start = max(0, min(middle - OFFSETS_MAX // 2, len(seen) - OFFSETS_MAX))
     return seen[start:start + OFFSETS_MAX]
 
 
@@ -125,8 +126,8 @@ def _records(example: Counterexample, top: float) -> tuple[list[str], float]:
                 y = base + row_of[offset] * CELL_PX
                 parts.append(f"<rect x='{x}' y='{y}' width='{COLUMN_PX}' height='{CELL_PX}' fill='{COLOURS[state]}' "
                              f"stroke='#fff' stroke-width='0.5'/>")
-                if owner is not None and (offset + 1 not in states or states[offset + 1][1] != owner):
-                    parts.append(_text(x + 4, y + 10, _clipped(owner), 9))   # named once, at a run's top offset
+                if owner is not None and (offset + 1 not in row_of or states.get(offset + 1, ("", None))[1] != owner):
+                    parts.append(_text(x + 4, y + 10, _clipped(owner), 9))   # named once, at a run's top drawn offset
     parts += _claimed(example, row_of, base)
     legend_y = base + height + 14
     for index, (state, colour) in enumerate([*COLOURS.items(), ("failing step's records", None)]):
@@ -142,7 +143,7 @@ def _claimed(example: Counterexample, row_of: dict[int, int], base: float) -> li
     parts = []
     x = LABEL_PX + (len(example.steps) - 1) * COLUMN_PX
     for first, last, label in claims(example.failing_step()) if example.failing is not None else []:
-        rows = [row_of[offset] for offset in range(first, last + 1) if offset in row_of]
+        rows = [row for offset, row in row_of.items() if first <= offset <= last]
         if rows:
             y, height = base + min(rows) * CELL_PX, (max(rows) - min(rows) + 1) * CELL_PX
             parts.append(f"<rect x='{x + 1}' y='{y + 1}' width='{COLUMN_PX - 2}' height='{height - 2}' fill='none' "
