@@ -54,8 +54,8 @@ The partition is written as the KIP's text. Where Apache Kafka 4.2 departs from
 it (the clauses marked `profile: kafka-4.2`), the KIP's rule is one member of
 `KipRules` and Kafka's is the same member of `Kafka42Rules`, which extends it
 (at the end of this module); the partition asks the rules of its profile
-(`partition.rules`). Kafka's log (SP-61..SP-65) the KIP has no trace steps for
-(SP-60).
+(`partition.rules`). The KIP has no trace steps for Kafka's log (SP-60; its
+transactions, log start and compaction are SP-61..SP-65).
 """
 
 from __future__ import annotations

@@ -40,8 +40,8 @@ The coordinator is written as the draft's text. Where Apache Kafka 4.2 departs
 from it (the clauses marked `profile: kafka-4.2`: its records, their replay,
 its fencing and merge), the draft's rule is one member of `KipRules` and
 Kafka's is the same member of `Kafka42Rules`, which extends it; the coordinator
-asks the rules of its profile. Kafka's own records (ST-31..ST-35) are requests
-the draft has no trace steps for (ST-30).
+asks the rules of its profile. The draft has no trace steps for Kafka's own
+records (ST-30; they are ST-31..ST-35).
 """
 
 from __future__ import annotations
