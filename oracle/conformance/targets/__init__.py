@@ -42,7 +42,7 @@ from functools import cache
 from pathlib import Path
 from typing import Callable, ClassVar
 
-TARGET_MODULES = ("embedded", "wire", "librdkafka_mock", "in_process")
+TARGET_MODULES = ("embedded", "kafka", "wire", "librdkafka_mock", "in_process")
 RESTART_UNOBSERVABLE = {"XM-1": "needs a broker restart", "SP-26": "needs a broker restart"}
 
 
