@@ -65,7 +65,7 @@ def test_each_target_says_what_it_cannot_show_and_how_its_failure_replays(text, 
 def test_the_embedded_target_replays_with_its_launcher_and_the_registry_names_every_form():
     target = resolve("embedded", TargetOptions("kafka-4.2", launcher=("python", "bug.py")))
     assert target.replay("swarm:3").endswith("--scenario swarm:3 --launcher 'python bug.py'")
-    assert list(forms()) == ["embedded", "wire://HOST:PORT", "librdkafka-mock", "reference", "python:MODULE:FACTORY"]
+    assert list(forms()) == ["embedded", "kafka:LINE[x3]", "wire://HOST:PORT", "librdkafka-mock", "reference", "python:MODULE:FACTORY"]
     assert list(TARGET_MODULES) == [target_class.__module__.rpartition(".")[2]
                                     for target_class in target_classes()]
 
