@@ -9,7 +9,7 @@ TEST_STAMP := $(VENV)/.installed-test
 # Quint (tla/) is pinned in tla/package-lock.json; reinstalled when the lock changes.
 NODE_STAMP := tla/node_modules/.installed
 
-.PHONY: setup conformance test java clean
+.PHONY: setup conformance test java kafka clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,14 +49,28 @@ java:
 		exit 1; \
 	fi
 
-setup: $(TEST_STAMP) $(NODE_STAMP) java
+## Apache Kafka itself (java/pom.xml pins it) runs beside the reference broker in the tests: its jars come from
+## Maven Central through Maven, installed from Debian when missing and we may (root with apt-get).
+kafka: $(STAMP) java
+	@if ! command -v mvn >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "Maven not found: installing Debian's maven to fetch Apache Kafka"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null; \
+		else \
+			echo "Apache Kafka's jars are fetched with Maven: install it (Debian: apt-get install maven), then run make again" >&2; \
+			exit 1; \
+		fi; \
+	fi
+	$(BIN)/kipcheck kafka fetch
+
+setup: $(TEST_STAMP) $(NODE_STAMP) java kafka
 
 ## The main job: the reference broker probed over the wire, with a verdict per machine and clause.
 conformance: $(STAMP)
 	$(BIN)/kipcheck conform --target embedded
 
 ## The tests: everything CI runs.
-test: $(TEST_STAMP) $(NODE_STAMP) java
+test: $(TEST_STAMP) $(NODE_STAMP) java kafka
 	$(BIN)/python -m pytest
 
 clean:

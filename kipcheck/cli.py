@@ -15,6 +15,7 @@ COMMANDS = {
     "check": ("kipcheck.commands.check", "judge trace files (exit 0 all allowed, 1 a violation, 2 malformed input)"),
     "broker": ("kipcheck.commands.broker", "run the reference broker: share and consumer groups for real Kafka clients, with durable logs"),
     "prove": ("kipcheck.commands.prove", "prove the theorems behind the models with z3 (exit 0 all hold, 1 otherwise)"),
+    "kafka": ("kipcheck.commands.kafka", "Apache Kafka itself, fetched through Maven: start a cluster, run its tools"),
     "spec": ("kipcheck.commands.spec", "list the spec clauses (ids, seeds, profiles); --show ID prints one"),
 }
 

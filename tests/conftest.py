@@ -4,7 +4,7 @@
 free loopback port with a temporary data dir and trace dir, and stops it
 cleanly (SIGTERM) at the end of the test. `raw_client(broker)` opens a socket
 that speaks the Kafka wire protocol through kio, for requests no real client
-would send (kipcheck.oracle.conformance.wire.RawClient). tests/harness.py is
+would send (kipcheck.oracle.conformance.probes.raw_client.RawClient). tests/harness.py is
 loaded as the module `kipcheck_test_harness` (tests import it by that name);
 `faulty_disk()` is its FaultyDisk; `in_process_broker(disk, **settings)` runs the
 broker on a thread of the test process writing through that disk, stopped at
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from kipcheck.oracle.conformance.embedded import EmbeddedBroker
-from kipcheck.oracle.conformance.wire import RawClient
+from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.probes.raw_client import RawClient
 
 # Helper modules beside the tests (harness, spark_support) import by name under --import-mode=importlib.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -115,3 +115,28 @@ def spark_broker(tmp_path_factory):
     broker.start()
     yield broker
     broker.stop()
+
+
+@pytest.fixture
+def start_kafka(tmp_path):
+    """Apache Kafka itself (oracle/kafka), skipped with the reason shown where it cannot run (no Java 17, no Maven):
+    `start_kafka("4.2", brokers=1, **settings)` starts a cluster on free loopback ports, stopped after the test."""
+    from kipcheck.oracle.kafka.cluster import KafkaCluster
+    from kipcheck.oracle.kafka.runtime import KafkaUnavailable
+
+    started: list[KafkaCluster] = []
+
+    def start(line: str = "4.2", name: str = "kafka", brokers: int = 1, **settings) -> KafkaCluster:
+        try:
+            cluster = KafkaCluster(line, tmp_path / name,
+                                   {key.replace("_", "."): str(value) for key, value in settings.items()},
+                                   brokers=brokers)
+        except KafkaUnavailable as reason:
+            pytest.skip(f"Apache Kafka cannot run here: {reason}")
+        started.append(cluster)
+        cluster.start()
+        return cluster
+
+    yield start
+    for cluster in started:
+        cluster.stop()
