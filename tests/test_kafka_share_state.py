@@ -94,7 +94,7 @@ def release_reject_accept(offset: int, delivery_count: int) -> int:
 
 def share_group_workload(kafka) -> dict[int, list[int]]:
     """Accept, release (to the delivery limit), reject, a lock timeout, then Kafka killed -9 and restarted (the
-    share-partition's new leader epoch) and more records accepted one by one."""
+    share-partition's new leader epoch), more records accepted one by one, and the group deleted."""
     create_topic(kafka.bootstrap, "jobs")
     set_earliest(kafka.bootstrap, "workers")
     produce(kafka.bootstrap, "jobs", 3)
@@ -118,6 +118,8 @@ def share_group_workload(kafka) -> dict[int, list[int]]:
         deliveries |= acknowledge_until(worker, lambda offset, count: AcknowledgeType.ACCEPT, lambda seen: seen)
     worker.close()
     assert sorted(deliveries) == list(range(12 + 2 * UPDATES_PER_SNAPSHOT))
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap, **QUIET})  # DeleteShareGroupState: a tombstone
+    assert admin.delete_consumer_groups(["workers"], request_timeout=30)["workers"].result(30) is None
     return deliveries
 
 
@@ -177,9 +179,11 @@ def test_what_kafkas_share_coordinator_stored_passes_under_kafka_42(coordinator_
     assert f"{records} records of 1 share-partitions read back" in coordinator_run.printed
     [trace] = to_traces(coordinator_run.stored)
     steps = ops(trace.steps)
-    # The run reached every kind of record the coordinator writes for a live share-partition: the initialize's
-    # snapshot, a write's update and, past 3 updates, a write's snapshot; after the restart, the new leader's read.
+    # The run reached every kind of record the coordinator writes for a share-partition: the initialize's
+    # snapshot, a write's update and, past 3 updates, a write's snapshot; after the restart, the new leader's
+    # read; the group's deletion's tombstone.
     assert steps[0] == ("initialize", "snapshot", None)
+    assert steps[-1] == ("delete", "tombstone", None)
     assert steps.count(("write", "update", None)) >= 2 * UPDATES_PER_SNAPSHOT
     assert steps.count(("write", "snapshot", None)) >= 2
     assert any(op == "read" and record in ("update", "snapshot") and epoch > 0 for op, record, epoch in steps)
@@ -246,6 +250,11 @@ def leader_epoch_lowered(records):
                                          stateBatches=[]))
 
 
+def write_after_delete(records):
+    """An update after the tombstone of DeleteShareGroupState, with no InitializeShareGroupState between."""
+    records.append(records[first_index(records, "update", where=lambda record: True)])
+
+
 def write_before_initialize(records):
     """An update with no InitializeShareGroupState before it."""
     del records[0]
@@ -260,7 +269,7 @@ def cold_too_soon(records):
 @pytest.mark.parametrize("corrupt, clause", [
     (count_down, "ST-8"), (acknowledged_made_available, "ST-8"), (offset_forgotten, "ST-8"),
     (snapshot_too_early, "ST-10"), (state_epoch_raised, "ST-5"), (leader_epoch_lowered, "ST-32"),
-    (write_before_initialize, "ST-3"), (cold_too_soon, "ST-34"),
+    (write_before_initialize, "ST-3"), (write_after_delete, "ST-33"), (cold_too_soon, "ST-34"),
 ], ids=lambda value: getattr(value, "__name__", value))
 def test_corrupted_records_are_caught_at_the_clause_they_break(coordinator_run, corrupt, clause):
     [verdict] = judge(coordinator_run.stored)
@@ -273,7 +282,7 @@ def test_corrupted_records_are_caught_at_the_clause_they_break(coordinator_run, 
 
 def test_a_pruned_history_is_judged_from_its_first_snapshot_without_record_kinds(coordinator_run):
     """The coordinator deletes the records below every key's latest snapshot (ST-35): a history read after that
-    starts later, with an update count no record tells."""
+    starts later, with an update count no record tells. Here it starts at an update, which is skipped."""
     records = coordinator_run.stored.records
     start = write_snapshot(records) - 1  # the pruned log starts at an update, just before a snapshot
     pruned = StoredRecords({records[0].partition: records[start].offset}, records[start:])
@@ -288,13 +297,23 @@ def test_a_pruned_history_is_judged_from_its_first_snapshot_without_record_kinds
     assert (verdict.status, verdict.clause) == ("violation", "ST-8"), verdict.summary()
 
 
-# A cold key beside a busy one: ST-34's shard-wide skip, a finding (spec/kafka-findings.md).
+# A cold key beside a busy one (ST-34's shard-wide skip: spec/kafka-findings.md), then the same shard pruned.
 
-def test_a_cold_key_is_snapshotted_again_while_another_key_of_its_shard_is_busy(start_kafka, tmp_path):
-    """Kafka's cold-partition job skips only when every key of the shard is cold; with one shard, an idle
-    group's key gets a cold snapshot every interval while a busy group keeps writing snapshots."""
-    kafka = start_kafka("4.2", **{**SETTINGS, "share.coordinator.state.topic.num.partitions": "1",
-                                  "share.coordinator.cold.partition.snapshot.interval.ms": "2000"})
+@dataclass
+class BusyShard:
+    stored: StoredRecords          # as written
+    pruned: StoredRecords          # after the coordinator pruned it
+    cold_interval_ms: int
+
+
+@pytest.fixture(scope="module")
+def busy_shard(start_kafka_once) -> BusyShard:
+    """One shard (__share_group_state has one partition) holding an idle group's key and a busy group's key,
+    cold-partition snapshots every 2 s; read back, then Kafka restarted pruning every 500 ms and read back again."""
+    cold_interval_ms = 2000
+    kafka = start_kafka_once("4.2", name="busy-shard", **SETTINGS, **{
+        "share.coordinator.state.topic.num.partitions": "1",
+        "share.coordinator.cold.partition.snapshot.interval.ms": str(cold_interval_ms)})
     create_topic(kafka.bootstrap, "jobs")
     set_earliest(kafka.bootstrap, "idle", "busy")
     produce(kafka.bootstrap, "jobs", 2)
@@ -303,7 +322,7 @@ def test_a_cold_key_is_snapshotted_again_while_another_key_of_its_shard_is_busy(
     idle.close()
     busy = share_consumer(kafka.bootstrap, "busy", "jobs")
     producer = Producer({"bootstrap.servers": kafka.bootstrap, **QUIET})
-    end = time.monotonic() + 9  # four cold intervals and more
+    end = time.monotonic() + 4.5 * cold_interval_ms / 1000
     while time.monotonic() < end:  # a write every few milliseconds: the busy key is never cold for long
         producer.produce("jobs", value=b"more")
         producer.flush(30)
@@ -312,13 +331,43 @@ def test_a_cold_key_is_snapshotted_again_while_another_key_of_its_shard_is_busy(
         busy.commit_sync(30)
     busy.close()
     stored = read_records(kafka.bootstrap, "4.2")
-    traces = {trace.key.group: trace for trace in to_traces(stored)}
-    idle_ops = [op for op, record, _ in ops(traces["idle"].steps) if record is not None]
+    kafka.stop()
+    kafka.settings["share.coordinator.state.topic.prune.interval.ms"] = "500"
+    kafka.start()
+    deadline = time.monotonic() + WAIT_S
+    while not (pruned := read_records(kafka.bootstrap, "4.2")).pruned(0):
+        assert time.monotonic() < deadline, "the coordinator never pruned __share_group_state"
+        time.sleep(1)
+    kafka.stop()
+    return BusyShard(stored, pruned, cold_interval_ms)
+
+
+def judged_traces(stored: StoredRecords, cold_interval_ms: int, directory: Path) -> dict[str, object]:
+    """Each key's trace written as `kipcheck kafka share-state` writes it, and its verdict, by group."""
+    traces = to_traces(stored)
+    paths = write_traces(traces, directory, trace_header(UPDATES_PER_SNAPSHOT, cold_interval_ms))
+    return {trace.key.group: (trace, check_file(path)) for trace, path in zip(traces, paths)}
+
+
+def test_a_cold_key_is_snapshotted_again_while_another_key_of_its_shard_is_busy(busy_shard, tmp_path):
+    """Kafka's cold-partition job skips only when every key of the shard is cold: the idle group's key gets a
+    cold snapshot every interval while the busy group keeps writing snapshots, and the profile allows it."""
+    judged = judged_traces(busy_shard.stored, busy_shard.cold_interval_ms, tmp_path)
+    assert set(judged) == {"idle", "busy"}
+    for trace, verdict in judged.values():
+        assert verdict.status == "ok", verdict.summary()
+    idle_ops = [op for op, record, _ in ops(judged["idle"][0].steps) if record is not None]
     assert ["cold_snapshot", "cold_snapshot"] in [idle_ops[index:index + 2] for index in range(len(idle_ops))], \
         f"no cold snapshot of a key whose last snapshot was cold: {idle_ops}"
-    for path in write_traces(list(traces.values()), tmp_path / "traces", trace_header(UPDATES_PER_SNAPSHOT, 2000)):
-        verdict = check_file(path)
-        assert verdict.status == "ok", verdict.summary()
+
+
+def test_a_log_the_coordinator_pruned_passes_judged_for_its_states(busy_shard, tmp_path):
+    judged = judged_traces(busy_shard.pruned, busy_shard.cold_interval_ms, tmp_path)
+    for trace, verdict in judged.values():
+        assert trace.pruned and verdict.status == "ok", verdict.summary()
+        assert trace.steps[0]["op"] == "initialize" and trace.steps[0]["actor"].startswith("__share_group_state-0@")
+        assert all("record" not in step["observed"] for step in trace.steps)
+    assert len(busy_shard.pruned.records) < len(busy_shard.stored.records)
 
 
 # The reading itself: clear errors, safe names.

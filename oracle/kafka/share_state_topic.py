@@ -35,6 +35,14 @@ COLD_SNAPSHOT_INTERVAL = "share.coordinator.cold.partition.snapshot.interval.ms"
 SETTING_DEFAULTS = {UPDATES_PER_SNAPSHOT: 500, COLD_SNAPSHOT_INTERVAL: 300_000}
 # ShareSnapshotValue / ShareUpdateValue DeliveryState ids, named as in the trace format.
 STATES = {0: "available", 1: "acquired", 2: "acknowledged", 4: "archived"}
+# The fields of each record's value, as the share coordinator's schemas name them (a tombstone has no value).
+BATCH_FIELDS = {"firstOffset", "lastOffset", "deliveryState", "deliveryCount"}
+VALUE_FIELDS = {
+    "snapshot": {"snapshotEpoch", "stateEpoch", "leaderEpoch", "startOffset", "deliveryCompleteCount",
+                 "createTimestamp", "writeTimestamp", "stateBatches"},
+    "update": {"snapshotEpoch", "leaderEpoch", "startOffset", "deliveryCompleteCount", "stateBatches"},
+    "tombstone": set(),
+}
 NONE = "NONE"
 
 
@@ -133,13 +141,17 @@ def parse_dump(lines: Iterable[bytes | str]) -> StoredRecords:
 
 
 def _record(line: dict[str, Any]) -> StoredRecord:
-    key = line["key"]
-    if line["type"] not in ("snapshot", "update", "tombstone"):
+    key, value = line["key"], line.get("value")
+    if line["type"] not in VALUE_FIELDS:
         raise ValueError(f"unknown type {line['type']!r}")
-    if (line["type"] == "tombstone") != ("value" not in line):
-        raise ValueError("a tombstone has no value, and only a tombstone")
+    if (value is None) != (line["type"] == "tombstone") or set(value or {}) != VALUE_FIELDS[line["type"]]:
+        raise ValueError(f"a {line['type']} holds {', '.join(sorted(VALUE_FIELDS[line['type']])) or 'no value'}")
+    for batch in (value or {}).get("stateBatches", []):
+        if set(batch) != BATCH_FIELDS or batch["deliveryState"] not in STATES:
+            raise ValueError(f"a state batch {batch}: Kafka's has {', '.join(sorted(BATCH_FIELDS))}, with a "
+                             f"DeliveryState in {sorted(STATES)}")
     return StoredRecord(int(line["partition"]), int(line["offset"]), int(line["timestamp"]), line["type"],
-                        ShareKey(str(key["groupId"]), str(key["topicId"]), int(key["partition"])), line.get("value"))
+                        ShareKey(str(key["groupId"]), str(key["topicId"]), int(key["partition"])), value)
 
 
 def broker_settings(bootstrap: str, timeout_s: float = 30) -> dict[str, int]:
@@ -275,14 +287,8 @@ class _KeyReading:
 
 
 def _batches(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    batches = []
-    for row in rows:
-        if row["deliveryState"] not in STATES:
-            raise ReadBackFailed(f"a state batch with DeliveryState {row['deliveryState']}, which Kafka does not "
-                                 f"define: {row}")
-        batches.append({"first": row["firstOffset"], "last": row["lastOffset"],
-                        "state": STATES[row["deliveryState"]], "delivery_count": row["deliveryCount"]})
-    return batches
+    return [{"first": row["firstOffset"], "last": row["lastOffset"], "state": STATES[row["deliveryState"]],
+             "delivery_count": row["deliveryCount"]} for row in rows]
 
 
 # Writing them.
