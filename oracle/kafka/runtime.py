@@ -85,6 +85,7 @@ def programs_jar(line: str) -> Path:
     _maven(["-P", f"kafka-{line}", "package"], f"build kipcheck's Java programs for Apache Kafka {line}")
     if not jar.exists():
         raise KafkaUnavailable(f"Maven built no {jar}")
+    jar.touch()  # built from these sources, even where Maven found its jar up to date and left it alone
     return jar
 
 

@@ -14,6 +14,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
+import java.util.stream.Collectors;
+import java.util.stream.Stream;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -21,6 +23,7 @@ import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.coordinator.common.runtime.CoordinatorRecord;
 import org.apache.kafka.coordinator.common.runtime.Deserializer.UnknownRecordTypeException;
@@ -135,42 +138,41 @@ public final class ShareGroupStateDump {
 
     static String key(CoordinatorRecord decoded) {
         if (decoded.key() instanceof ShareSnapshotKey key) {
-            return "{\"groupId\":" + quote(key.groupId()) + ",\"topicId\":\"" + key.topicId() + "\",\"partition\":"
-                + key.partition() + "}";
+            return key(key.groupId(), key.topicId(), key.partition());
         }
         ShareUpdateKey key = (ShareUpdateKey) decoded.key();
-        return "{\"groupId\":" + quote(key.groupId()) + ",\"topicId\":\"" + key.topicId() + "\",\"partition\":"
-            + key.partition() + "}";
+        return key(key.groupId(), key.topicId(), key.partition());
+    }
+
+    static String key(String groupId, Uuid topicId, int partition) {
+        return "{\"groupId\":" + quote(groupId) + ",\"topicId\":\"" + topicId + "\",\"partition\":" + partition + "}";
     }
 
     static String snapshot(ShareSnapshotValue value) {
-        StringBuilder batches = new StringBuilder("[");
-        for (ShareSnapshotValue.StateBatch batch : value.stateBatches()) {
-            batch(batches, batch.firstOffset(), batch.lastOffset(), batch.deliveryState(), batch.deliveryCount());
-        }
+        String batches = batches(value.stateBatches().stream().map(batch -> batch(batch.firstOffset(),
+            batch.lastOffset(), batch.deliveryState(), batch.deliveryCount())));
         return "{\"snapshotEpoch\":" + value.snapshotEpoch() + ",\"stateEpoch\":" + value.stateEpoch()
             + ",\"leaderEpoch\":" + value.leaderEpoch() + ",\"startOffset\":" + value.startOffset()
             + ",\"deliveryCompleteCount\":" + value.deliveryCompleteCount() + ",\"createTimestamp\":"
             + value.createTimestamp() + ",\"writeTimestamp\":" + value.writeTimestamp() + ",\"stateBatches\":"
-            + batches.append(']') + "}";
+            + batches + "}";
     }
 
     static String update(ShareUpdateValue value) {
-        StringBuilder batches = new StringBuilder("[");
-        for (ShareUpdateValue.StateBatch batch : value.stateBatches()) {
-            batch(batches, batch.firstOffset(), batch.lastOffset(), batch.deliveryState(), batch.deliveryCount());
-        }
+        String batches = batches(value.stateBatches().stream().map(batch -> batch(batch.firstOffset(),
+            batch.lastOffset(), batch.deliveryState(), batch.deliveryCount())));
         return "{\"snapshotEpoch\":" + value.snapshotEpoch() + ",\"leaderEpoch\":" + value.leaderEpoch()
             + ",\"startOffset\":" + value.startOffset() + ",\"deliveryCompleteCount\":" + value.deliveryCompleteCount()
-            + ",\"stateBatches\":" + batches.append(']') + "}";
+            + ",\"stateBatches\":" + batches + "}";
     }
 
-    static void batch(StringBuilder out, long first, long last, byte state, short deliveryCount) {
-        if (out.length() > 1) {
-            out.append(',');
-        }
-        out.append("{\"firstOffset\":").append(first).append(",\"lastOffset\":").append(last)
-            .append(",\"deliveryState\":").append(state).append(",\"deliveryCount\":").append(deliveryCount).append('}');
+    static String batch(long first, long last, byte state, short deliveryCount) {
+        return "{\"firstOffset\":" + first + ",\"lastOffset\":" + last + ",\"deliveryState\":" + state
+            + ",\"deliveryCount\":" + deliveryCount + "}";
+    }
+
+    static String batches(Stream<String> batches) {
+        return batches.collect(Collectors.joining(",", "[", "]"));
     }
 
     /** A JSON string: group ids are any string a client chose. */
