@@ -31,7 +31,8 @@ WAIT_S = 90
 # Small enough that a test's workload passes several snapshots and lock timeouts in seconds.
 SETTINGS = {"share.coordinator.snapshot.update.records.per.snapshot": "3",
             "group.share.min.record.lock.duration.ms": "1000", "group.share.record.lock.duration.ms": "2000",
-            "group.share.delivery.count.limit": "3"}
+            "group.share.delivery.count.limit": "3",
+            "group.share.min.heartbeat.interval.ms": "1000", "group.share.heartbeat.interval.ms": "1000"}
 UPDATES_PER_SNAPSHOT = 3
 COLD_INTERVAL_MS = 300_000  # Kafka's default: no cold snapshot in the main run
 
@@ -94,7 +95,8 @@ def release_reject_accept(offset: int, delivery_count: int) -> int:
 
 def share_group_workload(kafka) -> dict[int, list[int]]:
     """Accept, release (to the delivery limit), reject, a lock timeout, then Kafka killed -9 and restarted (the
-    share-partition's new leader epoch), more records accepted one by one, and the group deleted."""
+    share-partition's new leader epoch), more records accepted one by one, the group's offsets reset to the
+    earliest and every record accepted again, and the group deleted."""
     create_topic(kafka.bootstrap, "jobs")
     set_earliest(kafka.bootstrap, "workers")
     produce(kafka.bootstrap, "jobs", 3)
@@ -117,10 +119,19 @@ def share_group_workload(kafka) -> dict[int, list[int]]:
         produce(kafka.bootstrap, "jobs", 1)
         deliveries |= acknowledge_until(worker, lambda offset, count: AcknowledgeType.ACCEPT, lambda seen: seen)
     worker.close()
-    assert sorted(deliveries) == list(range(12 + 2 * UPDATES_PER_SNAPSHOT))
+    records = 12 + 2 * UPDATES_PER_SNAPSHOT
+    assert sorted(deliveries) == list(range(records))
+    reset = subprocess.run([sys.executable, "-m", "kipcheck", "kafka", "run-class", "--version", kafka.runtime.line,
+                            "org.apache.kafka.tools.consumer.group.ShareGroupCommand", "--bootstrap-server",
+                            kafka.bootstrap, "--reset-offsets", "--group", "workers", "--topic", "jobs",
+                            "--to-earliest", "--execute"], capture_output=True, text=True, timeout=120)
+    assert reset.returncode == 0, reset.stderr  # InitializeShareGroupState again, on a key with a state
+    worker = share_consumer(kafka.bootstrap, "workers", "jobs")
+    again = acknowledge_until(worker, lambda offset, count: AcknowledgeType.ACCEPT, lambda seen: len(seen) == records)
+    worker.close()
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap, **QUIET})  # DeleteShareGroupState: a tombstone
     assert admin.delete_consumer_groups(["workers"], request_timeout=30)["workers"].result(30) is None
-    return deliveries
+    return {offset: deliveries[offset] + again[offset] for offset in deliveries}
 
 
 @dataclass
@@ -181,8 +192,8 @@ def test_what_kafkas_share_coordinator_stored_passes_under_kafka_42(coordinator_
     steps = ops(trace.steps)
     # The run reached every kind of record the coordinator writes for a share-partition: the initialize's
     # snapshot, a write's update and, past 3 updates, a write's snapshot; after the restart, the new leader's
-    # read; the group's deletion's tombstone.
-    assert steps[0] == ("initialize", "snapshot", None)
+    # read; the reset's initialize of a key that has a state; the group's deletion's tombstone.
+    assert steps[0] == ("initialize", "snapshot", None) and steps.count(("initialize", "snapshot", None)) == 2
     assert steps[-1] == ("delete", "tombstone", None)
     assert steps.count(("write", "update", None)) >= 2 * UPDATES_PER_SNAPSHOT
     assert steps.count(("write", "snapshot", None)) >= 2
