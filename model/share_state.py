@@ -25,7 +25,7 @@ Library API (pure):
     coordinator.advance(at_ms)     # the clock, read by cold-partition snapshots
     coordinator.initialize / write / read(..., leader_epoch=None)   # None: not given, not fenced
     coordinator.delete() -> Answer       # DeleteShareGroupState: a tombstone (ST-33)
-    coordinator.cold_snapshot()          # the cold-partition job (ST-34)
+    coordinator.cold_snapshot(shard_cold=True)   # the cold-partition job (ST-34)
     coordinator.prune()                  # records below the latest snapshot or tombstone deleted (ST-35)
     coordinator.appended -> "snapshot", "update", "tombstone" or "none": the last request's record (ST-31)
     replay(log, profile, deltas_per_checkpoint) -> PersistedState or None
@@ -312,12 +312,16 @@ class ShareCoordinator:
         self._ruled = dict.fromkeys(FIELDS, "ST-33")
         return Answer(Error.NONE, "ST-33")
 
-    def cold_snapshot(self) -> None:
+    def cold_snapshot(self, shard_cold: bool = True) -> None:
         """ST-34 (kafka-4.2): the cold-partition job snapshots a key whose last snapshot is older than the
-        interval, unless that snapshot is itself a cold one (then every key is cold and the job skips)."""
+        interval. It skips every key when every key of the coordinator's shard was last snapshotted by it; a
+        trace sees one key, so `shard_cold` False says some other key of the shard was not, and then a key whose
+        last snapshot was a cold one is snapshotted again."""
         self.appended = "none"
         state = self.state
-        if state is None or state.cold or self.now_ms - state.snapshot_at_ms < self.cold_snapshot_interval_ms:
+        if state is None or self.now_ms - state.snapshot_at_ms < self.cold_snapshot_interval_ms:
+            return
+        if state.cold and shard_cold:
             return
         self._append(Checkpoint(state.checkpoint_epoch + 1, state.state_epoch, state.start_offset, state.batches,
                                 state.leader_epoch, self.now_ms, cold=True))
