@@ -24,6 +24,7 @@ from typing import Any, Iterable, NamedTuple
 
 import msgspec
 
+from kipcheck.model.errors import Error
 from kipcheck.oracle.kafka.runtime import LOG4J_CONFIG, KafkaRuntime
 from kipcheck.oracle.trace import write_trace
 
@@ -43,7 +44,6 @@ VALUE_FIELDS = {
     "update": {"snapshotEpoch", "leaderEpoch", "startOffset", "deliveryCompleteCount", "stateBatches"},
     "tombstone": set(),
 }
-NONE = "NONE"
 
 
 class ReadBackFailed(RuntimeError):
@@ -273,13 +273,13 @@ class _KeyReading:
     def _stored(self, actor: str, value: dict[str, Any], batches: list[dict[str, Any]]) -> None:
         """The state a snapshot holds, as a read would answer it (ST-1): what the steps before must have built."""
         self.steps.append({"at_ms": self.at_ms, "actor": actor, "op": "read", "args": {},
-                           "observed": {"error": NONE, "state_epoch": value["stateEpoch"],
+                           "observed": {"error": Error.NONE, "state_epoch": value["stateEpoch"],
                                         "start_offset": value["startOffset"], "batches": batches}})
         self.has_state = True
         self.state_epoch, self.leader_epoch = value["stateEpoch"], value["leaderEpoch"]
 
     def _step(self, actor: str, op: str, args: dict[str, Any], record: str | None = None) -> None:
-        observed: dict[str, Any] = {} if op == "cold_snapshot" else {"error": NONE}
+        observed: dict[str, Any] = {} if op == "cold_snapshot" else {"error": Error.NONE}
         if record is not None and not self.pruned:
             # ST-31: which record the request appended; after pruning the update count is unknown (ST-35).
             observed["record"] = record
