@@ -6,6 +6,7 @@ Skipped, with the reason in pytest's summary, where Java 17 or Maven is missing;
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -157,3 +158,20 @@ def test_without_javac_the_programs_are_unavailable_with_the_reason(tmp_path, mo
     (tmp_path / "pom.xml").write_text("<project/>")
     with pytest.raises(runtime.KafkaUnavailable, match="needs a JDK's javac.*openjdk-17-jdk-headless"):
         runtime.programs_jar("4.2")
+
+
+def test_a_port_taken_before_kafka_binds_it_is_chosen_again(tmp_path, start_kafka):
+    from kipcheck.oracle.kafka.cluster import KafkaCluster
+
+    start_kafka("4.2", name="availability").stop()  # skips here, with the reason, where Kafka cannot run
+    cluster = KafkaCluster("4.2", tmp_path / "taken")
+    first_choice = cluster.ports[0]
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", first_choice))
+        squatter.listen()
+        cluster.start()
+        try:
+            assert cluster.ports[0] != first_choice
+            create_topic(cluster.bootstrap, "moved")
+        finally:
+            cluster.stop()
