@@ -129,7 +129,13 @@ class StoredStart:
         self.low, self.high = -1, start_offset
 
     def wrote(self, low: int, high: int) -> None:
+        """A write the answer waited for: once answered, it is stored."""
         self.low, self.high = low, high
+
+    def writing(self, low: int, high: int) -> None:
+        """A write no answer waits for (a lock's expiry, a session's end): until a later write that an answer
+        waited for, what was stored before may still be there."""
+        self.high = high
 
     def allows(self, value: int) -> bool:
         return self.low <= value <= self.high
@@ -382,8 +388,8 @@ class SharePartition:
                 if record.state == AVAILABLE:  # SP-16: remember whose lock expired
                     record.timed_out_owner = owner
         self._advance_start()
-        if expired:  # SP-47: each expired lock's write carries SPSO as it stood then
-            self.stored_start.wrote(spso, self._spso)
+        if expired:  # SP-47: each expired lock's write carries SPSO as it stood then, and nobody waits for it
+            self.stored_start.writing(spso, self._spso)
 
     def append(self, count: int, producer: str | None = None) -> None:
         """SP-2: one log batch of `count` records at the log end (SP-61: in `producer`'s open transaction)."""
@@ -598,8 +604,8 @@ class SharePartition:
                 self._release_record(offset)
                 held = True
         self._advance_start()
-        if held:  # SP-47: the release is written
-            self.stored_start.wrote(*self.rules.stored_by_request(spso, self._spso))
+        if held:  # SP-47: the release is written, and the session's last answer does not wait for it
+            self.stored_start.writing(*self.rules.stored_by_request(spso, self._spso))
 
     def _advance_start(self) -> None:
         """SP-23: SPSO passes the longest prefix of terminal records and stops at the first non-terminal one."""

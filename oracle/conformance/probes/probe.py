@@ -274,8 +274,11 @@ class Probe:
                                             "last_fetched_epoch": -1, "log_start_offset": -1,
                                             "partition_max_bytes": 64 << 20}]}], forgotten_topics_data=[])
             part = answer.responses[0].partitions[0]
+            if int(part.error_code) != 0:
+                raise ProbeError(f"Fetch of {topic}:{partition} from offset {offset}: {Error.of_code(int(part.error_code))}")
+            records = bytes(part.records or b"")
             found = [(struct.unpack_from(">q", batch)[0], struct.unpack_from(">q", batch)[0] + header.last_offset_delta)
-                     for batch, header in split_batches(bytes(part.records or b""))]
+                     for batch, header in (split_batches(records) if records else [])]
             found = [(first, last) for first, last in found if last >= offset]
             if not found:
                 return batches

@@ -249,8 +249,8 @@ class SharePartition:
                             self._expired_owner[offset] = owner
         self._next_deadline_ms = locks[0][0] if locks else _NEVER
         self._advance_start()
-        if expired:  # SP-47: each expired lock's write carries SPSO as it stood then
-            self.stored_start.wrote(spso, self._spso)
+        if expired:  # SP-47: each expired lock's write carries SPSO as it stood then, and nobody waits for it
+            self.stored_start.writing(spso, self._spso)
 
     # Log.
 
@@ -685,8 +685,8 @@ class SharePartition:
             self._release_record(index)
             held = True
         self._advance_start()
-        if held:  # SP-47: the release is written
-            self.stored_start.wrote(*self._stored_by_request(spso, self._spso))
+        if held:  # SP-47: the release is written, and the session's last answer does not wait for it
+            self.stored_start.writing(*self._stored_by_request(spso, self._spso))
 
     # SPSO.
 
