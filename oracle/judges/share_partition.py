@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from kipcheck.impl.fastcheck import share_partition as fastcheck
 from kipcheck.model import share_partition as reference_model
-from kipcheck.model.share_partition import ACK_TYPES, STATES, waited_fetch_violation
+from kipcheck.model.share_partition import ACK_TYPES, NONE, STATES, waited_fetch_violation
 from kipcheck.model.share_partition_log import kafka_only
 from kipcheck.model.violation import STORAGE_ERRORS
 from kipcheck.oracle.judge import Judge, op
@@ -194,6 +194,8 @@ class SharePartitionJudge(Judge):
         ruled = self.model.acknowledge(step.at_ms, step.actor, requests, renew, received_ms)
         if error is not None and error != ruled.value:
             self.expect(ruled.clause, "error", ruled.value, self.observed(step, "error", str))
+        elif error is not None and error != NONE:  # refused as the model demands: the client's mistake
+            self.refused(step, error, ruled.clause)
 
     @staticmethod
     def _bad_batch(step: Step, batch: object) -> NoReturn:
