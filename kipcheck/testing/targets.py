@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kipcheck.oracle.conformance.embedded import BrokerFailed, EmbeddedBroker
+from kipcheck.oracle.conformance.targets.embedded import BrokerFailed, EmbeddedBroker
 
 
 class TargetUnavailable(Exception):
