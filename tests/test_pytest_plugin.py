@@ -227,7 +227,9 @@ def test_the_judged_broker_takes_its_options_and_keeps_its_traces(pytester):
 
 
 FINDINGS_TESTS = """
+    import os
     import shutil
+    import signal
     import pytest
 
     @pytest.fixture
@@ -241,13 +243,26 @@ FINDINGS_TESTS = """
     def test_failing_on_its_own(kipcheck_broker):
         (kipcheck_broker.trace_dir / "torn.jsonl").write_text(open({good!r}).readline() + "{{\\"step\\": 1,\\n")
         assert 1 == 2
+
+    def test_killing_its_broker(kipcheck_broker):
+        kipcheck_broker.target.kill()
+
+    def test_whose_broker_dies(kipcheck_broker):
+        os.kill(kipcheck_broker.target.process.pid, signal.SIGKILL)
+        kipcheck_broker.target.process.wait()
 """
 
 
 def test_findings_after_the_body_error_at_teardown_and_join_a_failure(pytester):
+    """And a broker that died on its own is one; a broker the test killed is not."""
     pytester.makepyfile(test_findings=FINDINGS_TESTS.format(sp21=str(SP21), good=str(GOOD)))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1, failed=1, errors=1)
+    result.assert_outcomes(passed=3, failed=1, errors=2)
+    result.stdout.fnmatch_lines([
+        "*_ ERROR at teardown of test_whose_broker_dies _*",
+        "kipcheck: the broker ended on its own before the test did, exit code -9:",
+        "--- start 1: * -m kipcheck broker *",
+    ])
     result.stdout.fnmatch_lines([
         "*_ ERROR at teardown of test_found_after_the_body _*",
         "kipcheck: 1 violation in the reference broker's traces (*)",

@@ -121,10 +121,13 @@ def _judged(request: pytest.FixtureRequest, running, what: str, options: dict, c
     if not request.config.pluginmanager.has_plugin(JudgedCalls.name):
         request.config.pluginmanager.register(JudgedCalls(), JudgedCalls.name)
     yield running
-    running.target.stop()
+    stopped = running.stop()
     findings = run.findings(running=False)
+    problems = [f"kipcheck: {stopped}"] if stopped else []
     if findings:
-        pytest.fail(run.explain(findings), pytrace=False)
+        problems.append(run.explain(findings))
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
 
 
 class JudgedCalls:

@@ -38,6 +38,17 @@ class JudgedTarget:
     def bootstrap(self) -> str:
         return self.target.bootstrap
 
+    def stop(self) -> str | None:
+        """Stop the target. None, or what the test should hear of: it ended on its own before the test
+        did (a test that kills it calls kill(), and start() again if it wants it back), or would not stop."""
+        try:
+            exit_code = self.target.stop()
+        except RuntimeError as error:  # BrokerFailed, KafkaFailed: their message ends with the log
+            return str(error)
+        if exit_code:
+            return f"the broker ended on its own before the test did, exit code {exit_code}:\n{self.target.log_tail()}"
+        return None
+
 
 def start_reference_broker(work_dir: Path, trace_dir: Path, profile: str, settings: dict[str, str]) -> JudgedTarget:
     broker = EmbeddedBroker(work_dir, settings, profile=profile)
