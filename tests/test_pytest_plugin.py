@@ -150,12 +150,14 @@ def test_assert_conforms_passes_and_fails_where_it_should_with_pytests_diff(pyte
     ])
 
 
-def test_assert_conforms_fails_without_pytest_and_without_asserts():
-    """python -O strips assert statements: a violating trace must fail all the same."""
-    code = f"import kipcheck; kipcheck.assert_conforms({str(SP21)!r})"
+@pytest.mark.parametrize("call, expected", [(f"assert_conforms({str(SP21)!r})", "SP-21"),
+                                            (f"assert_conforms({str(GOOD)!r}, machine='ic')", "not ic")])
+def test_assert_conforms_fails_without_pytest_and_without_asserts(call, expected):
+    """python -O strips assert statements: a trace that does not conform must fail all the same."""
     for flags in ([], ["-O"]):
-        done = subprocess.run([sys.executable, *flags, "-c", code], capture_output=True, text=True, timeout=120)
-        assert done.returncode == 1 and "AssertionError: " in done.stderr and "SP-21" in done.stderr, done.stderr
+        done = subprocess.run([sys.executable, *flags, "-c", f"import kipcheck; kipcheck.{call}"], capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 1 and "AssertionError: " in done.stderr and expected in done.stderr, done.stderr
 
 
 def test_assert_conforms_refuses_what_it_cannot_judge():

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 from kipcheck.commands.check import expand
 from kipcheck.oracle.check import MALFORMED, OK, VIOLATION, Verdict, check_file, check_lines
 from kipcheck.oracle.trace import FORMAT, VERSION, dumps
-from kipcheck.testing.findings import check_command, shorten, violation_lines
+from kipcheck.testing.findings import check_command, shorten, violation_lines, why_malformed
 
 
 def assert_conforms(path_or_steps: str | os.PathLike | Iterable[dict[str, Any]], machine: str | None = None,
@@ -33,7 +33,9 @@ def assert_conforms(path_or_steps: str | os.PathLike | Iterable[dict[str, Any]],
         if config is not None:
             raise TypeError("assert_conforms: config is for steps; a trace file's header holds its own")
         names = expand([os.fspath(path_or_steps)])
-        assert names, f"no trace files: {os.fspath(path_or_steps)} is a directory with no *.jsonl file under it"
+        if not names:
+            raise AssertionError(f"no trace files: {os.fspath(path_or_steps)} is a directory with no *.jsonl file "
+                                 "under it")
         for name in names:
             _assert_verdict(check_file(name), Path(name), None, machine, profile)
         return
@@ -51,16 +53,19 @@ def _assert_verdict(verdict: Verdict, path: Path | None, step_text: str | None, 
                     profile: str | None) -> None:
     __tracebackhide__ = True
     if verdict.status == MALFORMED:
-        where = f"line {verdict.line}: " if verdict.line is not None else ""
         reproduce = f"\n    reproduce: {check_command(path)}" if path is not None else ""
-        assert verdict.status == OK, f"{verdict.name} is malformed: {where}{verdict.reason}{reproduce}"
-    if machine is not None:
-        assert verdict.machine == machine, f"{verdict.name} is a {verdict.machine} trace, not {machine}"
-    if profile is not None:
-        assert verdict.profile == profile, f"{verdict.name} is judged under profile {verdict.profile}, not {profile}"
+        _fail(f"{verdict.name} is malformed: {why_malformed(verdict)}{reproduce}", verdict.status, OK)
+    if machine is not None and verdict.machine != machine:
+        _fail(f"{verdict.name} is a {verdict.machine} trace, not {machine}", verdict.machine, machine)
+    if profile is not None and verdict.profile != profile:
+        _fail(f"{verdict.name} is judged under profile {verdict.profile}, not {profile}", verdict.profile, profile)
     if verdict.status == VIOLATION:
-        message = "\n".join(violation_lines(verdict, path, step_text))
-        # "observed ..." never equals "allowed ...": the assert always fails, and pytest diffs the two.
-        assert f"observed {verdict.observed}" == f"allowed {verdict.allowed}", message
-    if verdict.status != OK:  # python -O strips assert statements; a verdict must never pass for all that
-        raise AssertionError(verdict.summary())
+        _fail("\n".join(violation_lines(verdict, path, step_text)), f"observed {verdict.observed}",
+              f"allowed {verdict.allowed}")
+
+
+def _fail(message: str, observed: Any, expected: Any) -> None:
+    """Fail with `message` and pytest's diff of `observed` against `expected` (which differ)."""
+    __tracebackhide__ = True
+    assert observed == expected, message  # pytest rewrites this module's asserts into a diff
+    raise AssertionError(message)  # reached under python -O, which strips assert statements

@@ -59,13 +59,16 @@ def findings_of(verdict: Verdict, path: Path, refusals: bool) -> list[Finding]:
     if verdict.status == VIOLATION:
         return [Finding(path, VIOLATION, verdict.step, violation_lines(verdict, path))]
     if verdict.status == MALFORMED:
-        where = f"line {verdict.line}: " if verdict.line is not None else ""
-        return [Finding(path, MALFORMED, None, (f"MALFORMED  {path.name}  {where}{verdict.reason}",
+        return [Finding(path, MALFORMED, None, (f"MALFORMED  {path.name}  {why_malformed(verdict)}",
                                                 f"    reproduce: {check_command(path)}"))]
     if not refusals:
         return []
     return [Finding(path, "refused", refusal.step, refusal_lines(refusal, path, verdict))
             for refusal in verdict.refusals]
+
+
+def why_malformed(verdict: Verdict) -> str:
+    return f"line {verdict.line}: {verdict.reason}" if verdict.line is not None else str(verdict.reason)
 
 
 def violation_lines(verdict: Verdict, path: Path | None, step_text: str | None = None) -> tuple[str, ...]:
