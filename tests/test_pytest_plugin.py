@@ -327,11 +327,22 @@ def test_a_refused_acknowledgement_fails_the_test_unless_allowed(pytester):
     ])
 
 
+def test_a_source_of_traces_that_could_not_be_read_is_a_finding(tmp_path):
+    from kipcheck.testing.findings import JudgedRun
+
+    copy_trace(GOOD, tmp_path / "good.jsonl")
+    run = JudgedRun(tmp_path, refusals=False, what="the traces", collect=lambda: "the records could not be read")
+    findings = run.findings(running=True)
+    assert run.explain(findings).splitlines() == [f"kipcheck: 1 source of traces not read in the traces ({tmp_path})",
+                                                  "UNREAD     the records could not be read"]
+    assert run.findings(running=False) == []  # reported once; read only while the target runs
+
+
 @pytest.mark.parametrize("given, message", [
     ('@pytest.mark.kipcheck(profile="kafka-9")', "@pytest.mark.kipcheck: profile must be one of kafka-4.2, kip, "
                                                  "not 'kafka-9'"),
     ('@pytest.mark.kipcheck(lock_ms=5)', "@pytest.mark.kipcheck: unknown option 'lock_ms' (known: profile, settings, "
-                                         "trace_dir, refused_acknowledgements, version, brokers)"),
+                                         "trace_dir, refused_acknowledgements, version, brokers, read_back)"),
     ('@pytest.mark.kipcheck("kip")', "@pytest.mark.kipcheck takes options by name (*), not ('kip',)"),
     ('@pytest.mark.kipcheck(settings=["a=b"])', "@pytest.mark.kipcheck: settings must be a dict of broker settings by "
                                                 "Kafka's names, not ['a=b']"),
@@ -413,35 +424,61 @@ def test_kafka_is_skipped_with_the_reason_where_java_is_missing(pytester, monkey
 
 KAFKA_TESTS = """
     import shutil
-    from confluent_kafka import Producer
+    import pytest
+    from confluent_kafka import Producer, ShareConsumer
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
-    def test_on_kafka(kipcheck_kafka):
-        producer = Producer({{"bootstrap.servers": kipcheck_kafka.bootstrap}})
+    pytestmark = pytest.mark.kipcheck(trace_dir="kept")
+
+    def share(bootstrap):
+        admin = AdminClient({{"bootstrap.servers": bootstrap}})
+        earliest = ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
+        resource = ConfigResource("group", "g", incremental_configs=[earliest])
+        admin.incremental_alter_configs([resource])[resource].result(60)
+        producer = Producer({{"bootstrap.servers": bootstrap}})
         producer.produce("t", value=b"v")
         assert producer.flush(60) == 0
+        consumer = ShareConsumer({{"bootstrap.servers": bootstrap, "group.id": "g"}})
+        consumer.subscribe(["t"])
+        for _ in range(60):
+            if [message for message in consumer.poll(1.0) if message.error() is None]:
+                break
+        consumer.close()
+
+    def test_on_kafka(kipcheck_kafka):
+        share(kipcheck_kafka.bootstrap)
         shutil.copy({good!r}, kipcheck_kafka.trace_dir / "the-tests-own.jsonl")
+
+    @pytest.mark.kipcheck(read_back=False)
+    def test_without_reading_back(kipcheck_kafka):
+        share(kipcheck_kafka.bootstrap)
 """
 KAFKA_HOOK = """
     import shutil
 
     def pytest_kipcheck_kafka_traces(cluster, trace_dir):
         assert cluster.alive()
-        shutil.copy({sp21!r}, trace_dir / "read-back.jsonl")
+        shutil.copy({sp21!r}, trace_dir / "from-a-hook.jsonl")
 """
 
 
 @pytest.mark.slow
-def test_kafka_judges_the_tests_traces_and_those_its_hooks_write(pytester):
+def test_kafka_judges_its_share_state_the_tests_traces_and_those_its_hooks_write(pytester):
     pytester.makeconftest(KAFKA_HOOK.format(sp21=str(SP21)))
     pytester.makepyfile(test_kafka=KAFKA_TESTS.format(good=str(GOOD)))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs")
     if result.parseoutcomes().get("skipped"):
         pytest.skip("Apache Kafka cannot run here: " + result.stdout.str().splitlines()[-2])
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(failed=2)
     # The test's own trace conforms, but shows an acknowledgement refused (kip-lock-expiry: SP-16).
     result.stdout.fnmatch_lines([
+        "*_ test_on_kafka _*",
         "kipcheck: 1 violation, 1 refused acknowledgement in the traces of the test on Apache Kafka 4.2 (*)",
-        f"VIOLATION  read-back.jsonl  (share-partition/kip) {SP21_HEADLINE}: *",
+        f"VIOLATION  from-a-hook.jsonl  (share-partition/kip) {SP21_HEADLINE}: *",
         "REFUSED    the-tests-own.jsonl  (share-partition/kip) step 4: consumer-1 asked to acknowledge 0-2 accept and "
         'was refused REQUEST_TIMED_OUT, as SP-16 "Acknowledging after the lock expired (kip): REQUEST_TIMED_OUT" demands',
     ])
+    read_back = list((pytester.path / "kept" / "test_kafka.py_test_on_kafka" / "share-state").glob("*.jsonl"))
+    assert len(read_back) == 1 and "ok " in subprocess.run(
+        [sys.executable, "-m", "kipcheck", "check", str(read_back[0])], capture_output=True, text=True).stdout
+    assert not (pytester.path / "kept" / "test_kafka.py_test_without_reading_back" / "share-state").exists()

@@ -21,6 +21,7 @@ from kipcheck.commands.check import expand
 from kipcheck.oracle.check import MALFORMED, VIOLATION, Verdict, check_file, check_lines
 from kipcheck.oracle.judge import Refusal
 
+REFUSED, UNREAD = "refused", "unread"  # the kinds of finding beside a verdict's VIOLATION and MALFORMED
 REFUSALS_SHOWN = 5  # of one trace; the rest are counted
 FINDINGS_SHOWN = 20  # of one test; the rest are counted
 STEP_CHARS_MAX = 400  # of a step line quoted in a message
@@ -31,7 +32,7 @@ class Finding:
     """One thing wrong in one trace, as lines a failing test prints."""
 
     path: Path
-    kind: str  # VIOLATION, MALFORMED or "refused"
+    kind: str  # VIOLATION, MALFORMED, REFUSED or UNREAD
     step: int | None  # the step it is at (None: the trace as a whole)
     lines: tuple[str, ...]
 
@@ -63,7 +64,7 @@ def findings_of(verdict: Verdict, path: Path, refusals: bool) -> list[Finding]:
                                                 f"    reproduce: {check_command(path)}"))]
     if not refusals:
         return []
-    return [Finding(path, "refused", refusal.step, refusal_lines(refusal, path, verdict))
+    return [Finding(path, REFUSED, refusal.step, refusal_lines(refusal, path, verdict))
             for refusal in verdict.refusals]
 
 
@@ -129,10 +130,11 @@ def check_command(path: Path) -> str:
 class JudgedRun:
     """The traces of one test's target, judged when the test's body ends and again at teardown.
 
-    `collect` (optional) writes traces of the target into `trace_dir` before each judging while it runs.
+    `collect` (optional) writes traces of the target into `trace_dir` before each judging while it runs, and
+    returns None or why it could not (a finding: what it would have written is not judged).
     """
 
-    def __init__(self, trace_dir: Path, refusals: bool, what: str, collect: Callable[[], None] | None = None):
+    def __init__(self, trace_dir: Path, refusals: bool, what: str, collect: Callable[[], str | None] | None = None):
         self.trace_dir = trace_dir
         self.refusals = refusals
         self.what = what
@@ -141,9 +143,11 @@ class JudgedRun:
 
     def findings(self, running: bool) -> list[Finding]:
         """What is wrong in the traces under `trace_dir` and was not reported by an earlier call."""
-        if running and self.collect is not None:
-            self.collect()
         found = []
+        if running and self.collect is not None:
+            trouble = self.collect()
+            if trouble is not None:
+                found.append(Finding(self.trace_dir, UNREAD, None, (f"UNREAD     {trouble}",)))
         for name in expand([str(self.trace_dir)]) if self.trace_dir.is_dir() else []:
             verdict = judge_trace(Path(name), running)
             if verdict is not None:
@@ -159,15 +163,16 @@ class JudgedRun:
             lines += finding.lines
         if len(shown) < len(findings):
             lines.append(f"... and {len(findings) - len(shown)} more")
-        if any(finding.kind == "refused" for finding in findings):
+        if any(finding.kind == REFUSED for finding in findings):
             lines.append('A test whose client is meant to be refused: @pytest.mark.kipcheck(refused_acknowledgements="allow")')
         return "\n".join(lines)
 
 
 def summary(findings: list[Finding]) -> str:
-    counts = {kind: sum(finding.kind == kind for finding in findings) for kind in (VIOLATION, MALFORMED, "refused")}
     names = {VIOLATION: ("violation", "violations"), MALFORMED: ("malformed trace", "malformed traces"),
-             "refused": ("refused acknowledgement", "refused acknowledgements")}
+             REFUSED: ("refused acknowledgement", "refused acknowledgements"),
+             UNREAD: ("source of traces not read", "sources of traces not read")}
+    counts = {kind: sum(finding.kind == kind for finding in findings) for kind in names}
     return ", ".join(f"{count} {names[kind][count != 1]}" for kind, count in counts.items() if count)
 
 
@@ -175,7 +180,7 @@ def _shown(findings: list[Finding]) -> list[Finding]:
     """At most FINDINGS_SHOWN findings, and of those at most REFUSALS_SHOWN refusals of one trace."""
     shown, refusals_of = [], {}
     for finding in findings:
-        if finding.kind == "refused":
+        if finding.kind == REFUSED:
             refusals_of[finding.path] = refusals_of.get(finding.path, 0) + 1
             if refusals_of[finding.path] > REFUSALS_SHOWN:
                 continue

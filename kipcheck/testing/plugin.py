@@ -6,7 +6,7 @@ import what they start when a test uses them, and --kipcheck-traces registers it
     kipcheck_broker        the reference broker for one test; its traces judged when the test ends
     kipcheck_kafka         Apache Kafka for one test (skipped where it cannot run); the test's traces judged
     @pytest.mark.kipcheck  how they start: profile=, settings=, trace_dir=, refused_acknowledgements=,
-                           version= and brokers= (Kafka); or the same dict as an indirect fixture parameter
+                           version=, brokers= and read_back= (Kafka); or the same dict as an indirect parameter
     --kipcheck-traces DIR  every trace the session writes under DIR, judged at its end (session.py)
 """
 
@@ -20,7 +20,7 @@ import pytest
 
 MARKER = "kipcheck"
 DEFAULTS = {"profile": "kafka-4.2", "settings": {}, "trace_dir": None, "refused_acknowledgements": "fail",
-            "version": "4.2", "brokers": 1}
+            "version": "4.2", "brokers": 1, "read_back": True}
 CHOICES = {"profile": ("kafka-4.2", "kip"), "refused_acknowledgements": ("fail", "allow")}
 BROKERS_MAX = 9
 DIRECTORY_NAME_CHARS_MAX = 120
@@ -61,7 +61,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", f"{MARKER}(profile=, settings=, trace_dir=, refused_acknowledgements=, version=, brokers=): "
+        "markers", f"{MARKER}(profile=, settings=, trace_dir=, refused_acknowledgements=, version=, brokers=, "
+                   "read_back=): "
                    "how kipcheck_broker and kipcheck_kafka start and judge (README, 'In your tests')")
     directory = config.getoption("kipcheck_traces")
     if directory is not None:
@@ -90,9 +91,10 @@ def kipcheck_broker(request: pytest.FixtureRequest, tmp_path: Path):
 @pytest.fixture
 def kipcheck_kafka(request: pytest.FixtureRequest, tmp_path: Path):
     """Apache Kafka (`version`, default 4.2; `brokers`, default 1) on free loopback ports, for this test,
-    skipped with the reason where it cannot run. Kafka writes no traces: the traces under `.trace_dir`
-    (the test's own, and those of pytest_kipcheck_kafka_traces hooks) are judged when the test ends."""
-    from kipcheck.testing.targets import TargetFailed, TargetUnavailable, start_kafka
+    skipped with the reason where it cannot run. Kafka writes no traces: what is judged when the test ends is
+    under `.trace_dir`, its share coordinator's records read back (unless `read_back=False`), the test's own
+    traces, and those of pytest_kipcheck_kafka_traces hooks."""
+    from kipcheck.testing.targets import TargetFailed, TargetUnavailable, read_back_share_state, start_kafka
 
     options = _options(request)
     trace_dir = _trace_dir(request, options) or tmp_path / "kipcheck-kafka-traces"
@@ -104,8 +106,9 @@ def kipcheck_kafka(request: pytest.FixtureRequest, tmp_path: Path):
     except TargetFailed as error:
         raise pytest.fail.Exception(str(error), pytrace=False) from None
 
-    def collect() -> None:
+    def collect() -> str | None:
         request.config.hook.pytest_kipcheck_kafka_traces(cluster=kafka.target, trace_dir=trace_dir)
+        return read_back_share_state(kafka) if options["read_back"] else None
 
     yield from _judged(request, kafka, f"the traces of the test on Apache Kafka {options['version']}", options,
                        collect)
@@ -188,6 +191,8 @@ def _check_option(source: str, name: str, value) -> None:
         pytest.fail(f"{source}: brokers must be 1 to {BROKERS_MAX}, not {value!r}", pytrace=False)
     if name == "version" and not isinstance(value, str):
         pytest.fail(f"{source}: version must be a release line such as '4.2', not {value!r}", pytrace=False)
+    if name == "read_back" and type(value) is not bool:
+        pytest.fail(f"{source}: read_back must be True or False, not {value!r}", pytrace=False)
     if name == "trace_dir" and not isinstance(value, (str, Path)):
         pytest.fail(f"{source}: trace_dir must be a path, not {value!r}", pytrace=False)
 

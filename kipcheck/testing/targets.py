@@ -75,3 +75,15 @@ def start_kafka(work_dir: Path, trace_dir: Path, line: str, brokers: int, settin
         raise TargetFailed(f"Apache Kafka {line} did not start: {error}") from None
     trace_dir.mkdir(parents=True, exist_ok=True)
     return JudgedTarget(cluster, trace_dir)
+
+
+def read_back_share_state(kafka: JudgedTarget) -> str | None:
+    """Kafka's share coordinator records, read back as share-state traces into `trace_dir/share-state`
+    (spec/share-state.md, "Read back from Kafka's records"). None, or why they could not be read."""
+    from kipcheck.oracle.kafka.share_state_topic import ReadBackFailed, read_back
+
+    try:
+        read_back(kafka.bootstrap, kafka.trace_dir / "share-state", line=kafka.target.runtime.line)
+    except ReadBackFailed as error:
+        return f"Kafka's share coordinator records could not be read back: {error}"
+    return None
