@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import NoReturn
 
 from kipcheck.model import share_partition as reference_model
+from kipcheck.model.errors import Error
 from kipcheck.model.share_partition import ACK_TYPES, STATES, waited_fetch_violation
 from kipcheck.model.share_partition_log import kafka_only
 from kipcheck.model.violation import STORAGE_ERRORS, Violation
@@ -194,6 +195,8 @@ class SharePartitionJudge(Judge):
         ruled = self.model.acknowledge(step.at_ms, step.actor, requests, renew, received_ms)
         if error is not None and error != ruled.value:
             self.expect(ruled.clause, "error", ruled.value, self.observed(step, "error", str))
+        elif error is not None and error != Error.NONE:  # refused as the model demands: the client's mistake
+            self.refused(step, error, ruled.clause)
 
     @staticmethod
     def _bad_batch(step: Step, batch: object) -> NoReturn:
