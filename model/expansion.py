@@ -30,7 +30,10 @@ from kipcheck.model.key_hash import murmur2, to_positive
 from kipcheck.model.violation import Violation
 
 PROCESS, REBUILD, SKIP = "process", "rebuild", "skip"
-USES = (PROCESS, REBUILD, SKIP)
+# Whose trace: a processor's (or the whole job's), which shows the reads of the processors it names; or the
+# group's, which shows assignments, commits and releases but no reads, so positions are not judged in it.
+PROCESSORS, GROUP = "processors", "group"
+VIEWS = (PROCESSORS, GROUP)
 # EX-10: Kafka's max.poll.records default: what a ready processor still has to read fits one poll.
 CATCH_UP_LAG_MAX = 500
 
@@ -128,6 +131,7 @@ class Expansion:
     processors: int
     initial_processors: int
     catch_up_lag_max: int = CATCH_UP_LAG_MAX
+    view: str = PROCESSORS
     splits: dict[int, tuple[int, int]] = field(default_factory=dict)  # new partition -> (source, split offset)
     log: dict[int, list[int]] | None = None  # key hashes per partition, once the trace shows appends
     holder: dict[int, int | None] = field(default_factory=dict)  # partition -> processor; None released; absent unknown
@@ -139,8 +143,8 @@ class Expansion:
     ready_processors: set[int] = field(default_factory=set)  # joining processors that said they are ready
 
     @classmethod
-    def start(cls, initial_partitions: int, initial_processors: int,
-              catch_up_lag_max: int = CATCH_UP_LAG_MAX) -> "Expansion":
+    def start(cls, initial_partitions: int, initial_processors: int, catch_up_lag_max: int = CATCH_UP_LAG_MAX,
+              view: str = PROCESSORS) -> "Expansion":
         # EX-1: the job starts with as many processors as the topic has partitions
         # and remembers that count as the linear-hashing base.
         if initial_partitions != initial_processors or initial_processors < 1:
@@ -149,7 +153,7 @@ class Expansion:
                 "initial_partitions == initial_processors >= 1",
                 f"initial_partitions={initial_partitions}, initial_processors={initial_processors}",
             )
-        return cls(initial_partitions, initial_processors, initial_processors, catch_up_lag_max)
+        return cls(initial_partitions, initial_processors, initial_processors, catch_up_lag_max, view)
 
     def partition_of(self, key_hash: int) -> int:
         # EX-2: the producer's partitioner is linear hashing over N0.
@@ -275,18 +279,19 @@ class Expansion:
 
     def release(self, processor: int, partition: int, offset: int) -> None:
         self._check_holder("release", processor, partition)
-        if partition in self.holder:  # the trace showed the assignment: judge what the holder did
-            position = self.positions.get(processor, {}).get(partition, 0)
+        if self.view == PROCESSORS:  # the trace shows the holder's reads: judge where it stopped
+            positions = self.positions.get(processor, {})
+            position = positions.get(partition, 0)
             # EX-11: T1 is the holder's position: every record below it output, none above.
             if offset != position:
                 raise Violation("EX-11", f"partition {partition} released at processor {processor}'s position "
                                          f"{position}", f"offset {offset}")
             # EX-6: the records of its keys still in sources it holds are output before it gives them up.
-            point = undrained(partition, self.positions.get(processor, {}), self.splits, self._held_by(processor))
+            point = undrained(partition, positions, self.splits, self._held_by(processor))
             if point is not None:
                 raise Violation("EX-6", f"partition {partition} released after source {point[0]} is read up to "
                                         f"{point[1]}", f"released with source {point[0]} read up to "
-                                        f"{self.positions.get(processor, {}).get(point[0], 0)}")
+                                        f"{positions.get(point[0], 0)}")
         self.holder[partition] = None
         self.released_by[partition] = processor
         self.committed[partition] = offset
@@ -297,8 +302,8 @@ class Expansion:
         if processor is not None:
             self._check_holder("commit", processor, partition)
             position = self.positions.get(processor, {}).get(partition, 0)
-            # EX-11: a processor commits only what it has output.
-            if partition in self.holder and offset > position:
+            # EX-11: a processor commits only what it has read (and so output), where the trace shows its reads.
+            if self.view == PROCESSORS and offset > position:
                 raise Violation("EX-11", f"a commit of partition {partition} at <= processor {processor}'s "
                                          f"position {position}", f"offset {offset}")
         self.committed[partition] = offset
@@ -315,7 +320,7 @@ class Expansion:
         # EX-10: only a joining processor, and only when almost caught up.
         if processor not in self.joining:
             raise Violation("EX-10", "ready from a joining processor", f"ready from processor {processor}")
-        gap = catch_up_gap(self.joining[processor], self.positions.get(processor, {}), self.committed, self.splits,
+        gap = None if self.view == GROUP else catch_up_gap(self.joining[processor], self.positions.get(processor, {}), self.committed, self.splits,
                            self.catch_up_lag_max)
         if gap is not None:
             raise Violation("EX-10", "ready when almost caught up", f"processor {processor}: {gap}")

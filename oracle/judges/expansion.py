@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kipcheck.model.expansion import CATCH_UP_LAG_MAX, PROCESS, REBUILD, SKIP, Expansion
+from kipcheck.model.expansion import CATCH_UP_LAG_MAX, GROUP, PROCESS, PROCESSORS, REBUILD, SKIP, VIEWS, Expansion
 from kipcheck.model.violation import Violation
 from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.trace import Malformed, Step
@@ -13,15 +13,18 @@ _HANDOVER = ["processor", "partition", "offset"]
 
 class ExpansionJudge(Judge):
     machine = "expansion"
-    config_defaults = {"initial_partitions": 1, "initial_processors": 1, "catch_up_lag_max": CATCH_UP_LAG_MAX}
+    config_defaults = {"initial_partitions": 1, "initial_processors": 1, "catch_up_lag_max": CATCH_UP_LAG_MAX,
+                       "view": PROCESSORS}
 
     def __init__(self, config: dict, profile: str) -> None:
         super().__init__(config, profile)
         if self.config["catch_up_lag_max"] < 0:
             raise Malformed(1, f"config 'catch_up_lag_max' must be >= 0, found {self.config['catch_up_lag_max']}")
+        if self.config["view"] not in VIEWS:
+            raise Malformed(1, f"config 'view' must be one of {', '.join(VIEWS)}, found {self.config['view']!r}")
         try:
             self.model = Expansion.start(self.config["initial_partitions"], self.config["initial_processors"],
-                                         self.config["catch_up_lag_max"])
+                                         self.config["catch_up_lag_max"], self.config["view"])
         except Violation as violation:
             raise Malformed(1, f"config breaks {violation.clause}: {violation.allowed}") from None
 
@@ -91,14 +94,19 @@ class ExpansionJudge(Judge):
     def op_ready(self, step: Step) -> None:
         self.model.ready(self._natural(step, "processor"))
 
+    def _read(self, step: Step, use: str) -> None:
+        if self.model.view == GROUP:
+            raise Malformed(step.line, f"op {step.op!r} happens inside a processor: not in the group's view")
+        self.model.read(*self._naturals(step, _RECORD), use)
+
     @op(args=_RECORD)
     def op_process(self, step: Step) -> None:
-        self.model.read(*self._naturals(step, _RECORD), PROCESS)
+        self._read(step, PROCESS)
 
     @op(args=_RECORD)
     def op_rebuild(self, step: Step) -> None:
-        self.model.read(*self._naturals(step, _RECORD), REBUILD)
+        self._read(step, REBUILD)
 
     @op(args=_RECORD)
     def op_skip(self, step: Step) -> None:
-        self.model.read(*self._naturals(step, _RECORD), SKIP)
+        self._read(step, SKIP)
