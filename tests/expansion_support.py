@@ -7,11 +7,13 @@ the state a group keeps (the job record, who holds what, committed offsets)
 and take every decision from impl/expansion's `assignor`, so the library's
 logic is what these tests exercise.
 
-    topic = InMemoryTopic(10)
-    job = Job(topic, initial=10, trace_dir=tmp_path)      # group, producer, processors 0..9, reference counts
-    job.produce(200); job.run_until_idle()
-    job.expand_partitions(15); job.expand_processors(15) ...
+    job = Job(10, tmp_path)                               # topic, group, producer, processors 0..9
+    job.run([("partitions", 15), ("processors", 15), ("partitions", 18)])   # while producing
     job.outputs == job.reference()                        # every record's running count, once
+
+A Job's log is an InMemoryTopic unless given another with the same methods
+(append, end, grow, reader): tests/test_expansion_confluent.py gives it a
+topic on librdkafka's mock cluster, read through confluent-kafka consumers.
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ class InMemoryTopic:
     def read(self, partition: int, offset: int, max_records: int) -> list[Record]:
         chosen = self.records[partition][offset:offset + max_records]
         return [Record(offset + index, key, value) for index, (key, value) in enumerate(chosen)]
+
+    def reader(self, processor: int) -> InMemoryTopic:
+        return self
 
 
 class LocalGroup:
@@ -139,8 +144,9 @@ class Job:
     """A producer, the group and processors over an in-memory topic, driven round by round with a seed."""
 
     def __init__(self, initial: int, trace_dir: Path, seed: int = 287, keys: int = 40, max_records: int = 7,
-                 catch_up_lag_max: int = 5) -> None:
-        self.topic, self.trace_dir, self.random = InMemoryTopic(initial), trace_dir, random.Random(seed)
+                 catch_up_lag_max: int = 5, log=None) -> None:
+        self.topic = InMemoryTopic(initial) if log is None else log
+        self.trace_dir, self.random = trace_dir, random.Random(seed)
         self.keys = [b"key-%d" % number for number in range(keys)]
         self.max_records, self.catch_up_lag_max = max_records, catch_up_lag_max
         self.partitioner = LinearHashPartitioner(initial)
@@ -159,8 +165,8 @@ class Job:
     def add_processor(self) -> Processor:
         index = len(self.processors)
         trace = self._trace(f"processor-{index}", self.group.record.initial)
-        processor = Processor(index, self.group, self.topic, running_count, self._emit, trace, self.max_records,
-                              self.catch_up_lag_max)
+        processor = Processor(index, self.group, self.topic.reader(index), running_count, self._emit, trace,
+                              self.max_records, self.catch_up_lag_max)
         self.processors.append(processor)
         self.group.join(index)
         return processor
@@ -186,10 +192,32 @@ class Job:
         return read
 
     def run_until_idle(self, rounds_max: int = 2_000) -> None:
+        """Rounds without producing until every record is read and no handover is pending."""
         for _ in range(rounds_max):
-            if self.round() == 0 and not self.group.handovers_pending() and not self.group.revoke:
+            read = self.round()
+            if read == 0 and len(self.emitted) == len(self.written) and not self.group.handovers_pending():
                 return
         raise AssertionError(f"the job did not settle in {rounds_max} rounds")
+
+    def finish_handovers(self, produce: int, rounds_max: int = 2_000) -> None:
+        """Rounds, producing, until no handover is pending (EX-12: the next expansion waits for them)."""
+        for _ in range(rounds_max):
+            if not self.group.handovers_pending() and not self.group.revoke:
+                return
+            self.round(produce)
+        raise AssertionError(f"the handovers did not finish in {rounds_max} rounds")
+
+    def run(self, expansions: list[tuple[str, int]], rounds: int = 25, produce: int = 8) -> None:
+        """Produce and process, then each expansion ("partitions" or "processors", count) while producing on, with
+        `rounds` rounds after each; processors lag behind (they read `max_records` per partition per round)."""
+        for _ in range(rounds):
+            self.round(produce)
+        for kind, count in expansions:
+            self.finish_handovers(produce)
+            (self.expand_partitions if kind == "partitions" else self.expand_processors)(count)
+            for _ in range(rounds):
+                self.round(produce)
+        self.run_until_idle()
 
     def expand_partitions(self, count: int) -> None:
         self.topic.grow(count)

@@ -119,10 +119,10 @@ class Processor:
                 else:
                     self.trace.expand_processors(expansion.count)
         self.job = job
-        if not self.takeover and not self.holding and self.group.joining(self.index):
-            # EX-10: S1, the partitions this new processor is to take over.
+        if not self.takeover and self.group.joining(self.index):
+            # EX-10: S1, the partitions this new processor is to take over (with linear hashing it holds none yet).
             self.takeover = {partition for partition in range(job.partitions)
-                             if assignor.target(job, partition) == self.index}
+                             if assignor.target(job, partition) == self.index} - set(self.holding)
 
     def _learn_assignment(self) -> None:
         for partition, offset in sorted(self.group.assignment(self.index).items()):
