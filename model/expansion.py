@@ -165,9 +165,8 @@ class Expansion:
 
     # Expansions.
 
-    def expand_partitions(self, count: int, splits: list[tuple[int, int, int]] | None = None) -> list[tuple[int, int, int]]:
-        """Grow the topic to `count` partitions; `splits` as observed [(partition, source, offset)], or None.
-        Returns the splits the model expects."""
+    def expand_partitions(self, count: int, splits: list[tuple[int, int, int]] | None = None) -> None:
+        """Grow the topic to `count` partitions; `splits` as observed [(partition, source, offset)], or None."""
         # EX-4: partitions only grow; the count is the new total.
         if count < self.partitions:
             raise Violation("EX-4", f"a partition count >= {self.partitions}", f"count={count}")
@@ -182,7 +181,6 @@ class Expansion:
         for partition, origin, offset in expected if splits is None else splits:
             self.splits[partition] = (origin, offset)
         self.partitions = count
-        return expected
 
     def _log_end(self, partition: int) -> int:
         return len(self.log.get(partition, ())) if self.log is not None else 0
@@ -206,7 +204,8 @@ class Expansion:
         self._one_expansion_at_a_time()
         # EX-10: each new processor joins, to be handed its partitions S1 once it has caught up.
         for processor in range(self.processors, count):
-            self.joining[processor] = set(takeover_partitions(processor, self.partitions, count, self.initial_processors))
+            takeover = takeover_partitions(processor, self.partitions, count, self.initial_processors)
+            self.joining[processor] = set(takeover)
         self.processors = count
 
     def _one_expansion_at_a_time(self) -> None:
@@ -258,7 +257,7 @@ class Expansion:
         if joining and processor not in self.ready_processors:
             raise Violation("EX-10", f"partition {partition} assigned after processor {processor} is ready",
                             f"assigned to processor {processor}, not ready")
-        self._check_assigned_offset(partition, offset, released)
+        self._check_assigned_offset(processor, partition, offset)
         self.holder[partition] = processor
         self.output_from.setdefault(processor, {})[partition] = offset
         if joining:
@@ -267,15 +266,18 @@ class Expansion:
                 del self.joining[processor]
                 self.ready_processors.discard(processor)
 
-    def _check_assigned_offset(self, partition: int, offset: int, released: bool) -> None:
-        # EX-11: output goes on exactly where the last holder stopped, never below a known commit.
-        committed = self.committed.get(partition)
-        if released and offset != committed:
-            raise Violation("EX-11", f"partition {partition} assigned at its released offset {committed}",
+    def _check_assigned_offset(self, processor: int, partition: int, offset: int) -> None:
+        # EX-11: output goes on exactly where the last holder stopped: the committed offset (0 at the job's start).
+        committed = self.committed.get(partition, 0)
+        if offset != committed:
+            raise Violation("EX-11", f"partition {partition} assigned at its committed offset {committed}",
                             f"offset {offset}")
-        if committed is not None and offset < committed:
-            raise Violation("EX-11", f"partition {partition} assigned at >= its committed offset {committed}",
-                            f"offset {offset}")
+        # EX-11: the new holder has applied nothing at or past its output offset without output.
+        position = self.positions.get(processor, {}).get(partition, 0)
+        if position > offset:
+            raise Violation("EX-11", f"partition {partition} assigned at >= processor {processor}'s position "
+                                     f"{position}", f"offset {offset}: {partition}:{offset}..{position - 1} "
+                                     f"applied without output")
 
     def release(self, processor: int, partition: int, offset: int) -> None:
         self._check_holder("release", processor, partition)
@@ -312,16 +314,19 @@ class Expansion:
         # EX-8: only the holder commits or releases; a partition the trace never assigned is taken as given.
         holder = self.holder.get(partition, processor)
         if holder != processor:
-            raise Violation("EX-8", f"a {action} of partition {partition} by its holder, {self._holder_name(partition)}",
-                            f"a {action} by processor {processor}")
+            raise Violation("EX-8", f"a {action} of partition {partition} by its holder, "
+                                    f"{self._holder_name(partition)}", f"a {action} by processor {processor}")
 
     def ready(self, processor: int) -> None:
         """The new processor asks for its partitions."""
         # EX-10: only a joining processor, and only when almost caught up.
         if processor not in self.joining:
             raise Violation("EX-10", "ready from a joining processor", f"ready from processor {processor}")
-        gap = None if self.view == GROUP else catch_up_gap(self.joining[processor], self.positions.get(processor, {}), self.committed, self.splits,
-                           self.catch_up_lag_max)
+        if self.view == GROUP:
+            gap = None  # the group's view shows no reads: how far the processor got is not judged there
+        else:
+            gap = catch_up_gap(self.joining[processor], self.positions.get(processor, {}), self.committed,
+                               self.splits, self.catch_up_lag_max)
         if gap is not None:
             raise Violation("EX-10", "ready when almost caught up", f"processor {processor}: {gap}")
         self.ready_processors.add(processor)
@@ -330,7 +335,7 @@ class Expansion:
 
     def read(self, processor: int, partition: int, offset: int, key_hash: int, use: str) -> None:
         """The processor read one record and `use`d it: process, rebuild or skip."""
-        positions = self.positions.setdefault(processor, {})
+        positions = self.positions.get(processor, {})
         self._check_record(processor, partition, offset, key_hash, positions.get(partition, 0))
         # EX-6: nothing of a new partition before its sources are drained.
         point = undrained(partition, positions, self.splits)
@@ -341,7 +346,7 @@ class Expansion:
         home = self.partition_of(key_hash)
         {PROCESS: self._check_process, REBUILD: self._check_rebuild, SKIP: self._check_skip}[use](
             processor, partition, offset, home)
-        positions[partition] = offset + 1
+        self.positions.setdefault(processor, {})[partition] = offset + 1
 
     def _check_record(self, processor: int, partition: int, offset: int, key_hash: int, position: int) -> None:
         # EX-7: each partition read in offset order from 0, each record once, only records the log has.
@@ -372,7 +377,8 @@ class Expansion:
         # EX-11: from the assigned offset on; the records below were output by the previous holder.
         start = self.output_from[processor][partition]
         if offset < start:
-            raise Violation("EX-11", f"output of partition {partition} from offset {start}", f"output of offset {offset}")
+            raise Violation("EX-11", f"output of partition {partition} from offset {start}",
+                            f"output of offset {offset}")
 
     def _check_rebuild(self, processor: int, partition: int, offset: int, home: int) -> None:
         # EX-9: state is built only for keys the processor is to own.

@@ -50,7 +50,8 @@ class JobRecord:
 
     def __post_init__(self) -> None:
         if len(self.expansions) > EXPANSIONS_MAX:
-            raise JobRecordError(f"a job record holds at most {EXPANSIONS_MAX} expansions, found {len(self.expansions)}")
+            raise JobRecordError(f"a job record holds at most {EXPANSIONS_MAX} expansions, "
+                                 f"found {len(self.expansions)}")
         self.model()
 
     def model(self) -> Expansion:

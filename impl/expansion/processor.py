@@ -130,6 +130,8 @@ class Processor:
                 self.holding[partition] = offset
                 self.takeover.discard(partition)
                 if self.trace is not None:
+                    if offset != self.committed_seen.get(partition, 0):  # EX-11: T1, the old holder's last commit
+                        self.trace.commit(partition, offset)
                     self.trace.assign(self.index, partition, offset)
 
     def _release_revoked(self) -> None:

@@ -53,7 +53,8 @@ class ExpansionJudge(Judge):
             return None
         found = []
         for split in splits:
-            values = [split.get(name) if isinstance(split, dict) else None for name in ("partition", "source", "offset")]
+            fields = ("partition", "source", "offset")
+            values = [split.get(name) if isinstance(split, dict) else None for name in fields]
             if any(type(value) is not int or value < 0 for value in values):
                 raise Malformed(step.line, "observed.splits must hold {partition, source, offset} objects of "
                                            f"integers >= 0, found {split!r}")
