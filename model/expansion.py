@@ -379,6 +379,20 @@ class Expansion:
         if offset < start:
             raise Violation("EX-11", f"output of partition {partition} from offset {start}",
                             f"output of offset {offset}")
+        # EX-6: the records of its keys in its sources, below the split offsets, were output before.
+        for origin, split in drain_points(partition, self.splits):
+            output = self.output_end(processor, origin)
+            if output < split:
+                raise Violation("EX-6", f"output of partition {partition} after source {origin} is output up to "
+                                        f"{split}", f"source {origin} output up to {output}")
+
+    def output_end(self, processor: int, partition: int) -> int:
+        """EX-6: the offset below which `processor` knows every record of `partition` was output: the committed
+        offset, or its own position where it holds the partition (it outputs what it reads there)."""
+        committed = self.committed.get(partition, 0)
+        if self.holder.get(partition) == processor:
+            return max(committed, self.positions.get(processor, {}).get(partition, 0))
+        return committed
 
     def _check_rebuild(self, processor: int, partition: int, offset: int, home: int) -> None:
         # EX-9: state is built only for keys the processor is to own.

@@ -20,7 +20,9 @@ sources it holds are drained, EX-6); a new processor reads the committed
 offsets T1 of its partitions S1 and says ready when almost caught up
 (EX-10); then read. A partition is read from offset 0 in offset order
 (EX-7), not before its sources are read up to their split offsets (EX-6:
-p + N waits, unread, in the log); S1 is read only below T1 while joining. A
+p + N waits, unread, in the log) and, for a partition it holds whose source
+another processor holds, not before that source's committed offset covers the
+split offset; S1 is read only below T1 while joining. A
 record is processed (state and output) from a held partition's output
 offset on, rebuilt (state only) when its key is the processor's, else
 skipped (EX-7 to EX-9). Then the held partitions' positions are committed.
@@ -104,8 +106,9 @@ class Processor:
         self._learn_job()
         self._learn_assignment()
         self._release_revoked()
+        self._observe_committed()
         if self.takeover:
-            self._catch_up_status()
+            self._say_ready()
         read = sum(self._read(partition, bound) for partition, bound in self._reading_plan())
         self._commit()
         return read
@@ -113,11 +116,10 @@ class Processor:
     def _learn_job(self) -> None:
         job = self.group.job()
         for expansion in job.expansions[len(self.job.expansions):]:
-            if self.trace is not None:
-                if isinstance(expansion, PartitionExpansion):
-                    self.trace.expand_partitions(expansion.count, expansion.splits)
-                else:
-                    self.trace.expand_processors(expansion.count)
+            if isinstance(expansion, PartitionExpansion):
+                self._note("expand_partitions", expansion.count, expansion.splits)
+            else:
+                self._note("expand_processors", expansion.count)
         self.job = job
         if not self.takeover and self.group.joining(self.index):
             # EX-10: S1, the partitions this new processor is to take over (with linear hashing it holds none yet).
@@ -129,10 +131,9 @@ class Processor:
             if partition not in self.holding:
                 self.holding[partition] = offset
                 self.takeover.discard(partition)
-                if self.trace is not None:
-                    if offset != self.committed_seen.get(partition, 0):  # EX-11: T1, the old holder's last commit
-                        self.trace.commit(partition, offset)
-                    self.trace.assign(self.index, partition, offset)
+                if offset != self.committed_seen.get(partition, 0):  # EX-11: T1, the old holder's last commit
+                    self._note("commit", partition, offset)
+                self._note("assign", self.index, partition, offset)
 
     def _release_revoked(self) -> None:
         for partition in sorted(self.group.revoking(self.index)):
@@ -143,22 +144,33 @@ class Processor:
             self.group.release(self.index, partition, offset)
             del self.holding[partition]
             self.committed_here.pop(partition, None)
-            if self.trace is not None:
-                self.trace.release(self.index, partition, offset)
+            self._note("release", self.index, partition, offset)
 
-    def _catch_up_status(self) -> None:
-        for partition in sorted(self.takeover):
+    def _observe_committed(self) -> None:
+        """Read the committed offsets this processor depends on: T1 of its partitions to come (EX-10), and of the
+        sources it does not hold of the partitions it holds, until they cover the split offsets (EX-6)."""
+        watched = set(self.takeover)
+        watched |= {origin for origin, split in self._foreign_sources() if self._unconfirmed(origin, split)}
+        for partition in sorted(watched):
             committed = self.group.committed(partition)
             if committed != self.committed_seen.get(partition):
                 self.committed_seen[partition] = committed
-                if self.trace is not None:
-                    self.trace.commit(partition, committed)
+                self._note("commit", partition, committed)
+
+    def _foreign_sources(self, partitions: Collection[int] | None = None) -> list[tuple[int, int]]:
+        """Drain points of held partitions (or of `partitions`) in sources another processor holds."""
+        return [(origin, split) for partition in (self.holding if partitions is None else partitions)
+                for origin, split in drain_points(partition, self.job.splits) if origin not in self.holding]
+
+    def _unconfirmed(self, origin: int, split: int) -> bool:
+        return self.committed_seen.get(origin, 0) < split
+
+    def _say_ready(self) -> None:
         gap = catch_up_gap(self.takeover, self.positions, self.committed_seen, self.job.splits, self.catch_up_lag_max)
         if not self.said_ready and gap is None:
             self.group.ready(self.index)
             self.said_ready = True
-            if self.trace is not None:
-                self.trace.ready(self.index)
+            self._note("ready", self.index)
 
     def _reading_plan(self) -> list[tuple[int, int | None]]:
         """(partition, offset to read below, None: the log end), sources before the partitions they split into."""
@@ -171,8 +183,12 @@ class Processor:
         return sorted(plan.items())
 
     def _waits(self, partition: int) -> bool:
-        """EX-6: p + N waits, unread, in the log until p is read up to the split offset (and p's sources ...)."""
-        return undrained(partition, self.positions, self.job.splits) is not None
+        """EX-6: p + N waits, unread, in the log until p is read up to the split offset (and p's sources up to
+        theirs) and, where it is to be output here, until p's holder has output p up to there."""
+        if undrained(partition, self.positions, self.job.splits) is not None:
+            return True
+        return partition in self.holding and any(self._unconfirmed(origin, split)
+                                                 for origin, split in self._foreign_sources([partition]))
 
     def _read(self, partition: int, bound: int | None) -> int:
         if self._waits(partition):
@@ -200,8 +216,7 @@ class Processor:
             if use == PROCESS and output is not None:
                 self.emit(Output(record.key, output, partition, record.offset))
         self.positions[partition] = record.offset + 1
-        if self.trace is not None:
-            self.trace.read(use, self.index, partition, record.offset, hashed)
+        self._note("read", use, self.index, partition, record.offset, hashed)
 
     def _use(self, partition: int, offset: int, home: int) -> str:
         """What a record is to this processor; `home` is the partition its key maps to now."""
@@ -218,8 +233,12 @@ class Processor:
             if position > self.committed_here.get(partition, start):
                 self.group.commit(self.index, partition, position)
                 self.committed_here[partition] = position
-                if self.trace is not None:
-                    self.trace.commit(partition, position, self.index)
+                self._note("commit", partition, position, self.index)
+
+    def _note(self, step: str, *args: Any) -> None:
+        """Write a step to the processor's trace, if it has one."""
+        if self.trace is not None:
+            getattr(self.trace, step)(*args)
 
     def close(self) -> None:
         if self.trace is not None:
