@@ -394,11 +394,15 @@ class Expansion:
             return max(committed, self.positions.get(processor, {}).get(partition, 0))
         return committed
 
+    def _keys_of(self, processor: int, home: int) -> bool:
+        """EX-7, EX-9: whether keys whose partition is `home` are the processor's: it is to own them, or it holds
+        their partition and outputs them until it gives it up."""
+        return self.processor_of(home) == processor or self.holder.get(home) == processor
+
     def _check_rebuild(self, processor: int, partition: int, offset: int, home: int) -> None:
-        # EX-9: state is built only for keys the processor is to own.
-        owner = self.processor_of(home)
-        if owner != processor:
-            raise Violation("EX-9", f"state of keys of partition {home} built by processor {owner}",
+        # EX-9: state is built only for the processor's own keys.
+        if not self._keys_of(processor, home):
+            raise Violation("EX-9", f"state of keys of partition {home} built by processor {self.processor_of(home)}",
                             f"rebuilt by processor {processor}")
         # EX-10: a joining processor reads its partitions to come only below what their holder committed (T1).
         if partition in self.joining.get(processor, ()) and offset >= self.committed.get(partition, 0):
@@ -413,7 +417,7 @@ class Expansion:
     def _check_skip(self, processor: int, partition: int, offset: int, home: int) -> None:
         # EX-7: only records that are none of the processor's keys are passed over.
         start = self.output_from.get(processor, {}).get(partition)
-        if self.processor_of(home) == processor or (start is not None and offset >= start):
+        if self._keys_of(processor, home) or (start is not None and offset >= start):
             raise Violation("EX-7", f"processor {processor} applies {partition}:{offset} (its key)", "skipped")
 
     # Helpers.

@@ -126,6 +126,18 @@ def test_the_seed_job_outputs_exactly_the_reference_and_its_traces_pass(tmp_path
     assert waited & set(range(15, 18)), "EX-6: processors lagged at P 15 -> 18, so new partitions waited"
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_expansions_back_to_back_while_processors_lag(tmp_path, seed):
+    """Each expansion one round after the last, with processors behind the producer: partitions split while
+    their sources are far from drained, new processors join while the old ones still catch up with the log."""
+    job = Job(4, tmp_path, seed=seed, keys=120, max_records=4)
+    job.run([("partitions", 8), ("processors", 8), ("partitions", 13), ("processors", 11)], rounds=1, produce=4)
+    paths = job.close()
+    assert job.outputs == job.reference() and set(job.emitted.values()) == {1}
+    verdicts = [check_file(path) for path in paths]
+    assert all(verdict.status == "ok" for verdict in verdicts), [v.summary() for v in verdicts if not v]
+
+
 def test_a_processor_refuses_records_without_key_or_with_offset_gaps(tmp_path):
     class Gapped(InMemoryTopic):
         def read(self, partition, offset, max_records):

@@ -223,8 +223,8 @@ class Processor:
         start = self.holding.get(partition)
         if start is not None and offset >= start:
             return PROCESS  # EX-11: a held partition's records from its output offset on
-        if assignor.target(self.job, home) == self.index:
-            return REBUILD  # EX-9: its own key, output by another processor (or below its output offset)
+        if assignor.target(self.job, home) == self.index or home in self.holding:
+            return REBUILD  # EX-9: its own key (to own, or held until a handover), output elsewhere or earlier
         return SKIP
 
     def _commit(self) -> None:
