@@ -31,8 +31,8 @@ from pathlib import Path
 
 from kipcheck.impl.share.config import ShareConfig
 from kipcheck.impl.share.partition import SharePartition
-from kipcheck.oracle.conformance.clients import QUIET, create_topic
-from kipcheck.oracle.conformance.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.scenarios.clients import QUIET, create_topic
+from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
 
 SETTLE_S = 3.0  # after every reader polled once: time to join the share group and get an assignment
 POLL_S = 0.1

@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from broker_bugs import BUGS, launcher  # noqa: E402
 
-from kipcheck.oracle.conformance.catalogue import CATALOGUE  # noqa: E402
-from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER, EmbeddedBroker  # noqa: E402
-from kipcheck.oracle.conformance.targets import BrokerSettings, embedded_settings  # noqa: E402
+from kipcheck.oracle.conformance.probes.catalogue import CATALOGUE  # noqa: E402
+from kipcheck.oracle.conformance.targets import BrokerSettings  # noqa: E402
+from kipcheck.oracle.conformance.targets.embedded import DEFAULT_LAUNCHER, EmbeddedBroker, embedded_settings  # noqa: E402
 
 FAILED_CLAUSE = re.compile(r"^\s+FAILED\s+((?:SP|SS|ST|XM)-\d+)\s", re.MULTILINE)
 RUN_TIMEOUT_S = 900

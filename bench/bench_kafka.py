@@ -23,7 +23,7 @@ from pathlib import Path
 from confluent_kafka import Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
-from kipcheck.oracle.conformance.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
 from kipcheck.oracle.kafka.cluster import KafkaCluster
 from kipcheck.oracle.kafka.runtime import release_lines
 

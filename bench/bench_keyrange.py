@@ -28,8 +28,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kipcheck.impl.consumer import Consumer, TopicPartition
 from kipcheck.model.key_hash import in_ranges, record_hash
 from kipcheck.model.key_range_assign import split
-from kipcheck.oracle.conformance.clients import QUIET
-from kipcheck.oracle.conformance.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.scenarios.clients import QUIET
+from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
 
 TOPIC = "bench-keyrange"
 TP = TopicPartition(TOPIC, 0)

@@ -47,9 +47,9 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from kipcheck.oracle.conformance.clients import QUIET, create_topic
-from kipcheck.oracle.conformance.embedded import EmbeddedBroker
-from kipcheck.oracle.conformance.group_scenarios import MemberProcess
+from kipcheck.oracle.conformance.scenarios.clients import QUIET, create_topic
+from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.scenarios.groups import MemberProcess
 
 SETTINGS = {"group.consumer.heartbeat.interval.ms": "500", "group.consumer.session.timeout.ms": "10000",
             "group.min.session.timeout.ms": "1000"}
@@ -70,7 +70,7 @@ def produce_backlog(bootstrap: str, partitions: int, per_partition: int) -> None
 
 def member(name: str, broker: EmbeddedBroker, mode: str, args) -> MemberProcess:
     trace_dir = str(broker.trace_dir) if args.traced else "-"
-    command = ["kipcheck.oracle.conformance.revoke_member", broker.bootstrap, f"bench-{mode}", TOPIC, mode,
+    command = ["kipcheck.oracle.conformance.scenarios.revoke_member", broker.bootstrap, f"bench-{mode}", TOPIC, mode,
                str(args.processing_ms), trace_dir, f"queue={args.queue}"]
     return MemberProcess(name, broker, f"bench-{mode}", "consumer", "-", command)
 

@@ -142,8 +142,8 @@ def bench_share_and_rate(spark, bootstrap: str, topic: str, folder: str) -> None
 
 def bench_connectors(options) -> None:
     from kipcheck.impl.spark import local_session, register
-    from kipcheck.oracle.conformance.clients import create_topic, produce
-    from kipcheck.oracle.conformance.embedded import EmbeddedBroker
+    from kipcheck.oracle.conformance.scenarios.clients import create_topic, produce
+    from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
 
     with tempfile.TemporaryDirectory() as folder:
         with EmbeddedBroker(Path(folder) / "broker", {"share.auto.offset.reset": "earliest"}, traced=False) as broker:

@@ -34,8 +34,8 @@ from bench_broker import end_to_end, share_reader  # noqa: E402
 from kipcheck.impl.share.config import ShareConfig  # noqa: E402
 from kipcheck.impl.share.partition import SharePartition  # noqa: E402
 from kipcheck.impl.share.tracing import TraceWriter  # noqa: E402
-from kipcheck.oracle.conformance.clients import create_topic  # noqa: E402
-from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER, EmbeddedBroker  # noqa: E402
+from kipcheck.oracle.conformance.scenarios.clients import create_topic  # noqa: E402
+from kipcheck.oracle.conformance.targets.embedded import DEFAULT_LAUNCHER, EmbeddedBroker  # noqa: E402
 
 SETTINGS = {"share.auto.offset.reset": "earliest", "group.share.heartbeat.interval.ms": "1000",
             "group.share.partition.max.record.locks": "10000"}

@@ -3,7 +3,7 @@
     sudo .venv/bin/python bench/soak.py [--seconds 60] [--disk-mib 8] [--rate 500] [--seed 1]
 
 Mounts a tmpfs of --disk-mib as the broker's data dir (root only), then runs
-kipcheck.oracle.conformance.soak: an idempotent producer at --rate records/s,
+kipcheck.oracle.conformance.scenarios.soak: an idempotent producer at --rate records/s,
 --consumers ShareConsumers acknowledging with commit_sync, the broker killed -9
 every few seconds and restarted, the disk filled to the last byte by a ballast
 file now and then and emptied again. Prints records produced, acknowledged,
@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kipcheck.oracle.conformance.soak import DiskUnavailable, SoakPlan, run_soak, small_disk
+from kipcheck.oracle.conformance.scenarios.soak import DiskUnavailable, SoakPlan, run_soak, small_disk
 
 
 def main() -> int:

@@ -49,6 +49,13 @@ from that read-only API alone, for this class and the fast acceptor alike.
 (ValueError with the reason) and returns its runs as tuples.
 `kafka_range_violation(config)` names a kafka-4.2 trace's setting that Kafka 4.2
 would refuse (SP-45); the model itself takes any positive setting, as tests do.
+
+The partition is written as the KIP's text. Where Apache Kafka 4.2 departs from
+it (the clauses marked `profile: kafka-4.2`), the KIP's rule is one member of
+`KipRules` and Kafka's is the same member of `Kafka42Rules`, which extends it
+(at the end of this module); the partition asks the rules of its profile
+(`partition.rules`). The KIP has no trace steps for Kafka's log (SP-60; its
+transactions, log start and compaction are SP-61..SP-65).
 """
 
 from __future__ import annotations
@@ -157,44 +164,10 @@ def acknowledgement_answer(batches: Sequence[tuple[int, int, str]], kafka: bool,
     """The one answer to a request of batches (first, last, type) against the window [spso, speo), and how
     many batches came before the one that failed (all of them when none did); `renew`: the request
     announced renewals (IsRenewAck). `not_owned_error(actor, first, last)` judges the records of one
-    batch inside the window. `holes` (kafka-4.2): offsets of the window not in Kafka's cache (SP-14)."""
-    # SP-10: request validation comes before any record is looked at.
-    previous_last = -1
-    for first, last, ack_type in batches:
-        if first > last or first < previous_last or (
-                not kafka and (first == previous_last or ack_type in ("gap", "renew"))):
-            return MALFORMED_REQUEST, 0
-        if ack_type == "renew" and not renew:  # SP-41: a renewal needs IsRenewAck
-            return RENEW_NOT_ANNOUNCED, 0
-        previous_last = last
-    # SP-19: the first failing batch decides the one error of the request.
-    answer = ACCEPTED
-    previous_last = -1
-    for index, (first, last, _) in enumerate(batches):
-        if kafka:
-            if last < spso:  # SP-18: wholly below SPSO, ignored
-                previous_last = last
-                continue
-            # SP-14, SP-40: the cache lookup (without holes, only a batch past SPEO can fail it).
-            ruled = _kafka_lookup_error(first, last, spso, speo, holes, straddle_npe) if holes or last >= speo else None
-            if ruled is None and first == previous_last:
-                if first >= spso:  # SP-11: the shared record is in a pending transition
-                    ruled = SHARED_OFFSET
-                else:
-                    answer = SHARED_OFFSET_SKIPPED  # SP-11: the shared offset is below SPSO, skipped (SP-18)
-            if ruled is None:  # SP-18: offsets below SPSO are skipped
-                ruled = _kafka_not_owned_error(actor, max(first, spso), last, holes, not_owned_error) if holes \
-                    else not_owned_error(actor, max(first, spso), last)
-        elif last >= speo:  # SP-13
-            ruled = PAST_THE_END
-        elif first < spso:  # SP-15: records below SPSO are terminal, not acquired
-            ruled = NOT_ACQUIRED
-        else:
-            ruled = not_owned_error(actor, first, last)
-        if ruled is not None:
-            return ruled, index
-        previous_last = last
-    return answer, len(batches)
+    batch inside the window. `holes` (kafka-4.2): offsets of the window not in Kafka's cache (SP-14).
+    Judged by Kafka 4.2's rules when `kafka`, else by the KIP's (KipRules, Kafka42Rules)."""
+    rules = RULES["kafka-4.2" if kafka else "kip"]
+    return rules.acknowledgement_answer(batches, actor, spso, speo, not_owned_error, holes, straddle_npe, renew)
 
 
 def acknowledged_in_progress(partition, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]], renew: bool,
@@ -283,7 +256,7 @@ class SharePartition:
                  isolation_level: str = "read_uncommitted") -> None:
         check_config(start_offset, delivery_count_limit, record_lock_duration_ms, max_inflight_records, profile,
                      straddle_npe)
-        self.profile, self.kafka = profile, profile == "kafka-4.2"
+        self.profile = profile
         self.straddle_npe = straddle_npe
         self.log = LogFacts(isolation_level, profile)  # SP-61..SP-65: transactions and compaction
         self.delivery_count_limit = delivery_count_limit
@@ -314,6 +287,11 @@ class SharePartition:
     spso = property(lambda self: self._spso)
     speo = property(lambda self: self._speo)
     log_end_offset = property(lambda self: self._log_end)
+
+    @property
+    def rules(self) -> KipRules:
+        """The rules where the profiles differ: the KIP's, or Kafka 4.2's over them."""
+        return RULES[self.profile]
 
     def _record(self, offset: int) -> Record:
         if not self._spso <= offset < self._speo:
@@ -452,27 +430,7 @@ class SharePartition:
 
     def _lowest_offsets(self, max_records: int, record_limit: bool) -> list[int]:
         offsets = [offset for first, last in self.acquirable_ranges() for offset in range(first, last + 1)]
-        offsets = offsets[:max_records]
-        return self._round_up_new_records(offsets, max_records, record_limit) if self.kafka else offsets
-
-    def _round_up_new_records(self, offsets: list[int], max_records: int, record_limit: bool) -> list[int]:
-        # SP-6: Kafka completes the log batch holding the last new record; SP-42: not under record_limit.
-        reacquired = [offset for offset in offsets if offset < self._speo]
-        # SP-43: a throttled redelivery comes alone, or ends the acquisition before it.
-        threshold = throttle_threshold(self.delivery_count_limit)
-        throttled = [index for index, offset in enumerate(reacquired)
-                     if self._records[offset].delivery_count >= threshold]
-        if throttled:
-            return reacquired[:throttled[0]] or reacquired[:1]
-        room = min(max_records, self.max_inflight_records - (self._speo - self._spso)) - len(reacquired)
-        if room <= 0 or len(offsets) == len(reacquired):
-            return reacquired
-        # SP-65: past batches compaction removed; SP-62: below the last stable offset.
-        new_first, new_last = self.acquirable_new_records()
-        last = min(new_first + room - 1, new_last)
-        if not record_limit:
-            _, last = self.log_batch_of(last)
-        return reacquired + list(range(new_first, last + 1))
+        return self.rules.lowest_offsets(self, offsets[:max_records], max_records, record_limit)
 
     def _count_after_acquisition(self, offset: int) -> int:
         # SP-4: the count goes up by one; a record past SPEO has count 0.
@@ -508,7 +466,7 @@ class SharePartition:
             self._acquire_run(first, last, count, actor, at_ms + self._lock_duration())
         if self._speo > speo:
             self.speo_clause = "SP-24"
-            if record_limit and self.kafka:
+            if record_limit and self.rules.record_limit_mode:
                 # SP-42: the rest of the log batch enters the window, available with count 0.
                 _, batch_last = self.log_batch_of(self._speo - 1)
                 for offset in range(self._speo, batch_last + 1):
@@ -541,11 +499,11 @@ class SharePartition:
         """Judge one request of batches (first, last, type); apply it when the answer is NONE (SP-19).
         `renew`: the request announced renewals (IsRenewAck, SP-41). `received_ms` (kafka-4.2): the request
         was received then and answered at `at_ms`, its records' locks held back meanwhile (SP-44)."""
-        if self.kafka and received_ms is not None:
+        if received_ms is not None and self.rules.in_progress_holds_locks:
             return acknowledged_in_progress(self, at_ms, actor, batches, renew, received_ms)
         self.advance(at_ms)  # SP-20: locks fire before the op
-        ruled, handled = acknowledgement_answer(batches, self.kafka, actor, self._spso, self._speo,
-                                                self._not_owned_error, self._holes, self.straddle_npe, renew)
+        ruled, handled = self.rules.acknowledgement_answer(batches, actor, self._spso, self._speo,
+                                                           self._not_owned_error, self._holes, self.straddle_npe, renew)
         # SP-19: a failed request changes nothing, but SP-41: the renewals of the batches before the failing
         # one stand (Kafka restarts a lock at once and never rolls it back).
         applied = batches if ruled.value == NONE else [batch for batch in batches[:handled] if batch[2] == "renew"]
@@ -564,7 +522,7 @@ class SharePartition:
         stand (SP-41, kafka-4.2); as at every step, the locks expired by `at_ms` fire first (SP-20), and
         that transition is kept."""
         self.advance(at_ms)
-        renew = renew and self.kafka
+        renew = renew and self.rules.renews
         for first, last, ack_type in batches:  # remembered only to name SP-27 if a check finds them changed
             for offset in range(max(first, self._spso), min(last + 1, self._speo)):
                 if self._records[offset].owner == actor:
@@ -579,7 +537,7 @@ class SharePartition:
             if record.owner == actor:  # the owner is set only while a record is acquired
                 continue
             if record.state == AVAILABLE and record.timed_out_owner == actor:
-                return KAFKA_LOCK_EXPIRED if self.kafka else LOCK_EXPIRED  # SP-17, SP-16
+                return self.rules.lock_expired  # SP-16, SP-17
             return NOT_ACQUIRED
         return None
 
@@ -626,14 +584,7 @@ class SharePartition:
 
 def new_records_bounds(partition) -> tuple[int, int]:
     """(first, last) of the never-acquired records that may be acquired now; empty when last < first."""
-    first, last = partition.speo, partition.log_end_offset - 1
-    if not partition.kafka:  # SP-7: the window may not grow past max_inflight_records
-        return first, min(last, partition.spso + partition.max_inflight_records - 1)
-    if partition.speo - partition.spso >= partition.max_inflight_records:  # SP-8
-        return first, first - 1
-    if partition.log.read_committed:  # SP-62: read_committed reads below the last stable offset
-        last = min(last, partition.log.last_stable_offset(partition.log_end_offset) - 1)
-    return partition.log.first_present(first), last  # SP-65: batches compaction removed are skipped
+    return RULES[partition.profile].new_records_bounds(partition)
 
 
 def archived_runs(partition, records: Sequence[Sequence[int]],
@@ -682,25 +633,8 @@ def acquisition_violation(partition, max_records: int, records: Sequence[Sequenc
             new_runs.append((max(first, speo), last))
         total += last + 1 - first
         previous_last = last
-    if partition.kafka:
-        if record_limit and total > max_records:  # SP-42: a hard limit
-            return Violation("SP-42", f"at most {max_records} records (record_limit)", f"{total} records")
-        violation = throttle_violation(partition, records, total, bool(new_runs)) if records else None
-        if violation is not None:
-            return violation
-        violation = _archived_violation(partition, records, archived, new_runs)
-        if violation is not None:
-            return violation
-        reacquired = total - sum(last + 1 - first for first, last in new_runs)
-        new_runs = sorted(new_runs + archived_runs(partition, records, archived))
-        return _new_batches_violation(partition, max_records, reacquired, new_runs, record_limit) if new_runs else None
-    if total > max_records:  # SP-5
-        return Violation("SP-5", f"at most {max_records} records", f"{total} records")
-    if previous_last >= speo and previous_last + 1 - spso > partition.max_inflight_records:
-        # SP-7: the window after an acquisition of new records (a loaded window may be over the limit, SP-26).
-        return Violation("SP-7", f"a window of at most {partition.max_inflight_records} records from SPSO {spso}",
-                         f"acquiring up to offset {previous_last} (window {previous_last + 1 - spso})")
-    return None
+    return RULES[partition.profile].limits_violation(partition, max_records, records, total, new_runs, record_limit,
+                                                   archived)
 
 
 def below_start_clause(partition, offset: int) -> str:
@@ -899,3 +833,155 @@ def waited_fetch_violation(partition, wait_ms: int, records: Sequence[Sequence[i
         return Violation("SP-28", f"some of the acquirable records {acquirable} (the fetch waited {wait_ms} ms)",
                          "records=[]")
     return None
+
+
+# The profiles. An explanation above reads the rules of a partition by its profile, so that the fast
+# acceptor, which has no `rules`, is explained by the same ones.
+
+class KipRules:
+    """The KIP's rules where Kafka 4.2 departs from them (the clauses marked `profile: kip`)."""
+
+    lock_expired = LOCK_EXPIRED  # SP-16: acknowledging after the lock expired is a TimeoutException
+    # Kafka 4.2's additions, which the KIP has not: the record_limit acquire mode (SP-42), an
+    # acknowledgement holding back the locks while it is written (SP-44), RENEW (SP-41).
+    record_limit_mode = in_progress_holds_locks = renews = False
+
+    def new_records_bounds(self, partition) -> tuple[int, int]:
+        """(first, last) of the never-acquired records that may be acquired now; empty when last < first."""
+        # SP-7: the window may not grow past max_inflight_records.
+        return partition.speo, min(partition.log_end_offset, partition.spso + partition.max_inflight_records) - 1
+
+    def lowest_offsets(self, partition, offsets: list[int], max_records: int, record_limit: bool) -> list[int]:
+        """The offsets of the lowest allowed acquisition, from the lowest `max_records` acquirable `offsets`."""
+        return offsets  # SP-5
+
+    def limits_violation(self, partition, max_records: int, records: Sequence[Sequence[int]], total: int,
+                       new_runs: list[tuple[int, int]], record_limit: bool,
+                       archived: Sequence[Sequence[int]] | None) -> Violation | None:
+        """Why an acquisition of `total` records, in runs each allowed (SP-3, SP-4), with `new_runs` the parts
+        of them past SPEO, breaks the limits on what one acquisition holds; None if it does not."""
+        if total > max_records:  # SP-5
+            return Violation("SP-5", f"at most {max_records} records", f"{total} records")
+        spso, last = partition.spso, new_runs[-1][1] if new_runs else None
+        if last is not None and last + 1 - spso > partition.max_inflight_records:
+            # SP-7: the window after an acquisition of new records (a loaded window may be over the limit, SP-26).
+            return Violation("SP-7", f"a window of at most {partition.max_inflight_records} records from SPSO {spso}",
+                             f"acquiring up to offset {last} (window {last + 1 - spso})")
+        return None
+
+    def acknowledgement_answer(self, batches: Sequence[tuple[int, int, str]], actor: str, spso: int, speo: int,
+                               not_owned_error: Callable[[str, int, int], Ruled | None], holes: Set[int],
+                               straddle_npe: str, renew: bool) -> tuple[Ruled, int]:
+        """The one answer to a request of batches (first, last, type) against the window [spso, speo), and how
+        many batches came before the one that failed (all of them when none did). `not_owned_error(actor,
+        first, last)` judges the records of one batch inside the window."""
+        # SP-10: request validation comes before any record is looked at: ascending batches sharing no
+        # offset, each accept, release or reject.
+        previous_last = -1
+        for first, last, ack_type in batches:
+            if first > last or first <= previous_last or ack_type in ("gap", "renew"):
+                return MALFORMED_REQUEST, 0
+            previous_last = last
+        # SP-19: the first failing batch decides the one error of the request.
+        for index, (first, last, _) in enumerate(batches):
+            if last >= speo:  # SP-13
+                ruled = PAST_THE_END
+            elif first < spso:  # SP-15: records below SPSO are terminal, not acquired
+                ruled = NOT_ACQUIRED
+            else:
+                ruled = not_owned_error(actor, first, last)
+            if ruled is not None:
+                return ruled, index
+        return ACCEPTED, len(batches)
+
+
+class Kafka42Rules(KipRules):
+    """What Apache Kafka 4.2's SharePartition does differently (the clauses marked `profile: kafka-4.2`),
+    and why: it fetches and caches whole log batches, treats MaxRecords as a soft limit, looks
+    acknowledgements up in that cache, and reads a log with transactions, a moving start and compaction."""
+
+    lock_expired = KAFKA_LOCK_EXPIRED  # SP-17: Kafka does not remember expired locks: the record is not acquired
+    record_limit_mode = True  # SP-42: KIP-1206's acquire mode
+    in_progress_holds_locks = True  # SP-44: a lock expiring while the state is written finds the records moving
+    renews = True  # SP-41: KIP-1222's RENEW, which restarts a lock and is never rolled back
+
+    def new_records_bounds(self, partition) -> tuple[int, int]:
+        first, last = partition.speo, partition.log_end_offset - 1
+        if partition.speo - partition.spso >= partition.max_inflight_records:  # SP-8: checked before acquiring
+            return first, first - 1
+        if partition.log.read_committed:  # SP-62: read_committed reads below the last stable offset
+            last = min(last, partition.log.last_stable_offset(partition.log_end_offset) - 1)
+        return partition.log.first_present(first), last  # SP-65: batches compaction removed are skipped
+
+    def lowest_offsets(self, partition, offsets: list[int], max_records: int, record_limit: bool) -> list[int]:
+        # SP-6: Kafka completes the log batch holding the last new record; SP-42: not under record_limit.
+        speo = partition.speo
+        reacquired = [offset for offset in offsets if offset < speo]
+        # SP-43: a throttled redelivery comes alone, or ends the acquisition before it.
+        threshold = throttle_threshold(partition.delivery_count_limit)
+        throttled = [index for index, offset in enumerate(reacquired) if partition.delivery_count_of(offset) >= threshold]
+        if throttled:
+            return reacquired[:throttled[0]] or reacquired[:1]
+        room = min(max_records, partition.max_inflight_records - (speo - partition.spso)) - len(reacquired)
+        if room <= 0 or len(offsets) == len(reacquired):
+            return reacquired
+        # SP-65: past batches compaction removed; SP-62: below the last stable offset.
+        new_first, new_last = partition.acquirable_new_records()
+        last = min(new_first + room - 1, new_last)
+        if not record_limit:
+            _, last = partition.log_batch_of(last)
+        return reacquired + list(range(new_first, last + 1))
+
+    def limits_violation(self, partition, max_records: int, records: Sequence[Sequence[int]], total: int,
+                       new_runs: list[tuple[int, int]], record_limit: bool,
+                       archived: Sequence[Sequence[int]] | None) -> Violation | None:
+        # SP-6: MaxRecords is a soft limit: new records come in whole log batches (SP-8: none at capacity).
+        if record_limit and total > max_records:  # SP-42: a hard limit
+            return Violation("SP-42", f"at most {max_records} records (record_limit)", f"{total} records")
+        violation = throttle_violation(partition, records, total, bool(new_runs)) if records else None
+        if violation is not None:
+            return violation
+        violation = _archived_violation(partition, records, archived, new_runs)
+        if violation is not None:
+            return violation
+        reacquired = total - sum(last + 1 - first for first, last in new_runs)
+        new_runs = sorted(new_runs + archived_runs(partition, records, archived))
+        return _new_batches_violation(partition, max_records, reacquired, new_runs, record_limit) if new_runs else None
+
+    def acknowledgement_answer(self, batches: Sequence[tuple[int, int, str]], actor: str, spso: int, speo: int,
+                               not_owned_error: Callable[[str, int, int], Ruled | None], holes: Set[int],
+                               straddle_npe: str, renew: bool) -> tuple[Ruled, int]:
+        """`holes`: offsets of the window not in Kafka's cache (SP-14)."""
+        # SP-10: Kafka validates only `first < previous last`: batches may share an offset (SP-11), and
+        # gap (SP-12) and renew (SP-41) are types too.
+        previous_last = -1
+        for first, last, ack_type in batches:
+            if first > last or first < previous_last:
+                return MALFORMED_REQUEST, 0
+            if ack_type == "renew" and not renew:  # SP-41: a renewal needs IsRenewAck
+                return RENEW_NOT_ANNOUNCED, 0
+            previous_last = last
+        # SP-19: the first failing batch decides the one error of the request.
+        answer = ACCEPTED
+        previous_last = -1
+        for index, (first, last, _) in enumerate(batches):
+            if last < spso:  # SP-18: wholly below SPSO, ignored
+                previous_last = last
+                continue
+            # SP-14, SP-40: the cache lookup (without holes, only a batch past SPEO can fail it).
+            ruled = _kafka_lookup_error(first, last, spso, speo, holes, straddle_npe) if holes or last >= speo else None
+            if ruled is None and first == previous_last:
+                if first >= spso:  # SP-11: the shared record is in a pending transition
+                    ruled = SHARED_OFFSET
+                else:
+                    answer = SHARED_OFFSET_SKIPPED  # SP-11: the shared offset is below SPSO, skipped (SP-18)
+            if ruled is None:  # SP-18: offsets below SPSO are skipped
+                ruled = _kafka_not_owned_error(actor, max(first, spso), last, holes, not_owned_error) if holes \
+                    else not_owned_error(actor, max(first, spso), last)
+            if ruled is not None:
+                return ruled, index
+            previous_last = last
+        return answer, len(batches)
+
+
+RULES = {"kip": KipRules(), "kafka-4.2": Kafka42Rules()}

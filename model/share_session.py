@@ -27,6 +27,11 @@ Library API (pure; callers compare an observed error with `Answer.error`):
 `releases` is the effect a share-partition model needs: when it is true, every
 record the member holds in the session's share-partitions becomes available
 again (SP rules decide the details).
+
+The cache is written as the KIP's text. Where Apache Kafka 4.2 departs from it
+(the clauses marked `profile: kafka-4.2`), the KIP's rule is one method of
+`KipRules` and Kafka's is the same method of `Kafka42Rules`, which extends it;
+the cache asks the rules of its profile.
 """
 
 from __future__ import annotations
@@ -79,6 +84,11 @@ class ShareSessionCache:
         assert self.profile in PROFILES, self.profile
         assert self.max_sessions >= 0
 
+    @property
+    def rules(self) -> KipRules:
+        """The rules where the profiles differ: the KIP's, or Kafka 4.2's over them."""
+        return RULES[self.profile]
+
     def sessions(self) -> Ruled:
         """SS-1: every member's session epoch; the clause is the one that decided the last request."""
         return Ruled({member: session.epoch for member, session in self.by_member.items()}, self._last_clause)
@@ -115,7 +125,7 @@ class ShareSessionCache:
         # SS-30 (kafka-4.2): the records are released in the session's share-partitions only.
         # SS-31 (kafka-4.2): a group left with no session drops its share-partitions.
         released = session.partitions if session is not None else frozenset()
-        group_empty = self.profile == "kafka-4.2" and session is not None and not self.by_member
+        group_empty = self.rules.drops_empty_groups and session is not None and not self.by_member
         return self._decided(Answer(NONE, "SS-17", releases=session is not None, released=released,
                                     group_empty=group_empty))
 
@@ -136,17 +146,11 @@ class ShareSessionCache:
         if has_acks:
             # SS-2: a full fetch request cannot carry acknowledgements.
             return Answer(INVALID_REQUEST, "SS-2")
-        # SS-3 (kip): the existing session is discarded releasing its records.
-        # SS-4 (kafka-4.2): it is dropped without releasing them.
-        releases = self.profile == "kip" and member in self.by_member
-        self.by_member.pop(member, None)
-        if self.profile == "kafka-4.2" and len(self.by_member) + other_sessions >= self.max_sessions:
-            # SS-5: the broker's cache, this group's sessions and other groups', is full;
-            # the member's old session is already gone.
-            return Answer(SHARE_SESSION_LIMIT_REACHED, "SS-5")
+        return self.rules.reopen(self, member, add, other_sessions)
+
+    def _new_session(self, member: str, add: frozenset[str]) -> None:
         # SS-16: a full fetch names the complete set; its forget list is ignored.
         self.by_member[member] = Session(1, add)
-        return Answer(NONE, "SS-3" if self.profile == "kip" else "SS-4", releases=releases)
 
     def _incremental(
         self, member: str, epoch: int, clause: str, add: frozenset[str] = frozenset(), forget: frozenset[str] = frozenset(),
@@ -164,14 +168,9 @@ class ShareSessionCache:
         return Answer(NONE, clause, acknowledges=True)
 
     def _final_fetch(self, member: str, add: frozenset[str], forget: frozenset[str]) -> Answer:
-        if self.profile == "kip" and (add or forget):
-            # SS-10 (kip): a final fetch cannot change the set of topic-partitions.
-            return Answer(INVALID_REQUEST, "SS-10")
-        answer = self._close(member)
-        if answer.error == NONE and (add or forget):
-            # SS-11 (kafka-4.2): topics to add or forget are accepted and ignored.
-            return answer._replace(clause="SS-11")
-        return answer
+        if add or forget:
+            return self.rules.final_fetch_with_changes(self, member)
+        return self._close(member)
 
     def _close(self, member: str) -> Answer:
         if member not in self.by_member:
@@ -182,3 +181,49 @@ class ShareSessionCache:
         # (SS-30, kafka-4.2: in the session's share-partitions only).
         session = self.by_member.pop(member)
         return Answer(NONE, "SS-12", acknowledges=True, releases=True, released=session.partitions)
+
+
+class KipRules:
+    """The KIP's rules where Kafka 4.2 departs from them (the clauses marked `profile: kip`)."""
+
+    # SS-31 is Kafka's: under the KIP a closed connection ends one session, never a group's partitions.
+    drops_empty_groups = False
+
+    def reopen(self, cache: ShareSessionCache, member: str, add: frozenset[str], other_sessions: int) -> Answer:
+        """ShareFetch epoch 0 (after SS-2): the member's session starts again."""
+        # SS-3: the existing session is discarded releasing its records, and a new one is created.
+        releases = cache.by_member.pop(member, None) is not None
+        cache._new_session(member, add)
+        return Answer(NONE, "SS-3", releases=releases)
+
+    def final_fetch_with_changes(self, cache: ShareSessionCache, member: str) -> Answer:
+        """ShareFetch epoch -1 with topic-partitions to add or forget."""
+        # SS-10: a final fetch cannot change the set of topic-partitions (checked before the lookup).
+        return Answer(INVALID_REQUEST, "SS-10")
+
+
+class Kafka42Rules(KipRules):
+    """What Apache Kafka 4.2 does differently (the clauses marked `profile: kafka-4.2`), and why."""
+
+    # SS-31: Kafka's cache tells the group when a closed connection took its last session, and the
+    # group drops its share-partitions (reloaded from the share coordinator when used again).
+    drops_empty_groups = True
+
+    def reopen(self, cache: ShareSessionCache, member: str, add: frozenset[str], other_sessions: int) -> Answer:
+        # SS-4: Kafka removes the old session from the cache without releasing its records: they stay
+        # acquired until their locks time out.
+        cache.by_member.pop(member, None)
+        if len(cache.by_member) + other_sessions >= cache.max_sessions:
+            # SS-5: the broker's cache, this group's sessions and other groups', is full (Kafka's
+            # group.share.max.share.sessions); the member's old session is already gone.
+            return Answer(SHARE_SESSION_LIMIT_REACHED, "SS-5")
+        cache._new_session(member, add)
+        return Answer(NONE, "SS-4")
+
+    def final_fetch_with_changes(self, cache: ShareSessionCache, member: str) -> Answer:
+        # SS-11: Kafka dropped the KIP's check (KAFKA-18932): the lists are accepted and ignored.
+        answer = cache._close(member)
+        return answer._replace(clause="SS-11") if answer.error == NONE else answer
+
+
+RULES = {"kip": KipRules(), "kafka-4.2": Kafka42Rules()}

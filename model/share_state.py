@@ -35,6 +35,13 @@ Library API (pure):
 States are named as in the trace format: available, acquired, acknowledged,
 archived. Batches are canonical when sorted, disjoint and coalesced (no two
 adjacent batches with the same state and delivery count).
+
+The coordinator is written as the draft's text. Where Apache Kafka 4.2 departs
+from it (the clauses marked `profile: kafka-4.2`: its records, their replay,
+its fencing and merge), the draft's rule is one member of `KipRules` and
+Kafka's is the same member of `Kafka42Rules`, which extends it; the coordinator
+asks the rules of its profile. The draft has no trace steps for Kafka's own
+records (ST-30; they are ST-31..ST-35).
 """
 
 from __future__ import annotations
@@ -161,19 +168,11 @@ def _uncovered(batch: Batch, pieces: list[Batch]) -> list[Batch]:
     return parts
 
 
-def _new_wins(new: Batch, old: Batch, profile: str) -> bool:
-    if profile == "kip":
-        # ST-7: a later write wins offset by offset.
-        return True
-    # ST-8: the higher delivery count wins, then the higher state id (PersisterStateBatchCombiner).
-    return (new.delivery_count, STATE_IDS[new.state]) >= (old.delivery_count, STATE_IDS[old.state])
-
-
 def _overlay(current: tuple[Batch, ...], batch: Batch, profile: str) -> tuple[Batch, ...]:
     pieces = [piece for old in current for piece in _split(old, batch.first, batch.last)]
     inside = [piece for piece in pieces if batch.first <= piece.first and piece.last <= batch.last]
     outside = [piece for piece in pieces if piece not in inside]
-    kept = [piece for piece in inside if not _new_wins(batch, piece, profile)]
+    kept = [piece for piece in inside if not RULES[profile].new_wins(batch, piece)]
     return canonical(outside + kept + _uncovered(batch, kept))
 
 
@@ -183,7 +182,7 @@ def _clip(batches: tuple[Batch, ...], start_offset: int) -> tuple[Batch, ...]:
 
 
 def merge(batches: Iterable[Batch], incoming: Iterable[Batch], start_offset: int, profile: str) -> tuple[Batch, ...]:
-    """`incoming` written over `batches` in order (ST-7 or ST-8), then clipped at `start_offset` (ST-6)."""
+    """`incoming` written over `batches` in order (ST-7 or ST-8: `new_wins`), then clipped at `start_offset` (ST-6)."""
     result = canonical(batches)
     for batch in incoming:
         result = _overlay(result, batch, profile)
@@ -195,26 +194,22 @@ def merge(batches: Iterable[Batch], incoming: Iterable[Batch], start_offset: int
 def _apply(state: PersistedState | None, record: Record, profile: str,
            deltas_per_checkpoint: int) -> PersistedState | None:
     """The state after `record`, as both the in-memory update and replay see it."""
+    rules = RULES[profile]
     if isinstance(record, Tombstone):  # ST-33: the key's state, epochs and update count are gone
         return None
     if isinstance(record, Checkpoint):
-        deltas = 0
-        if profile == "kafka-4.2" and state is not None and state.deltas < deltas_per_checkpoint:
-            # ST-10: Kafka resets the update count only when it had reached the limit.
-            deltas = state.deltas
+        deltas = rules.deltas_after_checkpoint(state, deltas_per_checkpoint)  # ST-9, ST-10
         fence_epoch = record.state_epoch if state is None else max(state.fence_epoch, record.state_epoch)
         # ST-32: the recorded leader epoch only grows while the key lives.
         leader_epoch = max(record.leader_epoch, state.leader_epoch) if state is not None else record.leader_epoch
         return PersistedState(record.state_epoch, record.start_offset, record.batches, record.checkpoint_epoch, deltas,
                               fence_epoch, leader_epoch, record.at_ms, record.cold)
     assert state is not None, "a delta needs a checkpoint before it"
-    if profile == "kip" and record.checkpoint_epoch != state.checkpoint_epoch:
-        # ST-11: a delta of another checkpoint epoch is not replayed.
+    if not rules.replays(state, record):  # ST-11: a delta of another checkpoint epoch
         return state
     # ST-6: -1 leaves the start offset unchanged.
     start_offset = state.start_offset if record.start_offset == UNCHANGED else record.start_offset
-    # ST-11: the delta index sequence continues after the highest index; ST-12: Kafka counts updates.
-    deltas = record.delta_index + 1 if profile == "kip" else state.deltas + 1
+    deltas = rules.deltas_after_delta(state, record)  # ST-11: the next delta index; ST-12: the update count
     return replace(state, start_offset=start_offset, deltas=deltas, leader_epoch=max(state.leader_epoch, record.leader_epoch),
                    batches=merge(state.batches, record.batches, start_offset, profile))
 
@@ -222,20 +217,14 @@ def _apply(state: PersistedState | None, record: Record, profile: str,
 def replay(log: Iterable[Record], profile: str, deltas_per_checkpoint: int | None = None) -> PersistedState | None:
     """The state a newly elected coordinator builds from `log` (ST-11, ST-12); None: never initialized."""
     limit = default_deltas_per_checkpoint(profile) if deltas_per_checkpoint is None else deltas_per_checkpoint
-    log = list(log)
-    if profile == "kip":
-        # ST-11: the latest checkpoint, then the later deltas whose checkpoint epoch matches.
-        checkpoints = [index for index, record in enumerate(log) if isinstance(record, Checkpoint)]
-        log = log[checkpoints[-1]:] if checkpoints else []
     state = None
-    # ST-12 (kafka-4.2): every record in order; a snapshot replaces, an update merges.
-    for record in log:
+    for record in RULES[profile].replayed(list(log)):  # ST-11: from the latest checkpoint; ST-12: all
         state = _apply(state, record, profile, limit)
     return state
 
 
 def default_deltas_per_checkpoint(profile: str) -> int:
-    return KIP_DELTAS_MAX if profile == "kip" else KAFKA_UPDATES_PER_SNAPSHOT
+    return RULES[profile].deltas_default
 
 
 @dataclass
@@ -260,7 +249,12 @@ class ShareCoordinator:
         assert self.profile in PROFILES, self.profile
         if self.deltas_per_checkpoint is None:
             self.deltas_per_checkpoint = default_deltas_per_checkpoint(self.profile)
-        assert 0 <= self.deltas_per_checkpoint <= (KIP_DELTAS_MAX if self.profile == "kip" else 2**31 - 1)
+        assert 0 <= self.deltas_per_checkpoint <= self.rules.deltas_max
+
+    @property
+    def rules(self) -> KipRules:
+        """The rules where the profiles differ: the draft's, or Kafka 4.2's over them."""
+        return RULES[self.profile]
 
     def log(self) -> tuple[Record, ...]:
         return tuple(self.records)
@@ -279,12 +273,11 @@ class ShareCoordinator:
     def storage_failure(self, error: str) -> None:
         """A request answered with `error`, one of STORAGE_ERRORS: it changed nothing."""
         assert error in STORAGE_ERRORS, error
-        if error == COORDINATOR_LOAD_IN_PROGRESS and (self.loading or self.profile == "kip"):
-            # ST-13: under kip this answer means loading, and only loading.
+        if error == COORDINATOR_LOAD_IN_PROGRESS and (self.loading or not self.rules.load_error_for_failed_appends):
+            # ST-13: this answer means loading (under kip, only loading).
             self.still_loading()
             return
-        # ST-18: the coordinator could not append to or read its log; Kafka 4.2 also answers
-        # COORDINATOR_LOAD_IN_PROGRESS for a failed append. Loading goes on if it was going on.
+        # ST-18: the coordinator could not append to or read its log. Loading goes on if it was going on.
         self._ruled = dict.fromkeys(FIELDS, "ST-18")
 
     def failover(self) -> None:
@@ -292,7 +285,7 @@ class ShareCoordinator:
         self.state = replay(self.records, self.profile, self.deltas_per_checkpoint)
         self.update_count_clause = "ST-35" if self._pruned else "ST-10"
         self.loading = True
-        self._ruled = dict.fromkeys(FIELDS, "ST-11" if self.profile == "kip" else "ST-12")
+        self._ruled = dict.fromkeys(FIELDS, self.rules.replay_clause)
 
     def advance(self, at_ms: int) -> None:
         """The clock: ST-34 compares it with the time of the last snapshot."""
@@ -341,17 +334,13 @@ class ShareCoordinator:
 
     def initialize(self, state_epoch: int, start_offset: int) -> Answer:
         self.loading, self.appended = False, "none"
-        if self.profile == "kip" and state_epoch < 0:
-            # ST-17: StateEpoch is a uint32 in the draft.
-            return self._refuse(INVALID_REQUEST, "ST-17")
-        if self.state is not None and self.state.fence_epoch > state_epoch \
-                and not (self.profile == "kafka-4.2" and state_epoch == UNCHANGED):
-            # ST-2: an older state epoch is fenced; Kafka 4.2 does not fence -1.
-            return self._refuse(FENCED_STATE_EPOCH, "ST-2")
+        refusal = self.rules.initialize_refusal(self.state, state_epoch)
+        if refusal:
+            return self._refuse(*refusal)
         # ST-2: a checkpoint with the next checkpoint epoch replaces the whole state.
         checkpoint_epoch = 0 if self.state is None else self.state.checkpoint_epoch + 1
-        leader_epoch = INITIAL_LEADER_EPOCH if self.profile == "kafka-4.2" else -1  # ST-32 (kip has none)
-        self._append(Checkpoint(checkpoint_epoch, state_epoch, start_offset, (), leader_epoch, self.now_ms))
+        self._append(Checkpoint(checkpoint_epoch, state_epoch, start_offset, (), self.rules.initial_leader_epoch,
+                                self.now_ms))
         self._ruled = dict.fromkeys(FIELDS, "ST-2")
         return Answer(NONE, "ST-2")
 
@@ -365,9 +354,8 @@ class ShareCoordinator:
             return self._refuse(*refusal)
         # ST-14: the coordinator stores the batches it is given, whatever the leader chose.
         self._append(self._record_for_write(state_epoch, start_offset, batches))
-        epoch_clause = "ST-4" if self.profile == "kip" else "ST-5"
-        self._ruled = {"state_epoch": epoch_clause, "start_offset": "ST-6",
-                       "batches": "ST-7" if self.profile == "kip" else "ST-8"}
+        self._ruled = {"state_epoch": self.rules.write_epoch_clause, "start_offset": "ST-6",
+                       "batches": self.rules.merge_clause}
         return Answer(NONE, self._ruled["batches"])
 
     def _write_refusal(self, state_epoch: int, batches: tuple[Batch, ...],
@@ -375,20 +363,7 @@ class ShareCoordinator:
         if self.state is None:
             # ST-3: a write before InitializeShareGroupState (ST-33: or after DeleteShareGroupState).
             return INVALID_REQUEST, "ST-33" if self._deleted else "ST-3"
-        if self.profile == "kip":
-            if state_epoch != self.state.state_epoch:
-                # ST-4: the state epoch must match.
-                return FENCED_STATE_EPOCH, "ST-4"
-            if any(batch.state == "acquired" for batch in batches):
-                # ST-15: Acquired is never persisted (ST-16: kafka-4.2 does not check).
-                return INVALID_REQUEST, "ST-15"
-        elif leader_epoch not in (None, UNCHANGED) and self.state.leader_epoch > leader_epoch:
-            # ST-32: a lower leader epoch is fenced, before the state epoch; -1 skips the check.
-            return FENCED_LEADER_EPOCH, "ST-32"
-        elif state_epoch != UNCHANGED and self.state.fence_epoch > state_epoch:
-            # ST-5: an older state epoch is fenced; -1 skips the check.
-            return FENCED_STATE_EPOCH, "ST-5"
-        return None
+        return self.rules.write_refusal(self.state, state_epoch, batches, leader_epoch)
 
     def _record_for_write(self, state_epoch: int, start_offset: int, batches: tuple[Batch, ...],
                           leader_epoch: int | None = None) -> Record:
@@ -397,11 +372,7 @@ class ShareCoordinator:
         # ST-32: only a read that writes records a new leader epoch.
         leader_epoch = state.leader_epoch if leader_epoch is None else leader_epoch
         if state.deltas < self.deltas_per_checkpoint:
-            # ST-9: a ShareDelta numbered in sequence; ST-10: a ShareUpdate without StateEpoch.
-            if self.profile == "kip":
-                return Delta(state.checkpoint_epoch, state_epoch, state.deltas, start_offset, batches)
-            return Delta(state.checkpoint_epoch, None, None, start_offset, merge((), batches, UNCHANGED, self.profile),
-                         leader_epoch)
+            return self.rules.delta(state, state_epoch, start_offset, batches, leader_epoch)
         # ST-9 / ST-10: after the limit, a checkpoint with the next epoch holds the merged state.
         # ST-5: a write never changes the stored state epoch.
         new_start = state.start_offset if start_offset == UNCHANGED else start_offset
@@ -423,3 +394,127 @@ class ShareCoordinator:
         # A refused request changes nothing: the state after it is ruled by the refusing clause.
         self._ruled = dict.fromkeys(FIELDS, clause)
         return Answer(error, clause)
+
+
+class KipRules:
+    """The draft's rules where Kafka 4.2 departs from them (the clauses marked `profile: kip`)."""
+
+    deltas_max = KIP_DELTAS_MAX  # ST-9: DeltaIndex is a uint8
+    deltas_default = KIP_DELTAS_MAX
+    initial_leader_epoch = -1  # the draft's records have no leader epoch (ST-30)
+    replay_clause = "ST-11"
+    write_epoch_clause = "ST-4"
+    merge_clause = "ST-7"
+    # ST-13: COORDINATOR_LOAD_IN_PROGRESS means loading, and only loading.
+    load_error_for_failed_appends = False
+
+    def new_wins(self, new: Batch, old: Batch) -> bool:
+        """Whether a write's batch wins over the state of an offset it names."""
+        # ST-7: a later write wins offset by offset.
+        return True
+
+    def initialize_refusal(self, state: PersistedState | None, state_epoch: int) -> tuple[str, str] | None:
+        if state_epoch < 0:
+            # ST-17: StateEpoch is a uint32 in the draft.
+            return INVALID_REQUEST, "ST-17"
+        if state is not None and state.fence_epoch > state_epoch:
+            # ST-2: an older state epoch is fenced.
+            return FENCED_STATE_EPOCH, "ST-2"
+        return None
+
+    def write_refusal(self, state: PersistedState, state_epoch: int, batches: tuple[Batch, ...],
+                      leader_epoch: int | None) -> tuple[str, str] | None:
+        if state_epoch != state.state_epoch:
+            # ST-4: the state epoch must match.
+            return FENCED_STATE_EPOCH, "ST-4"
+        if any(batch.state == "acquired" for batch in batches):
+            # ST-15: Acquired is never persisted.
+            return INVALID_REQUEST, "ST-15"
+        return None
+
+    def delta(self, state: PersistedState, state_epoch: int, start_offset: int, batches: tuple[Batch, ...],
+              leader_epoch: int) -> Delta:
+        """The record of a write while the checkpoint takes more deltas."""
+        # ST-9: a ShareDelta numbered in sequence, with the request's state epoch and batches.
+        return Delta(state.checkpoint_epoch, state_epoch, state.deltas, start_offset, batches)
+
+    def deltas_after_checkpoint(self, state: PersistedState | None, deltas_per_checkpoint: int) -> int:
+        # ST-9: a checkpoint starts the delta index sequence again.
+        return 0
+
+    def replayed(self, log: list[Record]) -> list[Record]:
+        """The records replay applies, in order."""
+        # ST-11: the latest checkpoint, then the later deltas (whose checkpoint epoch matches: `replays`).
+        checkpoints = [index for index, record in enumerate(log) if isinstance(record, Checkpoint)]
+        return log[checkpoints[-1]:] if checkpoints else []
+
+    def replays(self, state: PersistedState, delta: Delta) -> bool:
+        # ST-11: a delta of another checkpoint epoch is not replayed.
+        return delta.checkpoint_epoch == state.checkpoint_epoch
+
+    def deltas_after_delta(self, state: PersistedState, delta: Delta) -> int:
+        # ST-11: the delta index sequence continues after the highest index.
+        return delta.delta_index + 1
+
+
+class Kafka42Rules(KipRules):
+    """What Apache Kafka 4.2's share coordinator does differently (the clauses marked `profile: kafka-4.2`),
+    and why: its records are ShareSnapshot and ShareUpdate, replayed as written, and it fences by epochs
+    it keeps rather than by equality."""
+
+    deltas_max = 2**31 - 1
+    deltas_default = KAFKA_UPDATES_PER_SNAPSHOT  # ST-10: share.coordinator.snapshot.update.records.per.snapshot
+    initial_leader_epoch = INITIAL_LEADER_EPOCH  # ST-32: an initialize's snapshot holds leader epoch 0
+    replay_clause = "ST-12"
+    write_epoch_clause = "ST-5"
+    merge_clause = "ST-8"
+    # ST-18: Kafka 4.2 also answers COORDINATOR_LOAD_IN_PROGRESS for an append that failed.
+    load_error_for_failed_appends = True
+
+    def new_wins(self, new: Batch, old: Batch) -> bool:
+        # ST-8: Kafka merges by PersisterStateBatchCombiner: the higher delivery count wins, then the
+        # higher state id, whichever write came last.
+        return (new.delivery_count, STATE_IDS[new.state]) >= (old.delivery_count, STATE_IDS[old.state])
+
+    def initialize_refusal(self, state: PersistedState | None, state_epoch: int) -> tuple[str, str] | None:
+        # ST-2: an older state epoch is fenced, but Kafka 4.2 does not fence -1 (nor refuse a negative
+        # epoch: ST-17 is the draft's uint32).
+        if state is not None and state.fence_epoch > state_epoch and state_epoch != UNCHANGED:
+            return FENCED_STATE_EPOCH, "ST-2"
+        return None
+
+    def write_refusal(self, state: PersistedState, state_epoch: int, batches: tuple[Batch, ...],
+                      leader_epoch: int | None) -> tuple[str, str] | None:
+        # ST-16: Kafka checks no batch state: Acquired is stored like any other.
+        if leader_epoch not in (None, UNCHANGED) and state.leader_epoch > leader_epoch:
+            # ST-32: a lower leader epoch is fenced, before the state epoch; -1 skips the check.
+            return FENCED_LEADER_EPOCH, "ST-32"
+        if state_epoch != UNCHANGED and state.fence_epoch > state_epoch:
+            # ST-5: only a higher stored state epoch fences a write; -1 skips the check.
+            return FENCED_STATE_EPOCH, "ST-5"
+        return None
+
+    def delta(self, state: PersistedState, state_epoch: int, start_offset: int, batches: tuple[Batch, ...],
+              leader_epoch: int) -> Delta:
+        # ST-10: a ShareUpdate has no StateEpoch and no DeltaIndex; its batches are merged among themselves.
+        return Delta(state.checkpoint_epoch, None, None, start_offset, merge((), batches, UNCHANGED, "kafka-4.2"),
+                     leader_epoch)
+
+    def deltas_after_checkpoint(self, state: PersistedState | None, deltas_per_checkpoint: int) -> int:
+        # ST-10: Kafka resets the update count only when it had reached the limit (a cold-partition
+        # snapshot, ST-34, does not delay the next snapshot).
+        return state.deltas if state is not None and state.deltas < deltas_per_checkpoint else 0
+
+    def replayed(self, log: list[Record]) -> list[Record]:
+        # ST-12: every record in order; a snapshot replaces, an update merges.
+        return log
+
+    def replays(self, state: PersistedState, delta: Delta) -> bool:
+        return True  # ST-12: there is no epoch matching
+
+    def deltas_after_delta(self, state: PersistedState, delta: Delta) -> int:
+        # ST-12: Kafka counts the updates since the snapshot (ST-10).
+        return state.deltas + 1
+
+
+RULES = {"kip": KipRules(), "kafka-4.2": Kafka42Rules()}

@@ -4,7 +4,7 @@
 free loopback port with a temporary data dir and trace dir, and stops it
 cleanly (SIGTERM) at the end of the test. `raw_client(broker)` opens a socket
 that speaks the Kafka wire protocol through kio, for requests no real client
-would send (kipcheck.oracle.conformance.wire.RawClient). tests/harness.py is
+would send (kipcheck.oracle.conformance.probes.raw_client.RawClient). tests/harness.py is
 loaded as the module `kipcheck_test_harness` (tests import it by that name);
 `faulty_disk()` is its FaultyDisk; `in_process_broker(disk, **settings)` runs the
 broker on a thread of the test process writing through that disk, stopped at
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from kipcheck.oracle.conformance.embedded import EmbeddedBroker
-from kipcheck.oracle.conformance.wire import RawClient
+from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.probes.raw_client import RawClient
 
 # Helper modules beside the tests (harness, spark_support) import by name under --import-mode=importlib.
 sys.path.insert(0, str(Path(__file__).resolve().parent))

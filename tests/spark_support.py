@@ -8,7 +8,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from kipcheck.oracle.check import check_file
-from kipcheck.oracle.conformance.clients import QUIET, create_topic, produce
+from kipcheck.oracle.conformance.scenarios.clients import QUIET, create_topic, produce
 
 _names = itertools.count(1)
 RANGE_FETCH = {"accept.range.fetch": "true"}   # the topic config kipcheck-keyrange's broker-side fetch needs

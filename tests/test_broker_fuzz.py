@@ -23,10 +23,10 @@ import pytest
 
 from confluent_kafka import Consumer
 
-from kipcheck.oracle.conformance.clients import QUIET, create_topic, poll_records, produce, read_plain, share_consumer
-from kipcheck.oracle.conformance.embedded import EmbeddedBroker
-from kipcheck.oracle.conformance.runner import judge_traces
-from kipcheck.oracle.conformance.wire import RawClient
+from kipcheck.oracle.conformance.scenarios.clients import QUIET, create_topic, poll_records, produce, read_plain, share_consumer
+from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.scenarios.runner import judge_traces
+from kipcheck.oracle.conformance.probes.raw_client import RawClient
 
 pytestmark = pytest.mark.slow
 

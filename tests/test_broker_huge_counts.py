@@ -17,8 +17,8 @@ import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from kipcheck.oracle.conformance.embedded import EmbeddedBroker
-from kipcheck.oracle.conformance.wire import RawClient, huge_count_mutations, sample_frame
+from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.probes.raw_client import RawClient, huge_count_mutations, sample_frame
 
 API_VERSIONS = 18
 PEAK_GROWTH_MAX_BYTES = 64 << 20

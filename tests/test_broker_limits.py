@@ -20,8 +20,8 @@ from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 from kipcheck.impl.broker.codec import build
 from kipcheck.impl.consumer.connection import encode_entity
-from kipcheck.oracle.conformance.embedded import EmbeddedBroker
-from kipcheck.oracle.conformance.wire import RawClient
+from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.probes.raw_client import RawClient
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from kipcheck.oracle.conformance.scenarios import explicit_acknowledgement
+from kipcheck.oracle.conformance.scenarios.share import explicit_acknowledgement
 
 pytestmark = pytest.mark.slow
 

@@ -25,7 +25,7 @@ from kio.schema.errors import ErrorCode
 
 from kipcheck.impl.broker.metadata import topic_id_of
 from kipcheck.impl.share.coordinator import LOG_NAME
-from kipcheck.oracle.conformance.clients import QUIET, create_topic, read_plain
+from kipcheck.oracle.conformance.scenarios.clients import QUIET, create_topic, read_plain
 
 record_batch = harness.record_batch
 PRODUCE, METADATA, CREATE_TOPICS, SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 0, 3, 19, 76, 78, 79

@@ -16,11 +16,11 @@ from broker_bugs import BUGS, launcher
 from kipcheck.cli import main
 from kipcheck.model.cross_machine import reloaded_window
 from kipcheck.oracle.check import check_lines
-from kipcheck.oracle.conformance.conform import run_probes
-from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER
+from kipcheck.oracle.conformance.probes.runner import run_probes
+from kipcheck.oracle.conformance.probes.tolerance import Timers
 from kipcheck.oracle.conformance.shrink import shrink_lines
-from kipcheck.oracle.conformance.targets import EmbeddedTarget
-from kipcheck.oracle.conformance.tolerance import Timers
+from kipcheck.oracle.conformance.targets import TARGET_MODULES, TargetOptions, forms, resolve, target_classes
+from kipcheck.oracle.conformance.targets.embedded import EmbeddedTarget
 
 HEADER = {"format": "kipcheck-trace", "version": 1, "machine": "share-partition", "profile": "kafka-4.2",
           "config": {"record_lock_duration_ms": 1000}}
@@ -43,6 +43,31 @@ def test_bad_arguments_exit_2_before_anything_runs(capsys, arguments, message):
     captured = capsys.readouterr()
     assert captured.out == "", "nothing ran"
     assert message in captured.err
+
+
+@pytest.mark.parametrize("text, name, restarts", [
+    ("embedded", "embedded", True),
+    ("wire://broker.example:09092", "wire://broker.example:9092", False),
+    ("librdkafka-mock", "librdkafka-mock", False),
+    ("reference", "reference", False),
+    ("python:kipcheck.oracle.conformance.adapter_example:make_partition",
+     "python:kipcheck.oracle.conformance.adapter_example:make_partition", False),
+])
+def test_each_target_says_what_it_cannot_show_and_how_its_failure_replays(text, name, restarts):
+    """Nothing is started: a target is opened by the session only."""
+    target = resolve(text, TargetOptions("kip"))
+    assert target.can_restart == restarts
+    assert ({"XM-1", "SP-26"} <= set(target.unobservable)) != restarts, "a restart shows XM-1 and SP-26"
+    assert target.replay("late-ack") == f"kipcheck conform --target {name} --profile kip --scenario late-ack"
+    assert (target.client_scenarios() != []) == (text == "embedded"), "only the embedded target runs client scenarios"
+
+
+def test_the_embedded_target_replays_with_its_launcher_and_the_registry_names_every_form():
+    target = resolve("embedded", TargetOptions("kafka-4.2", launcher=("python", "bug.py")))
+    assert target.replay("swarm:3").endswith("--scenario swarm:3 --launcher 'python bug.py'")
+    assert list(forms()) == ["embedded", "kafka:LINE[x3]", "wire://HOST:PORT", "librdkafka-mock", "reference", "python:MODULE:FACTORY"]
+    assert list(TARGET_MODULES) == [target_class.__module__.rpartition(".")[2]
+                                    for target_class in target_classes()]
 
 
 def test_conformance_is_an_alias_and_junit_lists_every_example(tmp_path, capsys):
@@ -101,8 +126,9 @@ def test_a_request_is_never_sent_into_a_deadline_window():
 
 
 def probe(bug: str | None, scenarios: list[str], tmp_path):
-    target = EmbeddedTarget(tmp_path, "kafka-4.2", launcher(bug) if bug else DEFAULT_LAUNCHER)
+    target = EmbeddedTarget("embedded", TargetOptions("kafka-4.2", launcher=launcher(bug) if bug else None))
     try:
+        target.open(tmp_path)
         return run_probes(target, scenarios, tmp_path / "probes", seed=1, budget_s=60, tolerance_ms=300)
     finally:
         target.close()
@@ -135,12 +161,18 @@ def test_the_clean_broker_passes_the_same_probes(tmp_path):
 
 
 def test_librdkafka_mock_is_probed_and_its_known_difference_found(tmp_path, capsys):
-    """spec/librdkafka-mock.md: the mock acquires new records up to max_records exactly (SP-6 of kafka-4.2)."""
-    code = main(["conform", "--target", "librdkafka-mock", "--scenario", "hostile-acks", "--work-dir", str(tmp_path)])
+    """spec/librdkafka-mock.md: the mock acquires new records up to max_records exactly (SP-6 of kafka-4.2).
+    The HTML report draws the counterexample, the member that acquired in red."""
+    report = tmp_path / "report.html"
+    code = main(["conform", "--target", "librdkafka-mock", "--scenario", "hostile-acks", "--work-dir", str(tmp_path),
+                 "--html", str(report)])
     out = capsys.readouterr().out
     assert code == 1
     assert "FAILED          SP-6" in out and "hostile-acks" in out
     assert "NOT OBSERVABLE  XM-1" in out, "the runner cannot restart the mock"
+    assert "replay:    kipcheck conform --target librdkafka-mock --profile kafka-4.2 --scenario hostile-acks" in out
+    page = report.read_text()
+    assert page.count("<svg") >= 1 and "breaks SP-6: " in page and "stroke='#d62728'" in page
 
 
 def test_reference_target_passes_and_a_seeded_partition_bug_behind_the_adapter_is_caught(tmp_path):
@@ -148,7 +180,7 @@ def test_reference_target_passes_and_a_seeded_partition_bug_behind_the_adapter_i
     import broker_bugs
     from kipcheck.impl.share.partition import SharePartition
     from kipcheck.oracle.conformance.adapter_example import make_partition
-    from kipcheck.oracle.conformance.inprocess import load_factory, run_seeds
+    from kipcheck.oracle.conformance.targets.in_process import load_factory, run_seeds
 
     assert load_factory("reference") is make_partition
     seeds = list(range(1, 61))

@@ -20,10 +20,10 @@ from kipcheck.impl.consumer.fetcher import Fetcher
 from kipcheck.impl.consumer.membership import GroupMembership
 from kipcheck.impl.consumer.ownership import Ownership
 from kipcheck.oracle.check import check_file
-from kipcheck.oracle.conformance.clients import create_topic, produce
-from kipcheck.oracle.conformance.embedded import EmbeddedBroker
-from kipcheck.oracle.conformance.revoke_app import EventLog, ProcessingApp
-from kipcheck.oracle.conformance.revoke_scenarios import traces_disagree
+from kipcheck.oracle.conformance.scenarios.clients import create_topic, produce
+from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.scenarios.revoke_app import EventLog, ProcessingApp
+from kipcheck.oracle.conformance.scenarios.revoke import traces_disagree
 
 SETTINGS = {"group.consumer.heartbeat.interval.ms": "200", "group.consumer.session.timeout.ms": "3000",
             "group.min.session.timeout.ms": "1000"}

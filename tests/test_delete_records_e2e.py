@@ -4,8 +4,8 @@ durably (kill -9), reads below it are OFFSET_OUT_OF_RANGE, and an offset past th
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kipcheck.oracle.conformance.clients import create_topic, produce
-from kipcheck.oracle.conformance.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.scenarios.clients import create_topic, produce
+from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
 
 
 def delete_below(bootstrap: str, offset: int):

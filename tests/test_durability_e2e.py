@@ -6,7 +6,7 @@ Real confluent-kafka clients against the broker subprocess:
   saw delivered is read back, and no record the share group acknowledged
   (commit_sync said so) is delivered again (root only: skipped, with the
   reason, where a tmpfs cannot be mounted);
-- the soak (kipcheck.oracle.conformance.soak) for a few seconds: kill -9 in a
+- the soak (kipcheck.oracle.conformance.scenarios.soak) for a few seconds: kill -9 in a
   loop while the disk fills and empties;
 - the broker killed by its own disk in the middle of its N-th write to
   topics.json, a segment, the share-state log or a trace (seeded N, a random
@@ -35,9 +35,9 @@ from kio.schema.errors import ErrorCode
 from kipcheck.impl.broker.log import PartitionLog
 from kipcheck.impl.broker.metadata import Topics
 from kipcheck.impl.storage import Storage
-from kipcheck.oracle.conformance.clients import create_topic
-from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
-from kipcheck.oracle.conformance.soak import (TOPIC, Deliveries, DiskUnavailable, SoakPlan, SoakProducer, SoakResult,
+from kipcheck.oracle.conformance.scenarios.clients import create_topic
+from kipcheck.oracle.conformance.targets.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
+from kipcheck.oracle.conformance.scenarios.soak import (TOPIC, Deliveries, DiskUnavailable, SoakPlan, SoakProducer, SoakResult,
                                               consume_loop, fill, run_soak, small_disk, tally)
 
 pytestmark = pytest.mark.slow

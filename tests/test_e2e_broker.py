@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import pytest
 
-from kipcheck.oracle.conformance.group_scenarios import GROUP_SCENARIOS
-from kipcheck.oracle.conformance.ic_scenarios import IC_SCENARIOS
-from kipcheck.oracle.conformance.revoke_scenarios import REVOKE_SCENARIOS
-from kipcheck.oracle.conformance.scenarios import SCENARIOS
+from kipcheck.oracle.conformance import scenarios
+from kipcheck.oracle.conformance.scenarios.groups import SCENARIOS as GROUP_SCENARIOS
+from kipcheck.oracle.conformance.scenarios.ic import SCENARIOS as IC_SCENARIOS
+from kipcheck.oracle.conformance.scenarios.revoke import SCENARIOS as REVOKE_SCENARIOS
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("profile", ["kafka-4.2", "kip"])
-@pytest.mark.parametrize("name", [name for name in SCENARIOS  # the others: tests/test_{groups,revoke,ic}_*.py
+@pytest.mark.parametrize("name", [name for name in scenarios.names()  # the others: tests/test_{groups,revoke,ic}_*.py
                                   if name not in {**GROUP_SCENARIOS, **REVOKE_SCENARIOS, **IC_SCENARIOS}])
 def test_scenario(name, profile, tmp_path, kipcheck_check):
-    result = SCENARIOS[name](tmp_path / name, profile=profile)
+    result = scenarios.scenario(name)(tmp_path / name, profile=profile)
     assert result.checks_ok, result.detail
     assert result.traces_ok, "\n".join(verdict.summary() for verdict in result.violations()) or "no traces written"
     traces = sorted((tmp_path / name / "traces").glob("*.jsonl"))

@@ -16,7 +16,7 @@ from kio.schema.index import api_key_map, schema_name_map
 
 from kipcheck.impl.broker.codec import decode_request
 from kipcheck.impl.broker.frame_check import FrameError, check_frame
-from kipcheck.oracle.conformance.wire import sample_frame
+from kipcheck.oracle.conformance.probes.raw_client import sample_frame
 
 HEADER_V2 = bytes.fromhex("0007") + b"\x00\x01x" + b"\x00"  # correlation id low bytes, client id "x", no tags
 COMPACT_COUNT_2_POW_32_PLUS_4 = bytes([0x85, 0x80, 0x80, 0x80, 0x10])
@@ -32,7 +32,7 @@ import sys
 from kio.index import load_request_schema
 from kio.schema.index import api_key_map, schema_name_map
 import kipcheck.impl.broker.codec as codec
-from kipcheck.oracle.conformance.wire import huge_count_mutations, sample_frame
+from kipcheck.oracle.conformance.probes.raw_client import huge_count_mutations, sample_frame
 if sys.argv[1] == "unchecked":
     codec.check_frame = lambda request_class, frame: None
 frames = refused = 0

@@ -17,10 +17,10 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from confluent_kafka.error import KafkaException
 
 from kipcheck.oracle.check import check_file, check_lines
-from kipcheck.oracle.conformance.clients import create_topic, produce
-from kipcheck.oracle.conformance.kafka42_log_scenarios import TOPIC as LOG_TOPIC
-from kipcheck.oracle.conformance.kafka42_log_scenarios import write_transactions
-from kipcheck.oracle.conformance.kafka42_scenarios import WireMember
+from kipcheck.oracle.conformance.scenarios.clients import create_topic, produce
+from kipcheck.oracle.conformance.scenarios.kafka42_log import TOPIC as LOG_TOPIC
+from kipcheck.oracle.conformance.scenarios.kafka42_log import write_transactions
+from kipcheck.oracle.conformance.scenarios.kafka42 import WireMember
 
 GROUP_CONFIG, DEFAULT_CONFIG = 8, 5   # ConfigSource
 

@@ -19,9 +19,9 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions, ConsumerGroupType, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kipcheck.oracle.conformance.clients import QUIET, create_topic, produce
-from kipcheck.oracle.conformance.embedded import EmbeddedBroker
-from kipcheck.oracle.conformance.group_scenarios import GROUP_SCENARIOS
+from kipcheck.oracle.conformance.scenarios.clients import QUIET, create_topic, produce
+from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.scenarios.groups import SCENARIOS as GROUP_SCENARIOS
 
 pytestmark = pytest.mark.slow
 

@@ -14,8 +14,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kipcheck.impl.broker.metadata import topic_id_of
-from kipcheck.oracle.conformance.embedded import EmbeddedBroker
-from kipcheck.oracle.conformance.wire import RawClient
+from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.probes.raw_client import RawClient
 
 pytestmark = pytest.mark.slow
 

@@ -19,8 +19,8 @@ import pytest
 
 from kipcheck.impl.consumer import KafkaError
 from kipcheck.oracle.check import check_file
-from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
-from kipcheck.oracle.conformance.ic_scenarios import TP, key_range_consumer, prepare
+from kipcheck.oracle.conformance.targets.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
+from kipcheck.oracle.conformance.scenarios.ic import TP, key_range_consumer, prepare
 
 pytestmark = pytest.mark.slow
 

@@ -131,8 +131,8 @@ def test_a_real_consumer_reads_filtered_batches(tmp_path):
     it gets exactly the kept records, with their keys, values, headers and millisecond timestamps."""
     from confluent_kafka import Producer
 
-    from kipcheck.oracle.conformance.clients import QUIET, read_plain
-    from kipcheck.oracle.conformance.embedded import EmbeddedBroker
+    from kipcheck.oracle.conformance.scenarios.clients import QUIET, read_plain
+    from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
 
     share = split(4)[1]
     with EmbeddedBroker(tmp_path, traced=False) as broker:

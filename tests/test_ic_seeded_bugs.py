@@ -21,8 +21,8 @@ import sys
 
 import pytest
 
-from kipcheck.oracle.conformance import ic_scenarios
-from kipcheck.oracle.conformance.ic_scenarios import IC_SCENARIOS
+from kipcheck.oracle.conformance.scenarios import ic as ic_scenarios
+from kipcheck.oracle.conformance.scenarios.ic import SCENARIOS as IC_SCENARIOS
 
 pytestmark = pytest.mark.slow
 

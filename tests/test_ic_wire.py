@@ -1,6 +1,6 @@
 """Individual commit and key-range fetch for real: the reference broker, the kio consumer, confluent-kafka beside them.
 
-The scenarios (oracle/conformance/ic_scenarios.py): several consumers share one partition by key range
+The scenarios (oracle/conformance/scenarios/ic.py): several consumers share one partition by key range
 (KR-10), commit the ranges they processed (IC-2, IC-11), hand a key range over (IC-15) and survive a kill -9
 of the broker (IC-12); every ic trace, the coordinator's and the consumers', is judged by the oracle. Here
 also: the wire fields (IC-20), the switches (KR-11, IC-7, IC-6), plain commits over IC state (IC-19).
@@ -20,10 +20,10 @@ from kipcheck.impl.consumer import Consumer, IllegalState, KafkaError, TopicPart
 from kipcheck.model.key_hash import in_ranges, record_hash
 from kipcheck.model.key_range_assign import split
 from kipcheck.oracle.check import check_file
-from kipcheck.oracle.conformance.clients import QUIET, create_topic, produce
-from kipcheck.oracle.conformance.embedded import EmbeddedBroker
-from kipcheck.oracle.conformance.wire import RawClient
-from kipcheck.oracle.conformance.ic_scenarios import (GROUP, IC_SCENARIOS, TOPIC, key_range_consumer, plain_committed,
+from kipcheck.oracle.conformance.scenarios.clients import QUIET, create_topic, produce
+from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.probes.raw_client import RawClient
+from kipcheck.oracle.conformance.scenarios.ic import (GROUP, SCENARIOS, TOPIC, key_range_consumer, plain_committed,
                                                       prepare)
 
 pytestmark = pytest.mark.slow
@@ -70,13 +70,13 @@ def test_the_fields_ride_as_tagged_fields_that_only_the_extended_schemas_read():
         pairs((1, 2, 3))
 
 
-@pytest.mark.parametrize("name", list(IC_SCENARIOS))
+@pytest.mark.parametrize("name", list(SCENARIOS))
 def test_scenario(tmp_path, name, kipcheck_check):
     """KR-10, IC-2, IC-11, IC-21 (ic-key-range-sharing); IC-15, IC-16 (ic-key-handoff); IC-12 (ic-broker-killed);
     KR-12 to KR-14 (ic-group-key-sharing):
     every record processed exactly once by the owner of its key, the plain committed offset equal to the stable
     offset + 1, and every ic trace (the coordinator's and the consumers') allowed."""
-    result = IC_SCENARIOS[name](tmp_path)
+    result = SCENARIOS[name](tmp_path)
     assert result.ok, result.summary()
     # the group scenario's coordinator also judges its assignments and its members' partitions
     group = name == "ic-group-key-sharing"

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from kipcheck.oracle.conformance.kafka42_log_scenarios import share_log_start, share_transactions
+from kipcheck.oracle.conformance.scenarios.kafka42_log import share_log_start, share_transactions
 
 pytestmark = pytest.mark.slow
 

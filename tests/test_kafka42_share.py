@@ -1,10 +1,10 @@
 """The kafka-4.2 profile in the reference broker's parts and on the wire, every trace judged.
 
 The engine with its own clock (RENEW's lock, SP-41), the share coordinator
-(ST-2), and raw kio requests (kipcheck.oracle.conformance.wire.RawClient)
+(ST-2), and raw kio requests (kipcheck.oracle.conformance.probes.raw_client.RawClient)
 where no real client goes: a ShareFetch over two partitions. The wire
 behaviour of RENEW, record_limit and acknowledgements around SPSO is the
-conformance scenarios' (oracle/conformance/kafka42_scenarios.py, run by
+conformance scenarios' (oracle/conformance/scenarios/kafka42.py, run by
 tests/test_e2e_broker.py under both profiles).
 """
 
@@ -22,8 +22,8 @@ from kipcheck.impl.share.coordinator import ShareCoordinator
 from kipcheck.impl.share.partition import ACKNOWLEDGED, SharePartition
 from kipcheck.impl.share.tracing import TraceWriter
 from kipcheck.oracle.check import check_file
-from kipcheck.oracle.conformance.clients import produce
-from kipcheck.oracle.conformance.kafka42_scenarios import (KAFKA42_SCENARIOS, RECORD_LIMIT, SHARE_FETCH,
+from kipcheck.oracle.conformance.scenarios.clients import produce
+from kipcheck.oracle.conformance.scenarios.kafka42 import (SCENARIOS, RECORD_LIMIT, SHARE_FETCH,
                                                          WireMember)
 
 PRODUCE, CREATE_TOPICS = 0, 19
@@ -108,7 +108,7 @@ def test_each_partition_of_a_share_fetch_gets_what_the_ones_before_it_left(start
 def test_the_broker_tells_the_oracle_it_flags_kafkas_straddling_failure(tmp_path):
     """SP-40: the kafka-4.2 engine answers INVALID_RECORD_STATE where Kafka 4.2 fails the request, and its
     share-partition traces say `straddle_npe: flag`, so the oracle expects exactly that answer."""
-    result = KAFKA42_SCENARIOS["kafka42-acks-around-spso"](tmp_path / "scenario")
+    result = SCENARIOS["kafka42-acks-around-spso"](tmp_path / "scenario")
     assert result.ok, result.summary()
     headers = [json.loads(path.read_text().splitlines()[0])
                for path in (tmp_path / "scenario" / "traces").glob("share-partition*.jsonl")]

@@ -5,7 +5,7 @@ import io
 import re
 from pathlib import Path
 
-from kipcheck.oracle.conformance.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
 
 ROOT = Path(__file__).resolve().parent.parent
 

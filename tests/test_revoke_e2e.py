@@ -1,5 +1,5 @@
 """Revoke-delay end to end: the conformance scenarios where KIP-983 consumers and confluent-kafka consumers share
-a KIP-848 group (oracle/conformance/revoke_scenarios.py), each trace checked by `kipcheck check` as a user runs it.
+a KIP-848 group (oracle/conformance/scenarios/revoke.py), each trace checked by `kipcheck check` as a user runs it.
 
 The seeded bugs these traces catch are in tests/test_consumer_wire.py (the consumer's) and
 tests/test_revoke_delay.py (the judge's examples).
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from kipcheck.oracle.conformance.revoke_scenarios import REVOKE_SCENARIOS
+from kipcheck.oracle.conformance.scenarios.revoke import SCENARIOS as REVOKE_SCENARIOS
 
 pytestmark = pytest.mark.slow
 

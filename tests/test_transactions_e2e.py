@@ -8,8 +8,8 @@ import uuid
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from kipcheck.oracle.conformance.clients import create_topic
-from kipcheck.oracle.conformance.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.scenarios.clients import create_topic
+from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
 
 TIMEOUT_S = 60
 

@@ -17,19 +17,7 @@ First the bundled example traces are judged (allowed ones must pass, those
 under violations/ must be caught at the clause their name ends with). Then the
 target is probed:
 
-  --target embedded          the reference broker, started here on a free
-                             loopback port (the default; what `make conformance` runs)
-  --target wire://HOST:PORT  any broker with share groups (a single broker, or
-                             one leading every partition of the probes' topics);
-                             tell the runner its share settings with --set
-  --target librdkafka-mock   confluent-kafka's mock cluster, in this process (its
-                             differences from Kafka 4.2: spec/librdkafka-mock.md)
-  --target reference         impl/share's share-partition, in this process, on a
-                             virtual clock: seeded runs until the budget is spent
-  --target python:MODULE:FACTORY
-                             your share-partition implementation behind a small
-                             adapter (oracle/conformance/inprocess.py; a worked
-                             example: oracle/conformance/adapter_example.py)
+{targets}
 
 The probes speak the protocol themselves (kio) as careless and hostile
 clients would: a named catalogue (session limit, wrong and stale epochs,
@@ -61,13 +49,16 @@ that `kipcheck check` reproduces, and the command that replays its run is printe
 exit status: 0 everything as expected, 1 a failure, 2 bad arguments."""
 
 DEFAULT_BUDGET_S = 60.0
+HELP_COLUMN = 29  # where a target's lines start in the description
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from kipcheck.oracle.conformance.targets import BrokerSettings
+    from kipcheck.oracle.conformance.targets import BrokerSettings, forms
 
+    parser.description = DESCRIPTION.format(targets=_targets_help())
+    *others, last = forms()
     parser.add_argument("--target", default="embedded",
-                        help="embedded (default), wire://HOST:PORT, librdkafka-mock, reference or python:MODULE:FACTORY")
+                        help=f"{others[0]} (default), {', '.join(others[1:])} or {last}")
     parser.add_argument("--profile", choices=("kafka-4.2", "kip"), default="kafka-4.2",
                         help="whose semantics the broker is judged by (default kafka-4.2)")
     parser.add_argument("--seed", type=int, default=1, help="first swarm seed (default 1); a failure names its seed")
@@ -88,26 +79,35 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--junit", type=Path, metavar="FILE", help="also write the results as JUnit XML")
     parser.add_argument("--html", type=Path, metavar="FILE",
                         help="also write a self-contained HTML report: the table, and for each counterexample a "
-                             "picture of its record states over time")
+                             "picture of its steps, one lane per member, up to the failing one")
     parser.add_argument("--work-dir", type=Path, help="keep traces, broker data and logs here (default: a temporary "
                                                       "directory, kept only when something failed)")
     parser.add_argument("--verbose", "-v", action="store_true", help="one line per example trace and every clause")
 
 
+def _targets_help() -> str:
+    """Each --target form with its lines, as the description lists them."""
+    from kipcheck.oracle.conformance.targets import forms
+
+    lines = []
+    for form, text in forms().items():
+        head, rows = f"  --target {form}", text.splitlines()
+        lines.append(f"{head:<{HELP_COLUMN}}{rows.pop(0)}" if len(head) < HELP_COLUMN else head)
+        lines += [" " * HELP_COLUMN + row for row in rows]
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
-    from kipcheck.oracle.conformance.targets import TargetError, parse_target
+    from kipcheck.oracle.conformance.targets import TargetError, TargetOptions, resolve
 
     try:
-        kind, address = parse_target(args.target)
-        if kind == "python":
-            from kipcheck.oracle.conformance.inprocess import load_factory
-
-            load_factory(args.target)
-        settings = _settings(args.set, args.profile)
-        probes, clients = _scenarios(args.scenario or [], kind)
+        options = TargetOptions(args.profile, _settings(args.set, args.profile),
+                                tuple(shlex.split(args.launcher)) if args.launcher else None)
+        target = resolve(args.target, options)
+        probes, clients = target.scenarios(args.scenario or [])
         if args.budget <= 0 or (args.tolerance_ms is not None and args.tolerance_ms < 0):
             raise TargetError("--budget must be > 0 and --tolerance-ms >= 0")
-    except ValueError as error:  # TargetError, AdapterError: before anything runs, a typo must not cost a whole run
+    except ValueError as error:  # TargetError: before anything runs, a typo must not cost a whole run
         print(f"kipcheck conform: {error}", file=sys.stderr)
         return 2
     suite = [example for example in examples() if args.machine in (None, example.machine)]
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     cases: list = []
     failures = _judge_examples(suite, args.verbose, cases)
     if args.machine is None and not args.no_broker:
-        failures += _probe_target(args, kind, address, settings, probes, clients, cases)
+        failures += _probe_target(args, target, probes, clients, cases)
     if args.junit is not None:
         from kipcheck.oracle.conformance.report import write_junit
 
@@ -138,30 +138,6 @@ def _settings(pairs: list[str], profile: str) -> dict[str, str]:
         settings[name] = value
     BrokerSettings.from_properties(settings, profile)
     return settings
-
-
-def _scenarios(names: list[str], kind: str) -> tuple[list[str], list[str]]:
-    """(probe scenarios, client scenarios) to run; TargetError for unknown names."""
-    from kipcheck.oracle.conformance.catalogue import CATALOGUE
-    from kipcheck.oracle.conformance.conform import SWARM, scenario_names
-    from kipcheck.oracle.conformance.scenarios import SCENARIOS
-    from kipcheck.oracle.conformance.targets import TargetError
-
-    if kind == "python":  # an implementation in this process gets seeded runs, not the wire catalogue
-        bad = [name for name in names if name != SWARM and not name.startswith(f"{SWARM}:")]
-        if bad or scenario_names(names)[1]:
-            raise TargetError(f"a python or reference target runs {SWARM} or {SWARM}:SEED only, not {', '.join(bad or names)}")
-        return names or [SWARM], []
-    if not names:
-        return [*CATALOGUE, SWARM], list(SCENARIOS) if kind == "embedded" else []
-    probes, unknown = scenario_names([name for name in names if name not in SCENARIOS])
-    if unknown:
-        known = ", ".join([*CATALOGUE, SWARM, "swarm:SEED", *SCENARIOS])
-        raise TargetError(f"unknown scenario{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} (known: {known})")
-    clients = [name for name in names if name in SCENARIOS]
-    if clients and kind != "embedded":
-        raise TargetError(f"client scenarios ({', '.join(clients)}) start their own broker: use --target embedded")
-    return probes, clients
 
 
 def _judge_examples(suite: list, verbose: bool, cases: list) -> int:
@@ -189,14 +165,13 @@ def _judge_examples(suite: list, verbose: bool, cases: list) -> int:
     return failures
 
 
-def _probe_target(args, kind: str, address, settings: dict, probes: list[str], clients: list[str], cases: list) -> int:
+def _probe_target(args, target, probes: list[str], clients: list[str], cases: list) -> int:
     """Probe the target, run the client scenarios, judge everything, print the table. Returns the failures."""
     from kipcheck.oracle.conformance import session
 
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="kipcheck-conform-"))
-    launcher = tuple(shlex.split(args.launcher)) if args.launcher else None
-    outcome = session.run(kind, address, settings, args.profile, probes, clients, work_dir, args.seed, args.budget,
-                          args.tolerance_ms, launcher, args.first_failure, args.target)
+    outcome = session.run(target, probes, clients, work_dir, args.seed, args.budget, args.tolerance_ms,
+                          args.first_failure)
     print(outcome.render(args.verbose, args.target))
     cases += outcome.junit_cases()
     if args.html is not None:

@@ -1,13 +1,15 @@
 """Broker conformance: `kipcheck conform` probes a share-group broker from the outside and judges what it saw.
 
-The runner's modules: targets.py (what is probed), probe.py (a kio client that
-writes what it saw as traces), tolerance.py (lock timers seen from outside),
-catalogue.py (the named hostile and crash scenarios, and seeded swarm runs),
-conform.py (running them within a budget), inprocess.py (an implementation
-driven in this process: `reference`, `python:MODULE:FACTORY`), session.py (one
-run against a target, the verdict), report.py (the table per machine and
-clause, JUnit), picture.py (the HTML report), shrink.py (the minimal failing
-trace). scenarios.py, group_scenarios.py and revoke_scenarios.py are the
-scenarios with real clients against an embedded broker (embedded.py), which
-`kipcheck conform --target embedded` runs too.
+    targets/     what is probed, one module per kind of target (embedded, wire, librdkafka-mock, in-process),
+                 behind one Target protocol and registry; its docstring says how to add one
+    probes/      the runner's own client (probe.py), the named scenarios and swarm runs it makes (catalogue.py),
+                 running them within a budget (runner.py), lock timers seen from outside (tolerance.py), and
+                 RawClient for requests no real client sends (raw_client.py)
+    scenarios/   the client scenarios: real clients against the reference broker, each on a broker of its own,
+                 one module per family behind a registry
+    session.py   one run against a target: its runs, its own traces, the client scenarios, the verdict
+    report.py    the table per machine and clause, JUnit
+    picture.py   the HTML report: each counterexample's steps, one lane per member, and its record states
+    shrink.py    the minimal failing trace
+    adapter_example.py   the worked example of the adapter of `--target python:MODULE:FACTORY`
 """

@@ -4,7 +4,7 @@
 
 (`--target reference` is the same.) FACTORY gets the run's config and returns
 an object with on_append, acquire, acknowledge, release_member and, optionally,
-spso (see oracle/conformance/inprocess.py). impl/share's SharePartition already
+spso (see oracle/conformance/targets/in_process.py). impl/share's SharePartition already
 speaks the protocol, so the factory only turns the config into its ShareConfig;
 an implementation with other names or types wraps them here the same way.
 """

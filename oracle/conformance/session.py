@@ -1,7 +1,8 @@
 """One `kipcheck conform` session against a target: probes, client scenarios, the broker's own traces, the verdict.
 
-    outcome = run("embedded", None, {}, "kafka-4.2", probe_names, client_names, work_dir, seed=1, budget_s=60,
-                  tolerance_ms=None, launcher=None)
+    target = targets.resolve("embedded", TargetOptions("kafka-4.2"))
+    probe_names, client_names = target.scenarios([])
+    outcome = run(target, probe_names, client_names, work_dir, seed=1, budget_s=60, tolerance_ms=None)
     print(outcome.render(verbose=False, target_text="embedded"))
     outcome.failures            # probe runs failed + client scenarios failed + broker traces not allowed
 
@@ -17,16 +18,12 @@ from pathlib import Path
 from tqdm import tqdm
 
 from kipcheck.oracle.check import Verdict, check_file
-from kipcheck.oracle.conformance.conform import SWARM, ProbeRun, run_probes
-from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER
+from kipcheck.oracle.conformance.probes.runner import ProbeRun
+from kipcheck.oracle.conformance.probes.tolerance import DEFAULT_TOLERANCE_MS
 from kipcheck.oracle.conformance.report import clause_table, format_table
-from kipcheck.oracle.conformance.runner import ScenarioResult
+from kipcheck.oracle.conformance.scenarios.runner import ScenarioResult
 from kipcheck.oracle.conformance.shrink import shrink_file
-from kipcheck.oracle.conformance.targets import MOCK, EmbeddedTarget, MockTarget, WireTarget
-from kipcheck.oracle.conformance.tolerance import DEFAULT_TOLERANCE_MS
-
-# Clauses a wire target cannot show: the runner cannot restart a broker it did not start.
-WIRE_UNOBSERVABLE = {"XM-1": "needs a broker restart", "SP-26": "needs a broker restart"}
+from kipcheck.oracle.conformance.targets import Target
 
 
 @dataclass
@@ -97,82 +94,55 @@ class Outcome:
         return cases
 
 
-def run(kind: str, address, settings: dict, profile: str, probe_names: list[str], client_names: list[str],
-        work_dir: Path, seed: int, budget_s: float, tolerance_ms: int | None,
-        launcher: tuple[str, ...] | None, first_failure: bool = False, target_text: str = "") -> Outcome:
-    outcome = Outcome(profile)
-    if kind == "python":
-        return _in_process(outcome, target_text, work_dir, seed, budget_s, probe_names, first_failure)
+def run(target: Target, probe_names: list[str], client_names: list[str], work_dir: Path, seed: int,
+        budget_s: float, tolerance_ms: int | None, first_failure: bool = False) -> Outcome:
+    """Open `target`, make its runs, judge its own traces, close it; then the client scenarios; the first failure
+    shrunk. A target that dies or refuses is reported as a failure, never a traceback."""
+    outcome = Outcome(target.profile, unobservable=dict(target.unobservable))
     tolerance_ms = DEFAULT_TOLERANCE_MS if tolerance_ms is None else tolerance_ms
-    if kind == "embedded":
-        target = EmbeddedTarget(work_dir, profile, launcher or DEFAULT_LAUNCHER)
-    else:
-        target = MockTarget(profile, settings) if kind == MOCK else WireTarget(*address, profile, settings)
-        outcome.unobservable = dict(WIRE_UNOBSERVABLE)
     try:
+        target.open(work_dir)
         if probe_names:
-            outcome.probe_runs = _probe(target, probe_names, work_dir, seed, budget_s, tolerance_ms, first_failure)
+            outcome.probe_runs = _exercise(target, probe_names, work_dir, seed, budget_s, tolerance_ms, first_failure)
         outcome.broker_verdicts = [check_file(path) for path in target.broker_traces()]
-    except Exception as error:  # the target died or refused: reported as a failure, never a traceback
+    except Exception as error:
         outcome.error = f"{type(error).__name__}: {error}"
     finally:
         target.close()
-    for run_ in outcome.probe_runs:
-        if run_.outcome == "not observable" and run_.name == "broker-restart":
-            outcome.unobservable.update(WIRE_UNOBSERVABLE)
     if client_names and not (first_failure and outcome.failures):
-        outcome.client_results = _clients(client_names, work_dir / "clients", profile, launcher or DEFAULT_LAUNCHER)
-    _shrink_first_failure(outcome, work_dir, kind, address, profile, seed, launcher)
+        outcome.client_results = _clients(client_names, work_dir / "clients", target)
+    _shrink_first_failure(outcome, work_dir, target)
     return outcome
 
 
-def _in_process(outcome: Outcome, target_text: str, work_dir: Path, seed: int, budget_s: float, names: list[str],
-                first_failure: bool) -> Outcome:
-    """A share-partition implementation in this process: seeded runs on a virtual clock (inprocess.py)."""
-    from kipcheck.oracle.conformance.inprocess import load_factory, run_seeds
-
-    outcome.unobservable = {"XM-1": "no broker", "SP-26": "no broker"}
-    seeds = None if names in ([], [SWARM]) else [int(name.partition(":")[2]) for name in names]
-    with tqdm(total=100, desc="runs", file=sys.stderr, leave=False, bar_format="{desc} {bar} {n:.0f}% of the budget") as bar:
+def _exercise(target: Target, names: list[str], work_dir: Path, seed: int, budget_s: float, tolerance_ms: int,
+              first_failure: bool) -> list[ProbeRun]:
+    label = target.runs_label
+    with tqdm(total=100, desc=label, file=sys.stderr, leave=False, bar_format="{desc} {bar} {n:.0f}% of the budget") as bar:
         def progress(run: ProbeRun, fraction: float) -> None:
             bar.n = max(bar.n, fraction * 100)
-            bar.set_description_str(f"runs (last: {run.name} {run.outcome})")
+            bar.set_description_str(f"{label} (last: {run.name} {run.outcome})")
 
-        outcome.probe_runs = run_seeds(load_factory(target_text), outcome.profile, work_dir / "runs", seed, budget_s,
-                                       progress, first_failure, seeds)
-    _shrink_first_failure(outcome, work_dir, "python", target_text, outcome.profile, seed, None)
-    return outcome
+        return target.exercise(names, work_dir / label, seed, budget_s, tolerance_ms, progress, first_failure)
 
 
-def _probe(target, names: list[str], work_dir: Path, seed: int, budget_s: float, tolerance_ms: int,
-           first_failure: bool) -> list[ProbeRun]:
-    with tqdm(total=100, desc="probes", file=sys.stderr, leave=False, bar_format="{desc} {bar} {n:.0f}% of the budget") as bar:
-        def progress(run: ProbeRun, fraction: float) -> None:
-            bar.n = max(bar.n, fraction * 100)
-            bar.set_description_str(f"probes (last: {run.name} {run.outcome})")
+def _clients(names: list[str], work_root: Path, target: Target) -> list[ScenarioResult]:
+    from kipcheck.oracle.conformance import scenarios
 
-        return run_probes(target, names, work_dir / "probes", seed, budget_s, tolerance_ms, progress, first_failure)
-
-
-def _clients(names: list[str], work_root: Path, profile: str, launcher: tuple[str, ...]) -> list[ScenarioResult]:
-    from kipcheck.oracle.conformance.scenarios import SCENARIOS
-
+    launcher = {"launcher": target.options.launcher} if target.options.launcher else {}
     results = []
     for name in names:
         print(f"client scenario {name} ...", file=sys.stderr, flush=True)
-        results.append(SCENARIOS[name](work_root / name, launcher=launcher, profile=profile))
+        results.append(scenarios.scenario(name)(work_root / name, profile=target.profile, **launcher))
     return results
 
 
-def _shrink_first_failure(outcome: Outcome, work_dir: Path, kind: str, address, profile: str, seed: int,
-                          launcher) -> None:
+def _shrink_first_failure(outcome: Outcome, work_dir: Path, target: Target) -> None:
     for run_ in outcome.probe_runs:
         failing = [path for path, verdict in zip(run_.paths, run_.verdicts) if verdict.status == "violation"]
         if failing:
             outcome.shrunk = shrink_file(failing[0], work_dir / f"shrunk-{failing[0].name}")
-            target = {"embedded": "embedded", MOCK: MOCK, "python": address}.get(kind) or "wire://%s:%d" % address
-            extra = f" --launcher '{' '.join(launcher)}'" if launcher else ""
-            outcome.replay = f"kipcheck conform --target {target} --profile {profile} --scenario {run_.name}{extra}"
+            outcome.replay = target.replay(run_.name)
             return
     bad = [verdict for verdict in outcome.verdicts if verdict.status == "violation"]
     if bad:

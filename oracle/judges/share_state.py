@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 
 from kipcheck.model.share_state import (
-    COLD_SNAPSHOT_INTERVAL_MS, KIP_DELTAS_MAX, RECORD_KINDS, STATE_IDS, UNCHANGED, Answer, Batch, ShareCoordinator,
+    COLD_SNAPSHOT_INTERVAL_MS, RECORD_KINDS, RULES, STATE_IDS, UNCHANGED, Answer, Batch, ShareCoordinator,
     canonical,
 )
 from kipcheck.model.violation import STORAGE_ERRORS, Violation
@@ -27,7 +27,7 @@ class ShareStateJudge(Judge):
     def __init__(self, config: dict, profile: str) -> None:
         super().__init__(config, profile)
         limit = self.config["deltas_per_checkpoint"]
-        highest = KIP_DELTAS_MAX if self.profile == "kip" else 2**31 - 1
+        highest = RULES[self.profile].deltas_max  # ST-9, ST-10
         if limit is not None and (type(limit) is not int or not 0 <= limit <= highest):
             raise Malformed(1, f"config 'deltas_per_checkpoint' must be an integer in 0..{highest}, found {limit!r}")
         if self.config["cold_snapshot_interval_ms"] < 0:

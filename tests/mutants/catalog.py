@@ -167,7 +167,7 @@ def _clip_ignoring_start_offset(batches, start_offset):
     return batches  # ST-6 broken: state below the start offset is kept
 
 
-def _older_write_wins(new, old, profile):
+def _older_write_wins(rules, new, old):
     return False  # ST-7 broken: an earlier write wins over a later one
 
 
@@ -285,7 +285,7 @@ CATALOG = (
     Mutant("st-start-offset-ignored", "state below the start offset kept (ST-6)",
            ((share_state, "_clip", _clip_ignoring_start_offset),), "share_state"),
     Mutant("st-older-write-wins", "an earlier write wins (ST-7)",
-           ((share_state, "_new_wins", _older_write_wins),), "share_state"),
+           ((share_state.KipRules, "new_wins", _older_write_wins),), "share_state"),
     Mutant("ic-no-tombstones", "compaction writes no tombstones (IC-4)",
            ((ic, "compaction_appends", _appends_without_tombstones),), "ic"),
     Mutant("ic-too-old-accepted", "a commit at or below the stable offset accepted (IC-5)",

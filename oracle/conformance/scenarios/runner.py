@@ -3,8 +3,7 @@
     result = run_scenario(name, work_dir, settings, body, launcher, profile, needs_traces=True)
     check(condition, "what the clients saw instead")      # inside a body: raises ScenarioFailed
 
-The share-group scenarios (scenarios.py) and the consumer-group scenarios
-(group_scenarios.py) are both built on it.
+Every scenario module of this package is built on it.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from kipcheck.oracle.check import Verdict, check_file
-from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
+from kipcheck.oracle.conformance.targets.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
 
 WAIT_S = 90.0
 

@@ -1,6 +1,6 @@
 """Kafka 4.2 scenarios: what Apache Kafka 4.2's share groups add to KIP-932, spoken on the wire through kio.
 
-    result = KAFKA42_SCENARIOS["kafka42-renew"](work_dir)      # a ScenarioResult, like the other scenarios
+    result = SCENARIOS["kafka42-renew"](work_dir)      # a ScenarioResult, like the other scenarios
 
 confluent-kafka (librdkafka 2.16) sends neither RENEW nor ShareAcquireMode, so
 these scenarios speak ShareFetch and ShareAcknowledge v1 and v2 themselves,
@@ -23,10 +23,10 @@ from typing import Callable
 from kio.schema.errors import ErrorCode
 
 from kipcheck.impl.broker.metadata import topic_id_of
-from kipcheck.oracle.conformance.clients import create_topic, produce
-from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
-from kipcheck.oracle.conformance.runner import WAIT_S, ScenarioResult, check, run_scenario
-from kipcheck.oracle.conformance.wire import RawClient
+from kipcheck.oracle.conformance.scenarios.clients import create_topic, produce
+from kipcheck.oracle.conformance.targets.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
+from kipcheck.oracle.conformance.scenarios.runner import WAIT_S, ScenarioResult, check, run_scenario
+from kipcheck.oracle.conformance.probes.raw_client import RawClient
 
 SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
 GAP, ACCEPT, RELEASE, REJECT, RENEW = range(5)          # AcknowledgeTypes on the wire
@@ -224,7 +224,7 @@ def forgotten_partition_and_empty_group(work_dir: Path, launcher: tuple[str, ...
     return run_scenario("kafka42-forgotten-and-empty-group", work_dir, EARLIEST, body, launcher, profile)
 
 
-KAFKA42_SCENARIOS: dict[str, Callable[..., ScenarioResult]] = {
+SCENARIOS: dict[str, Callable[..., ScenarioResult]] = {
     "kafka42-forgotten-and-empty-group": forgotten_partition_and_empty_group,
     "kafka42-throttled-redelivery": throttled_redelivery,
     "kafka42-record-limit": record_limit,

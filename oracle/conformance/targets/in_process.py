@@ -1,4 +1,4 @@
-"""In-process targets: a share-partition implementation driven directly, on a virtual clock.
+"""The in-process target: a share-partition implementation driven directly, on a virtual clock.
 
     kipcheck conform --target reference                        # impl/share's SharePartition
     kipcheck conform --target python:mypackage.partition:make  # yours, behind the adapter protocol below
@@ -27,6 +27,11 @@ passing past lock deadlines. The answers are written as a share-partition
 trace (with a `check` of SPSO after every step when the adapter has `spso`;
 its header says `"kafka_ranges": "waive"` under kafka-4.2 when the drawn
 settings are outside Kafka's ranges, spec SP-45) and judged; a run that raises is a failure with its traceback's last line.
+
+There is no broker: no probe, client scenario or broker trace, nothing to
+restart (XM-1 and SP-26 are not observable), and no settings to tell (each run
+draws its own). `--scenario` takes `swarm` (runs until the budget is spent)
+and `swarm:SEED` (that run again).
 """
 
 from __future__ import annotations
@@ -40,13 +45,14 @@ from typing import Callable
 
 from kipcheck.model.share_partition import kafka_range_violation
 from kipcheck.oracle.check import check_file
-from kipcheck.oracle.conformance.conform import ProbeRun
+from kipcheck.oracle.conformance.probes.runner import SWARM, ProbeRun, scenario_names
+from kipcheck.oracle.conformance.targets import Target, TargetError, TargetOptions
 
 REFERENCE = "python:kipcheck.oracle.conformance.adapter_example:make_partition"
 RUN_STEPS_MAX = 400
 
 
-class AdapterError(ValueError):
+class AdapterError(TargetError):
     """A python:MODULE:FACTORY target that cannot be loaded (the message says why)."""
 
 
@@ -63,6 +69,40 @@ def load_factory(target: str) -> Callable[[dict], object]:
     if not callable(factory):
         raise AdapterError(f"{spec!r} is not callable")
     return factory
+
+
+class InProcessTarget(Target):
+    forms = {"reference": "impl/share's share-partition, in this process, on a\n"
+                          "virtual clock: seeded runs until the budget is spent",
+             "python:MODULE:FACTORY": "your share-partition implementation behind a small\n"
+                                      "adapter (oracle/conformance/targets/in_process.py;\n"
+                                      "a worked example: oracle/conformance/adapter_example.py)"}
+    runs_label = "runs"
+
+    def __init__(self, text: str, options: TargetOptions):
+        super().__init__(text, options)
+        self.factory = load_factory(text)
+
+    @classmethod
+    def accepts(cls, text: str) -> bool:
+        return text == "reference" or text.startswith("python:")
+
+    @property
+    def unobservable(self) -> dict[str, str]:
+        return {"XM-1": "no broker", "SP-26": "no broker"}
+
+    def scenarios(self, names: list[str]) -> tuple[list[str], list[str]]:
+        bad = [name for name in names if name != SWARM and not name.startswith(f"{SWARM}:")]
+        if bad or scenario_names(names)[1]:
+            raise TargetError(f"a python or reference target runs {SWARM} or {SWARM}:SEED only, "
+                              f"not {', '.join(bad or names)}")
+        return names or [SWARM], []
+
+    def exercise(self, names: list[str], work_dir: Path, seed: int, budget_s: float, tolerance_ms: int,
+                 progress: Callable[[ProbeRun, float], None] | None = None,
+                 first_failure: bool = False) -> list[ProbeRun]:
+        seeds = None if names == [SWARM] else [int(name.partition(":")[2]) for name in names]
+        return run_seeds(self.factory, self.profile, work_dir, seed, budget_s, progress, first_failure, seeds)
 
 
 def run_seeds(factory: Callable[[dict], object], profile: str, work_dir: Path, seed: int, budget_s: float,

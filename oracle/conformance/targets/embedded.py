@@ -1,4 +1,5 @@
-"""EmbeddedBroker: the reference broker in a subprocess on a free loopback port, for scenarios and tests.
+"""The embedded target (`--target embedded`), and EmbeddedBroker: the reference broker in a subprocess on a free
+loopback port, for the target, the client scenarios and tests.
 
     with EmbeddedBroker(work_dir, settings={"group.share.record.lock.duration.ms": "20000"}) as broker:
         broker.bootstrap          # "127.0.0.1:PORT"
@@ -11,6 +12,11 @@
 bug before starting the same command. The broker's stdout/stderr go to
 `<work dir>/broker.log`, so a failing scenario can show them. `traced=False`
 runs it without a trace dir (benchmarks).
+
+The target starts the broker with EMBEDDED_SETTINGS (the settings its traces
+are judged with; --set does not change them) and --trace-state, kills -9 and
+restarts it for the broker-restart probe, judges the traces the broker wrote
+about itself, and runs every client scenario (each on a broker of its own).
 """
 
 from __future__ import annotations
@@ -23,9 +29,26 @@ import sys
 import time
 from pathlib import Path
 
+from kipcheck.oracle.conformance.targets import BrokerSettings, Target, TargetOptions
+
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 DEFAULT_LAUNCHER = (sys.executable, "-m", "kipcheck", "broker")
+
+# The embedded broker's settings: short locks and small limits, so that expiry, the delivery limit, the in-flight
+# limit, the session limit and share-state snapshots are all reached within seconds. Each is within Kafka 4.2's
+# ranges (spec SP-45), which the broker holds its settings to under kafka-4.2: the shortest lock Kafka allows needs
+# the lowest group.share.min.record.lock.duration.ms, and the in-flight limit is Kafka's least.
+EMBEDDED_SETTINGS = {
+    "group.share.record.lock.duration.ms": "2000",
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.delivery.count.limit": "3",
+    "group.share.partition.max.record.locks": "100",
+    "group.share.max.share.sessions": "6",
+    "share.coordinator.snapshot.update.records.per.snapshot": "3",
+    "share.auto.offset.reset": "earliest",
+    "group.share.heartbeat.interval.ms": "1000",
+}
 
 
 class BrokerFailed(RuntimeError):
@@ -148,3 +171,56 @@ class EmbeddedBroker:
         if not self.log_path.exists():
             return "(no broker log)"
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def embedded_settings(profile: str) -> dict[str, str]:
+    """EMBEDDED_SETTINGS under `profile`: Kafka 4.2 refuses fewer share sessions than members of its largest share
+    group (ShareGroupConfig.validate), so under kafka-4.2 the group size is bounded by the session limit too."""
+    if profile != "kafka-4.2":
+        return EMBEDDED_SETTINGS
+    return {**EMBEDDED_SETTINGS, "group.share.max.size": EMBEDDED_SETTINGS["group.share.max.share.sessions"]}
+
+
+class EmbeddedTarget(Target):
+    """The reference broker (or --launcher, a command that serves the same flags) started on a free loopback port."""
+
+    forms = {"embedded": "the reference broker, started here on a free\n"
+                         "loopback port (the default; what `make conformance` runs)"}
+    can_restart = True
+
+    def __init__(self, text: str, options: TargetOptions):
+        super().__init__(text, options)
+        self.launcher = options.launcher or DEFAULT_LAUNCHER
+        self.broker_settings = embedded_settings(self.profile)
+        self.settings = BrokerSettings.from_properties(self.broker_settings, self.profile)
+        self.broker: EmbeddedBroker | None = None
+
+    def client_scenarios(self) -> list[str]:
+        from kipcheck.oracle.conformance import scenarios
+
+        return scenarios.names()
+
+    def open(self, work_dir: Path) -> None:
+        # --trace-state: the broker's own traces show its state after every step, not only at the clean stop.
+        self.broker = EmbeddedBroker(work_dir / "broker", self.broker_settings, profile=self.profile,
+                                     launcher=(*self.launcher, "--trace-state"))
+        self.broker.start()
+        self.address = ("127.0.0.1", self.broker.port)
+
+    def restart(self) -> None:
+        self.broker.kill()
+        self.broker.start()
+        self.address = ("127.0.0.1", self.broker.port)
+
+    def broker_traces(self) -> list[Path]:
+        """Stop the broker cleanly (its traces end with a `check` of every share-partition) and list them."""
+        self.broker.stop()
+        return sorted(self.broker.trace_dir.glob("*.jsonl"))
+
+    def replay(self, scenario: str) -> str:
+        extra = f" --launcher '{' '.join(self.options.launcher)}'" if self.options.launcher else ""
+        return super().replay(scenario) + extra
+
+    def close(self) -> None:
+        if self.broker is not None:
+            self.broker.stop()

@@ -1,6 +1,6 @@
 """A plain consumer-group member in its own process (so a scenario can kill it -9): consumes, commits, logs.
 
-    python -m kipcheck.oracle.conformance.group_member BOOTSTRAP GROUP TOPIC PROTOCOL ASSIGNOR REVOKE_S LOG_FILE
+    python -m kipcheck.oracle.conformance.scenarios.group_member BOOTSTRAP GROUP TOPIC PROTOCOL ASSIGNOR REVOKE_S LOG_FILE
 
 PROTOCOL is `classic` or `consumer` (KIP-848); ASSIGNOR is the classic
 client-side one (range, roundrobin, cooperative-sticky) or, for `consumer`,
@@ -30,7 +30,7 @@ import time
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from kipcheck.oracle.conformance.clients import QUIET
+from kipcheck.oracle.conformance.scenarios.clients import QUIET
 
 COMMIT_INTERVAL_S = 0.5
 LIFETIME_S = 600  # a member left behind by a failed scenario ends on its own

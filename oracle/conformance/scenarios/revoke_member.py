@@ -1,6 +1,6 @@
 """A ProcessingApp (revoke_app.py) on kipcheck's consumer, in its own process, so a scenario can stop or kill it.
 
-    python -m kipcheck.oracle.conformance.revoke_member BOOTSTRAP GROUP TOPIC MODE PROCESSING_MS TRACE_DIR SETTINGS \
+    python -m kipcheck.oracle.conformance.scenarios.revoke_member BOOTSTRAP GROUP TOPIC MODE PROCESSING_MS TRACE_DIR SETTINGS \
         LOG_FILE
 
 MODE is delay (KIP-983), callback or naive; SETTINGS are consumer settings,
@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 
-from kipcheck.oracle.conformance.revoke_app import QUEUE_HIGH, QUEUE_LOW, EventLog, ProcessingApp
+from kipcheck.oracle.conformance.scenarios.revoke_app import QUEUE_HIGH, QUEUE_LOW, EventLog, ProcessingApp
 
 LIFETIME_S = 600  # a member left behind by a failed scenario ends on its own
 

@@ -1,6 +1,6 @@
 """Consumer-group scenarios: real confluent-kafka Consumers in classic and KIP-848 groups on the reference broker.
 
-    result = GROUP_SCENARIOS["groups-consumer-uniform"](work_dir)     # a ScenarioResult, like the share scenarios
+    result = SCENARIOS["groups-consumer-uniform"](work_dir)     # a ScenarioResult, like the share scenarios
 
 Churn (one scenario per protocol and assignor): three members (each its own
 process, group_member.py) consume a 6-partition topic that a producer keeps
@@ -33,9 +33,9 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kipcheck.oracle.conformance.clients import QUIET, create_topic, produce
-from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
-from kipcheck.oracle.conformance.runner import WAIT_S, ScenarioResult, check, run_scenario
+from kipcheck.oracle.conformance.scenarios.clients import QUIET, create_topic, produce
+from kipcheck.oracle.conformance.targets.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
+from kipcheck.oracle.conformance.scenarios.runner import WAIT_S, ScenarioResult, check, run_scenario
 
 FAST_GROUPS = {"group.initial.rebalance.delay.ms": "200", "group.min.session.timeout.ms": "1000",
                "group.consumer.session.timeout.ms": "3000", "group.consumer.heartbeat.interval.ms": "300"}
@@ -51,7 +51,7 @@ class MemberProcess:
                  revoke_s: float = 0.0, command: list[str] | None = None):
         self.name, self.log_path = name, broker.work_dir / f"member-{name}.jsonl"
         self.killed_at: float | None = None
-        command = command or ["kipcheck.oracle.conformance.group_member", broker.bootstrap, group, "work", protocol,
+        command = command or ["kipcheck.oracle.conformance.scenarios.group_member", broker.bootstrap, group, "work", protocol,
                               assignor, str(revoke_s)]
         with open(broker.work_dir / f"member-{name}.stderr", "ab") as errors:  # why a member died, if it did
             self.process = subprocess.Popen([sys.executable, "-m", *command, str(self.log_path)],
@@ -305,7 +305,7 @@ def _consume(broker: EmbeddedBroker, group: str, expected: int) -> list[Record]:
     return records
 
 
-GROUP_SCENARIOS = {
+SCENARIOS = {
     "groups-classic-range": churn_scenario("classic", "range"),
     "groups-classic-roundrobin": churn_scenario("classic", "roundrobin"),
     "groups-classic-cooperative-sticky": churn_scenario("classic", "cooperative-sticky"),

@@ -1,6 +1,6 @@
 """A share consumer that acquires records and holds them until it is killed (the consumer-killed scenario).
 
-    python -m kipcheck.oracle.conformance.holder BOOTSTRAP GROUP TOPIC
+    python -m kipcheck.oracle.conformance.scenarios.holder BOOTSTRAP GROUP TOPIC
 
 Prints one JSON line, the [partition, offset, delivery_count] of the records
 it received in its first non-empty poll, then holds them unacknowledged
@@ -13,7 +13,7 @@ import json
 import sys
 import time
 
-from kipcheck.oracle.conformance.clients import poll_records, share_consumer
+from kipcheck.oracle.conformance.scenarios.clients import poll_records, share_consumer
 
 HOLD_LIMIT_S = 600
 

@@ -1,6 +1,6 @@
 """Scenarios of Kafka 4.2's log under share groups: transactions, and the log start offset moving.
 
-    result = KAFKA42_LOG_SCENARIOS["share-transactions"](work_dir)     # a ScenarioResult, like the others
+    result = SCENARIOS["share-transactions"](work_dir)     # a ScenarioResult, like the others
 
 share-transactions: a confluent-kafka transactional Producer commits three
 records, aborts two and commits one more; a ShareConsumer reads the topic.
@@ -28,9 +28,9 @@ from pathlib import Path
 from confluent_kafka import AcknowledgeType, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kipcheck.oracle.conformance.clients import QUIET, create_topic, poll_records, produce, share_consumer
-from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER
-from kipcheck.oracle.conformance.runner import WAIT_S, ScenarioResult, check, run_scenario
+from kipcheck.oracle.conformance.scenarios.clients import QUIET, create_topic, poll_records, produce, share_consumer
+from kipcheck.oracle.conformance.targets.embedded import DEFAULT_LAUNCHER
+from kipcheck.oracle.conformance.scenarios.runner import WAIT_S, ScenarioResult, check, run_scenario
 
 TOPIC = "payments"
 TRANSACTIONS = ((True, [b"c1", b"c2", b"c3"]), (False, [b"a1", b"a2"]), (True, [b"c4"]))  # (commit, values)
@@ -128,4 +128,4 @@ def share_log_start(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER
     return run_scenario("share-log-start", work_dir, {"share.auto.offset.reset": "earliest"}, body, launcher, profile)
 
 
-KAFKA42_LOG_SCENARIOS = {"share-transactions": share_transactions, "share-log-start": share_log_start}
+SCENARIOS = {"share-transactions": share_transactions, "share-log-start": share_log_start}

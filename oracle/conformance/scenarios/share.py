@@ -1,13 +1,12 @@
-"""The broker scenarios: real clients against the embedded reference broker, then its traces judged.
+"""Share-group scenarios: real confluent-kafka clients against the embedded reference broker, then its traces judged.
 
-Each scenario starts a broker (embedded.EmbeddedBroker) in its own work dir,
+Each scenario starts a broker (targets/embedded.EmbeddedBroker) in its own work dir,
 drives it with confluent-kafka clients, checks what the clients saw, stops the
 broker cleanly and judges every trace it wrote with the oracle
 (`kipcheck check`). Its ScenarioResult passes only if the clients saw what the
 protocol promises AND every trace is allowed by the models.
 
-    results = run_scenarios(work_root)                   # all of them
-    result = SCENARIOS["consumer-killed"](work_dir)      # one (profile="kip" for the KIP text)
+    result = SCENARIOS["consumer-killed"](work_dir)      # profile="kip" for the KIP text
 
 `launcher` (see EmbeddedBroker) lets a test run a scenario against a broker
 with a seeded bug, to show the oracle catches it.
@@ -26,15 +25,10 @@ from typing import Callable
 
 from confluent_kafka import AcknowledgeType
 
-from kipcheck.oracle.conformance.clients import (Delivered, as_delivered, create_topic, poll_records, produce,
+from kipcheck.oracle.conformance.scenarios.clients import (Delivered, as_delivered, create_topic, poll_records, produce,
                                                   read_plain, share_consumer)
-from kipcheck.oracle.conformance.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
-from kipcheck.oracle.conformance.group_scenarios import GROUP_SCENARIOS
-from kipcheck.oracle.conformance.kafka42_scenarios import KAFKA42_SCENARIOS
-from kipcheck.oracle.conformance.ic_scenarios import IC_SCENARIOS
-from kipcheck.oracle.conformance.kafka42_log_scenarios import KAFKA42_LOG_SCENARIOS
-from kipcheck.oracle.conformance.revoke_scenarios import REVOKE_SCENARIOS
-from kipcheck.oracle.conformance.runner import WAIT_S, ScenarioResult, check, run_scenario
+from kipcheck.oracle.conformance.targets.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
+from kipcheck.oracle.conformance.scenarios.runner import WAIT_S, ScenarioResult, check, run_scenario
 
 FAST_GROUPS = {"group.share.heartbeat.interval.ms": "1000", "share.auto.offset.reset": "earliest"}
 
@@ -179,7 +173,7 @@ def _held_records_return(name: str, work_dir: Path, launcher: tuple[str, ...], p
     def body(broker: EmbeddedBroker) -> str:
         create_topic(broker.bootstrap, "jobs", 1)
         produce(broker.bootstrap, "jobs", [(0, None, f"job-{index}".encode()) for index in range(20)])
-        holder = subprocess.Popen([sys.executable, "-m", "kipcheck.oracle.conformance.holder", broker.bootstrap,
+        holder = subprocess.Popen([sys.executable, "-m", "kipcheck.oracle.conformance.scenarios.holder", broker.bootstrap,
                                    "crew", "jobs"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         try:
             held = json.loads(holder.stdout.readline() or "[]")
@@ -289,19 +283,3 @@ SCENARIOS: dict[str, Callable[..., ScenarioResult]] = {
     "broker-killed": broker_killed,
     "plain-fetch": plain_fetch,
 }
-SCENARIOS.update(GROUP_SCENARIOS)
-SCENARIOS.update(REVOKE_SCENARIOS)
-SCENARIOS.update(KAFKA42_SCENARIOS)
-SCENARIOS.update(IC_SCENARIOS)
-SCENARIOS.update(KAFKA42_LOG_SCENARIOS)
-
-
-def run_scenarios(work_root: Path, names: list[str] | None = None,
-                  report: Callable[[ScenarioResult], None] | None = None, profile: str = "kafka-4.2") -> list[ScenarioResult]:
-    results = []
-    for name in names or list(SCENARIOS):
-        result = SCENARIOS[name](Path(work_root) / profile / name, profile=profile)
-        if report is not None:
-            report(result)
-        results.append(result)
-    return results

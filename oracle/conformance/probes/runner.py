@@ -18,9 +18,9 @@ from typing import Callable
 
 from kipcheck.impl.consumer.connection import ConnectionFailed
 from kipcheck.oracle.check import Verdict
-from kipcheck.oracle.conformance.catalogue import CATALOGUE, NotObservable, swarm
-from kipcheck.oracle.conformance.probe import Probe, ProbeError, judge
-from kipcheck.oracle.conformance.tolerance import Ambiguous, Timers
+from kipcheck.oracle.conformance.probes.catalogue import CATALOGUE, NotObservable, swarm
+from kipcheck.oracle.conformance.probes.probe import Probe, ProbeError, judge
+from kipcheck.oracle.conformance.probes.tolerance import Ambiguous, Timers
 
 SWARM = "swarm"
 SWARM_RUN_S = 25  # what one swarm run may take at most (a few lock expiries and waits), to keep within the budget

@@ -44,9 +44,9 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaException, Producer, ShareConsumer, TopicPartition
 
 from kipcheck.oracle.check import Verdict
-from kipcheck.oracle.conformance.clients import QUIET, create_topic
-from kipcheck.oracle.conformance.embedded import BrokerFailed, EmbeddedBroker
-from kipcheck.oracle.conformance.runner import judge_traces
+from kipcheck.oracle.conformance.scenarios.clients import QUIET, create_topic
+from kipcheck.oracle.conformance.targets.embedded import BrokerFailed, EmbeddedBroker
+from kipcheck.oracle.conformance.scenarios.runner import judge_traces
 
 TOPIC, GROUP = "soak", "soak-group"
 BALLAST_CHUNK_BYTES = 64 * 1024

@@ -1,6 +1,6 @@
 """Individual-commit and key-range scenarios: kio consumers sharing one partition by key range on a live broker.
 
-    result = IC_SCENARIOS["ic-key-range-sharing"](work_dir)     # a ScenarioResult, like the other scenarios
+    result = SCENARIOS["ic-key-range-sharing"](work_dir)     # a ScenarioResult, like the other scenarios
 
 Each scenario creates a topic with `accept.range.fetch=true`, produces keyed
 records with confluent-kafka, and drives kio consumers (impl/consumer) that
@@ -33,9 +33,9 @@ from kipcheck.impl.consumer.individual import KeySharingTraces
 from kipcheck.impl.groups.assignors import KeyRangeRoundRobinAssignor
 from kipcheck.model.key_hash import in_ranges, record_hash
 from kipcheck.model.key_range_assign import split
-from kipcheck.oracle.conformance.clients import QUIET, create_topic, produce
-from kipcheck.oracle.conformance.embedded import EmbeddedBroker
-from kipcheck.oracle.conformance.runner import check, named_scenario
+from kipcheck.oracle.conformance.scenarios.clients import QUIET, create_topic, produce
+from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.scenarios.runner import check, named_scenario
 
 TOPIC, GROUP, RECORDS = "shared-orders", "sharers", 400
 TP = TopicPartition(TOPIC, 0)
@@ -301,7 +301,7 @@ def _group_sharing(broker: EmbeddedBroker) -> str:
             f"{[len(sharer.processed) for sharer in everyone]} processed")
 
 
-IC_SCENARIOS = {
+SCENARIOS = {
     "ic-key-range-sharing": named_scenario("ic-key-range-sharing", _sharing,
                                       "Four kio consumers share one partition by key range (KR-10) and commit "
                                       "ranges: each record processed once, every ic trace allowed."),

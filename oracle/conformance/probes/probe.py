@@ -41,7 +41,7 @@ from kipcheck.impl.consumer.connection import BrokerConnection
 from kipcheck.model.cross_machine import reloaded_window
 from kipcheck.model.violation import Violation
 from kipcheck.oracle.check import check_file
-from kipcheck.oracle.conformance.tolerance import Timers
+from kipcheck.oracle.conformance.probes.tolerance import Timers
 
 ACK_CODES = {"gap": 0, "accept": 1, "release": 2, "reject": 3}
 FINAL_EPOCH = -1
@@ -165,7 +165,7 @@ class Probe:
 
     def produce(self, topic: str, partition: int, batch_sizes: list[int]) -> None:
         """Produce batches (one Producer flush each) and append them to the partition's trace as the log has them."""
-        from kipcheck.oracle.conformance.clients import produce  # confluent-kafka: needed only by probes that produce
+        from kipcheck.oracle.conformance.scenarios.clients import produce  # confluent-kafka: needed only by probes that produce
 
         bootstrap = "%s:%d" % self.target.address
         for size in batch_sizes:
@@ -421,9 +421,9 @@ class Probe:
         return paths
 
 
-def replay(header: dict, steps: list[dict], after_step=None):
+def replay(header: dict, steps: list[dict]):
     """Replay share-partition steps (dicts) through the model, stopping at the first it does not allow:
-    (the model, the index of that step or None). `after_step(model, index)` is called after each step."""
+    (the model, the index of that step or None)."""
     from kipcheck.model.share_partition import SharePartition
 
     model = SharePartition(**header["config"], profile=header.get("profile", "kip"))
@@ -444,8 +444,6 @@ def replay(header: dict, steps: list[dict], after_step=None):
                 model.leave(step["at_ms"], step["actor"])
         except Violation:
             return model, index
-        if after_step is not None:
-            after_step(model, index)
     return model, None
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from typing import Callable
 
-from kipcheck.oracle.conformance.probe import Probe
+from kipcheck.oracle.conformance.probes.probe import Probe
 
 WAIT_MS = 1_500  # a fetch's MaxWaitMs when the probe expects records
 

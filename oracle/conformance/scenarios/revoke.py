@@ -1,6 +1,6 @@
 """Revoke-delay scenarios: KIP-983 consumers (kipcheck's) beside real confluent-kafka consumers in one KIP-848 group.
 
-    result = REVOKE_SCENARIOS["revoke-delay-neighbours"](work_dir)    # a ScenarioResult
+    result = SCENARIOS["revoke-delay-neighbours"](work_dir)    # a ScenarioResult
     problems = traces_disagree(trace_dir)                              # [] when both sides tell one story
 
 Neighbours: on a 6-partition topic a producer writes 200 records/s while the
@@ -30,18 +30,18 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from kipcheck.oracle.conformance.clients import create_topic
-from kipcheck.oracle.conformance.embedded import EmbeddedBroker
-from kipcheck.oracle.conformance.group_scenarios import (
+from kipcheck.oracle.conformance.scenarios.clients import create_topic
+from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
+from kipcheck.oracle.conformance.scenarios.groups import (
     FAST_GROUPS, PARTITIONS, MemberProcess, SteadyProducer, _committed, _wait)
-from kipcheck.oracle.conformance.runner import check, named_scenario
+from kipcheck.oracle.conformance.scenarios.runner import check, named_scenario
 
 AGREED_OPS = ("assign", "revoke", "release")
 
 
 def kip983_member(name: str, broker: EmbeddedBroker, group: str, processing_ms: float = 5,
                   settings: str = "-") -> MemberProcess:
-    command = ["kipcheck.oracle.conformance.revoke_member", broker.bootstrap, group, "work", "delay",
+    command = ["kipcheck.oracle.conformance.scenarios.revoke_member", broker.bootstrap, group, "work", "delay",
                str(processing_ms), str(broker.trace_dir), settings]
     return MemberProcess(name, broker, group, "consumer", "-", command=command)
 
@@ -190,7 +190,7 @@ def _lost(broker: EmbeddedBroker) -> str:
                                                f"last commit)")
 
 
-REVOKE_SCENARIOS = {
+SCENARIOS = {
     "revoke-delay-neighbours": named_scenario("revoke-delay-neighbours", _neighbours,
                                               "KIP-983 consumers and confluent-kafka consumers in one group as members "
                                               "join and leave: nothing lost or processed twice, every trace allowed.",

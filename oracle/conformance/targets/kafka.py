@@ -1,0 +1,73 @@
+"""`--target kafka:4.2` (or any release line java/pom.xml pins): Apache Kafka itself, started by the runner.
+
+The runner starts a KRaft cluster on free loopback ports (oracle/kafka/cluster.py) with KAFKA_SETTINGS, the
+embedded broker's test-sized settings under Kafka's names, so that lock expiry, the delivery limit, the
+in-flight limit and the session limit are reached within seconds, and Kafka accepts every one of them. It can
+kill -9 the cluster and start it again, so the broker-restart probe runs (XM-1 and SP-26 are observable). Kafka
+writes no traces of its own. `kafka:4.2x3` runs a cluster of three brokers: the partition leaders, the group
+coordinator and the share coordinator may then sit on different brokers.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kipcheck.oracle.conformance.targets import BrokerSettings, Target, TargetError, TargetOptions
+from kipcheck.oracle.conformance.targets.embedded import EMBEDDED_SETTINGS
+
+KAFKA = re.compile(r"^kafka:(?P<line>\d+\.\d+)(?:x(?P<brokers>\d))?$")
+# EMBEDDED_SETTINGS but for share.auto.offset.reset, a group config in Kafka (the probes set it per group), and
+# with the floor under the heartbeat interval lowered to meet it (Kafka refuses an interval below its floor).
+KAFKA_SETTINGS = {
+    **{name: value for name, value in EMBEDDED_SETTINGS.items() if name != "share.auto.offset.reset"},
+    "group.share.min.heartbeat.interval.ms": EMBEDDED_SETTINGS["group.share.heartbeat.interval.ms"],
+    "group.share.max.size": EMBEDDED_SETTINGS["group.share.max.share.sessions"],
+}
+
+
+class KafkaTarget(Target):
+    forms = {"kafka:LINE[x3]": "Apache Kafka itself (a release line java/pom.xml\n"
+                               "pins, e.g. kafka:4.2 or kafka:4.4), started here;\n"
+                               "x3: a cluster of three brokers"}
+    can_restart = True
+
+    def __init__(self, text: str, options: TargetOptions):
+        from kipcheck.oracle.kafka.runtime import KafkaUnavailable, release_lines
+
+        super().__init__(text, options)
+        match = KAFKA.match(text)
+        self.line, self.brokers = match["line"], int(match["brokers"] or 1)
+        try:
+            pinned = release_lines()
+        except KafkaUnavailable as error:
+            raise TargetError(str(error)) from None
+        if self.line not in pinned:
+            raise TargetError(f"no Apache Kafka {self.line} is pinned in java/pom.xml "
+                              f"(pinned: {', '.join(f'kafka:{line}' for line in sorted(pinned))})")
+        if self.brokers not in (1, 3):
+            raise TargetError(f"{text!r}: a Kafka target runs one broker or three (x3)")
+        self.settings = BrokerSettings.from_properties(KAFKA_SETTINGS, self.profile)
+        self.cluster = None
+
+    @classmethod
+    def accepts(cls, text: str) -> bool:
+        return KAFKA.match(text) is not None
+
+    def open(self, work_dir: Path) -> None:
+        from kipcheck.oracle.kafka.cluster import KafkaCluster
+        from kipcheck.oracle.kafka.runtime import KafkaUnavailable
+
+        try:
+            self.cluster = KafkaCluster(self.line, work_dir / "kafka", KAFKA_SETTINGS, brokers=self.brokers)
+        except KafkaUnavailable as error:
+            raise TargetError(str(error)) from None
+        self.cluster.start()
+        self.address = ("127.0.0.1", self.cluster.ports[0])
+
+    def restart(self) -> None:
+        self.cluster.restart()
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
