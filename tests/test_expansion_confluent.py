@@ -11,13 +11,11 @@ group coordinator's side, the reference broker and Apache Kafka are the end-to-e
 
 from __future__ import annotations
 
-import pytest
+import confluent_kafka
 from expansion_support import Job
 
 from kipcheck.impl.expansion.confluent import ConfluentReader
 from kipcheck.oracle.check import check_file
-
-confluent_kafka = pytest.importorskip("confluent_kafka")
 
 TOPIC = "orders"
 MOCK_PARTITIONS = 4  # what librdkafka's mock cluster gives a topic it creates
