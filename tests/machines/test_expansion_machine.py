@@ -5,9 +5,10 @@ The routing rules (EX-2 to EX-4) are checked from the answers. For the job (EX-5
 steps (appends, assignments, reads with a use, commits, ready, releases), mostly the ones a correct processor
 would take and sometimes wrong ones; the model accepts or refuses each, and a refusal must change nothing. What
 the model accepted is then checked against facts the machine keeps itself, independent of the model's rules:
-each processor applies each key's records as a prefix of their write order (per-key order across splits, none
-skipped, none twice), each record is output at most once and each key's outputs follow write order, and a
-processor applies only keys that were its own under some processor count the job had.
+each processor reads a split partition only after its sources up to where they were split, applies each key's
+records as a prefix of their write order (per-key order across splits, none skipped, none twice), each record is
+output at most once and each key's outputs follow write order, and a processor applies only keys that were its
+own under some processor count the job had.
 """
 
 import copy
@@ -16,7 +17,7 @@ from collections import defaultdict
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from kipcheck.model.expansion import PROCESS, REBUILD, SKIP, Expansion, drain_points, linear_hash
+from kipcheck.model.expansion import PROCESS, REBUILD, SKIP, Expansion, drain_points, linear_hash, source
 from kipcheck.model.violation import Violation
 
 KEY_HASHES = st.integers(0, 2**31 - 1)
@@ -33,6 +34,8 @@ class ExpansionMachine(RuleBasedStateMachine):
         self.written = defaultdict(list)  # key hash -> [(partition, offset)] in write order
         self.applied = defaultdict(lambda: defaultdict(list))  # processor -> key hash -> [(partition, offset)]
         self.output = defaultdict(list)  # key hash -> [(partition, offset)] in output order
+        self.split_at = {}  # new partition -> (source, the source's log end when it was added), kept here
+        self.read_to = defaultdict(dict)  # processor -> partition -> next offset, from the reads accepted
 
     def route(self, key):
         partition = self.job.partition_of(key)
@@ -63,17 +66,33 @@ class ExpansionMachine(RuleBasedStateMachine):
         self.processor[key] = self.route(key)
         self.keys.append(key)
 
-    @precondition(lambda self: self.job.partitions < 4 * self.job.initial_processors + 4)
+    def records(self):
+        return sum(len(records) for records in self.written.values())
+
+    # Expansions wait for a log of a few records per partition: splitting empty partitions shows little.
+    @precondition(lambda self: self.job.partitions < 4 * self.job.initial_processors + 4
+                  and self.records() >= 3 * self.job.partitions)
     @rule(added=st.integers(0, 4))
     def expand_partitions(self, added):
-        if not self.attempt(self.job.expand_partitions, self.job.partitions + added):
+        self.grow_partitions(added)
+
+    def grow_partitions(self, added):
+        before = self.job.partitions
+        if not self.attempt(self.job.expand_partitions, before + added):
             assert self.pending(), "EX-12 is the only refusal of a growing partition count"
             return
+        for partition in range(before, before + added):
+            origin = source(partition, before, self.job.initial_processors)
+            self.split_at[partition] = (origin, len(self.written_to(origin)))
         moved = {key: (was, self.route(key)) for key, was in self.processor.items() if self.route(key) != was}
         assert not moved, f"EX-2: adding partitions moved keys between processors: {moved}"
 
+    @precondition(lambda self: self.records() >= 3 * self.job.partitions)
     @rule(data=st.data())
     def expand_processors(self, data):
+        self.grow_processors(data)
+
+    def grow_processors(self, data):
         before = self.job.processors
         count = data.draw(st.integers(before, min(before + 3, self.job.partitions)))  # EX-3: never past the partitions
         if not self.attempt(self.job.expand_processors, count):
@@ -129,12 +148,15 @@ class ExpansionMachine(RuleBasedStateMachine):
         mine |= self.job.joining.get(processor, set())
         return sorted(mine | {source for partition in mine for source, _ in drain_points(partition, self.job.splits)})
 
-    @rule(data=st.data(), count=st.integers(1, 4), produce=st.integers(0, 3))
+    @rule(data=st.data(), count=st.integers(1, 3), produce=st.integers(0, 6))
     def round(self, data, count, produce):
         """Every processor, in an order drawn, as a correct one would do it (now and then using a record wrongly),
         with up to `produce` records written before each: the group assigns its free partitions; it releases what a
         ready new processor waits for, reads up to `count` records of each partition it reads, commits, and says
         ready when it has caught up."""
+        self.work(data, count, produce)
+
+    def work(self, data, count, produce):
         for processor in data.draw(st.permutations(range(self.job.processors))):
             self.produce(data, data.draw(st.integers(0, produce)))
             self.assign_free(data, {processor})
@@ -147,6 +169,20 @@ class ExpansionMachine(RuleBasedStateMachine):
                 self.attempt(self.job.commit, partition, self.position(processor, partition), processor)
             if processor in self.job.joining and processor not in self.job.ready_processors:
                 self.attempt(self.job.ready, processor)
+
+    @precondition(lambda self: self.job.partitions < 4 * self.job.initial_processors + 4)
+    @rule(data=st.data(), added=st.integers(1, 3), rounds=st.integers(1, 4))
+    def split_then_add_processors(self, data, added, rounds):
+        """The seed's order in one step, with the processors working between: write, split partitions, work while
+        writing, add processors, work. Most of the interleavings worth checking (a new processor catching up on
+        a split partition whose source it must drain) need this many steps."""
+        self.produce(data, 3 * self.job.partitions)
+        self.grow_partitions(added)
+        for _ in range(rounds):
+            self.work(data, 2, 3)
+        self.grow_processors(data)
+        for _ in range(rounds):
+            self.work(data, 2, 3)
 
     @rule(data=st.data(), count=st.integers(1, 8))
     def read(self, data, count):
@@ -168,8 +204,10 @@ class ExpansionMachine(RuleBasedStateMachine):
             self.attempt(self.job.commit, partition, offset, processor)
         elif action == "ready":
             self.attempt(self.job.ready, processor)
+        elif action == "assign":  # to the right processor, so that what is tried is the offset
+            self.attempt(self.job.assign, self.job.processor_of(partition), partition, offset)
         else:
-            self.attempt(getattr(self.job, action), processor, partition, offset)
+            self.attempt(self.job.release, processor, partition, offset)
 
     def position(self, processor, partition):
         return self.job.positions.get(processor, {}).get(partition, 0)
@@ -188,11 +226,25 @@ class ExpansionMachine(RuleBasedStateMachine):
                 use = data.draw(st.sampled_from((PROCESS, REBUILD, SKIP)))
             if not self.attempt(self.job.read, processor, partition, offset, key, use):
                 return
+            self.check_drained(processor, partition, offset)
+            self.read_to[processor][partition] = offset + 1
             if use != SKIP:
                 self.applied[processor][key].append((partition, offset))
             if use == PROCESS:
                 assert (partition, offset) not in self.output[key], f"EX-8/EX-11: {partition}:{offset} output twice"
                 self.output[key].append((partition, offset))
+
+    def written_to(self, partition):
+        return [record for records in self.written.values() for record in records if record[0] == partition]
+
+    def check_drained(self, processor, partition, offset):
+        # EX-6: a record of a split partition is read only after its sources, up to where they were split.
+        while partition in self.split_at:
+            origin, split = self.split_at[partition]
+            assert self.read_to[processor].get(origin, 0) >= split, \
+                f"EX-6: processor {processor} read {partition}:{offset} with source {origin} read up to " \
+                f"{self.read_to[processor].get(origin, 0)} of {split}"
+            partition = origin
 
     def proposed_use(self, processor, partition, offset, key):
         start = self.job.output_from.get(processor, {}).get(partition)
@@ -242,6 +294,15 @@ class ExpansionMachine(RuleBasedStateMachine):
         for key, records in self.output.items():
             assert records == self.written[key][:len(records)], \
                 f"key {key} output as {records}, written as {self.written[key]}"
+
+    @invariant()
+    def output_starts_where_the_records_below_were_output(self):
+        # EX-11: a holder outputs from its assigned offset; every record below it was output before (none lost).
+        output = {record for records in self.output.values() for record in records}
+        starts = {partition: start for held in self.job.output_from.values() for partition, start in held.items()}
+        lost = [(partition, offset) for records in self.written.values() for partition, offset in records
+                if offset < starts.get(partition, 0) and (partition, offset) not in output]
+        assert not lost, f"outputs start at {starts}, but these records were never output: {sorted(lost)}"
 
     @invariant()
     def keys_only_at_their_own_processors(self):
