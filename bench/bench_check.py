@@ -39,8 +39,8 @@ from pathlib import Path
 
 import msgspec
 
-from kipcheck.impl.fastcheck.share_partition import SharePartition
 from kipcheck.oracle.check import check_file, check_lines
+from kipcheck.oracle.judges.fast.share_partition import SharePartition
 from kipcheck.oracle.trace import FORMAT, VERSION
 
 CONSUMERS = 6

@@ -1,4 +1,4 @@
-"""What the impossible-count check (impl/broker/frame_check) adds to decoding a request.
+"""What the impossible-count check (impl/wire/frame_check) adds to decoding a request.
 
     .venv/bin/python bench/bench_frame_check.py [--repeat 5] [--seconds 0.3]
 
@@ -21,9 +21,9 @@ import uuid
 
 from kio.index import load_request_schema
 from kio.serial import entity_reader
-from kipcheck.impl.broker.codec import build
-from kipcheck.impl.broker.frame_check import check_frame
 from kipcheck.impl.consumer.connection import encode_entity
+from kipcheck.impl.wire.codec import build
+from kipcheck.impl.wire.frame_check import check_frame
 
 
 def request(api_key: int, version: int, **body) -> bytes:

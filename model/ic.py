@@ -31,27 +31,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from kipcheck.model.key_hash import CONSUMER_RANGE_FETCH_NOT_ACCEPTED, TOPIC_RANGE_FETCH_NOT_ALLOWED
+from kipcheck.model.errors import Error
 
 OFFSET_MAX = 2**63 - 1   # offsets are int64 on the wire
 Range = tuple[int, int]
 
-NONE = "NONE"
-NOT_ALLOWED = "INDIVIDUAL_COMMIT_NOT_ALLOWED"
-TOO_OLD = "INDIVIDUAL_COMMIT_TOO_OLD"
-MAX_REACHED = "MAX_INDIVIDUAL_COMMIT_REACHED"
-INVALID_REQUEST = "INVALID_REQUEST"
-NOT_COORDINATOR = "NOT_COORDINATOR"
-
 # IC-17: the seed's codes 88-92 collide with Kafka's; the same order, moved above Kafka's codes (<= 133 in 4.2).
-WIRE_CODES = {NOT_ALLOWED: 1088, TOPIC_RANGE_FETCH_NOT_ALLOWED: 1089, CONSUMER_RANGE_FETCH_NOT_ACCEPTED: 1090,
-              TOO_OLD: 1091, MAX_REACHED: 1092}
+WIRE_CODES = {error: error.code for error in (
+    Error.INDIVIDUAL_COMMIT_NOT_ALLOWED, Error.TOPIC_RANGE_FETCH_NOT_ALLOWED, Error.CONSUMER_RANGE_FETCH_NOT_ACCEPTED,
+    Error.INDIVIDUAL_COMMIT_TOO_OLD, Error.MAX_INDIVIDUAL_COMMIT_REACHED)}
 # IC-18: a range on the wire is two int64.
 RANGE_WIRE_BYTES = 16
 
 # The clause that decides each error a commit can answer (NONE: the commit applied, IC-2).
-ERROR_CLAUSES = {NONE: "IC-2", NOT_ALLOWED: "IC-7", INVALID_REQUEST: "IC-8", TOO_OLD: "IC-5", MAX_REACHED: "IC-6",
-                 NOT_COORDINATOR: "IC-13"}
+ERROR_CLAUSES = {Error.NONE: "IC-2", Error.INDIVIDUAL_COMMIT_NOT_ALLOWED: "IC-7", Error.INVALID_REQUEST: "IC-8",
+                 Error.INDIVIDUAL_COMMIT_TOO_OLD: "IC-5", Error.MAX_INDIVIDUAL_COMMIT_REACHED: "IC-6",
+                 Error.NOT_COORDINATOR: "IC-13"}
 
 
 @dataclass(frozen=True)
@@ -138,24 +133,24 @@ class IndividualCommit:
         request = [tuple(pair) for pair in ranges]
         # IC-7: a coordinator that refuses IC refuses before looking at the request.
         if not self.accept_individual_commit:
-            return self._answer(NOT_ALLOWED)
+            return self._answer(Error.INDIVIDUAL_COMMIT_NOT_ALLOWED)
         # IC-8: an empty list, or a backwards range or an offset outside int64's non-negative part, is invalid.
         if not request or any(len(pair) != 2 or not 0 <= pair[0] <= pair[1] <= OFFSET_MAX for pair in request):
-            return self._answer(INVALID_REQUEST)
+            return self._answer(Error.INVALID_REQUEST)
         # IC-5: wholly at or below the stable offset is too old; a straddling commit is trimmed (below).
         if all(last <= self.stable_offset for _, last in request):
-            return self._answer(TOO_OLD)
+            return self._answer(Error.INDIVIDUAL_COMMIT_TOO_OLD)
         before = (self.stable_offset, self.ranges)
         after = normal_form(self.stable_offset, self.ranges + tuple(request))
         # IC-6: refuse a commit that would leave more ranges held than the cap (filling gaps never grows it).
         if len(after[1]) > self.max_ranges:
-            return self._answer(MAX_REACHED)
+            return self._answer(Error.MAX_INDIVIDUAL_COMMIT_REACHED)
         self.stable_offset, self.ranges = after
-        return self._answer(NONE, compaction_appends(before, after))
+        return self._answer(Error.NONE, compaction_appends(before, after))
 
     def unwritten(self) -> CommitResult:
         # IC-13: a commit the coordinator could not write to its logs changes nothing and appends nothing.
-        return self._answer(NOT_COORDINATOR)
+        return self._answer(Error.NOT_COORDINATOR)
 
     def restart(self, stable_offset: int, ranges: Iterable[Iterable[int]]) -> str | None:
         """IC-12: a restarted coordinator's replayed state keeps every committed offset; it is adopted.

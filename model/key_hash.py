@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+from kipcheck.model.errors import Error
+
 HASH_MAX = 2**63 - 1
 # The positive 31-bit partitioner hash is moved to the top of the 63-bit space (KR-9).
 HASH_SHIFT = 32
@@ -69,12 +71,6 @@ def in_ranges(key_hash: int, ranges: Iterable[tuple[int, int]]) -> bool:
     return any(low <= key_hash <= high for low, high in ranges)
 
 
-NONE = "NONE"
-INVALID_REQUEST = "INVALID_REQUEST"
-TOPIC_RANGE_FETCH_NOT_ALLOWED = "TOPIC_RANGE_FETCH_NOT_ALLOWED"
-CONSUMER_RANGE_FETCH_NOT_ACCEPTED = "CONSUMER_RANGE_FETCH_NOT_ACCEPTED"
-
-
 def is_whole(ranges: Sequence[tuple[int, int]]) -> bool:
     """KR-1's two spellings of full ownership: no ranges, or exactly the whole hash space."""
     return not ranges or list(ranges) == [(0, HASH_MAX)]
@@ -84,12 +80,12 @@ def range_fetch_error(ranges: Sequence[tuple[int, int]], topic_accepts_range_fet
                       member_allows_key_share: bool) -> str:
     """KR-11: whether a fetch for these key ranges is served (NONE) or refused, and with which error."""
     if is_whole(ranges):
-        return NONE   # a plain fetch: the switches do not apply
+        return Error.NONE   # a plain fetch: the switches do not apply
     # KR-11: the topic's accept.range.fetch, then the consumer's allow.individual.commit, as the seed orders them.
     if not topic_accepts_range_fetch:
-        return TOPIC_RANGE_FETCH_NOT_ALLOWED
+        return Error.TOPIC_RANGE_FETCH_NOT_ALLOWED
     if not member_allows_key_share:
-        return CONSUMER_RANGE_FETCH_NOT_ACCEPTED
+        return Error.CONSUMER_RANGE_FETCH_NOT_ACCEPTED
     if any(not 0 <= low <= high <= HASH_MAX for low, high in ranges):
-        return INVALID_REQUEST
-    return NONE
+        return Error.INVALID_REQUEST
+    return Error.NONE

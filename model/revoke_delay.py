@@ -26,11 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from kipcheck.model.errors import Error
 from kipcheck.model.violation import Violation
 
 NOT_OWNED, OWNED, REVOKE_NEXT, REVOKE_THEREAFTER = "not_owned", "owned", "revoke_next", "revoke_thereafter"
 STATES = (NOT_OWNED, OWNED, REVOKE_NEXT, REVOKE_THEREAFTER)
-NONE, ILLEGAL_GENERATION = "NONE", "ILLEGAL_GENERATION"
 CONSUMER, COORDINATOR = "consumer", "coordinator"
 VIEWS = (CONSUMER, COORDINATOR)
 
@@ -139,7 +139,7 @@ class RevokeDelayConsumer:
 
     def commit(self, partition: str) -> str:
         # RD-10: commits are allowed while the partition is owned, pending revocation included.
-        return NONE if partition in self.owned else ILLEGAL_GENERATION
+        return Error.NONE if partition in self.owned else Error.ILLEGAL_GENERATION
 
     def commit_may_be_refused(self, partition: str) -> bool:
         # RD-13: the coordinator lost the partition for this consumer, which learns it at its next poll.

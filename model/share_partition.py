@@ -2,7 +2,7 @@
 
 Clause ids refer to spec/share-partition.md. The profile (`kip`, the seed's
 text, or `kafka-4.2`, Apache Kafka 4.2's behaviour) is a constructor argument.
-impl/fastcheck/share_partition.py is the fast equivalent the judge uses;
+oracle/judges/fast/share_partition.py is the fast equivalent the judge uses;
 tests/test_fastcheck_share_partition.py diffs the two.
 
 Library API (time comes in as `at_ms`, which never decreases):
@@ -65,6 +65,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import AbstractSet as Set, Callable, Mapping, Sequence
 
+from kipcheck.model.errors import Error
 from kipcheck.model.share_partition_log import LogFacts, kafka_only
 from kipcheck.model.violation import Ruled, Violation
 
@@ -76,25 +77,23 @@ PROFILES = ("kip", "kafka-4.2")
 ACK_TYPES = ("accept", "release", "reject", "gap", "renew")
 # SP-9: accept, release, reject. SP-12: Kafka 4.2 archives a gap. SP-41: a renewal keeps the record acquired.
 ACK_TARGET = {"accept": ACKNOWLEDGED, "release": AVAILABLE, "reject": ARCHIVED, "gap": ARCHIVED, "renew": ACQUIRED}
-NONE, INVALID_REQUEST, INVALID_RECORD_STATE, REQUEST_TIMED_OUT = (
-    "NONE", "INVALID_REQUEST", "INVALID_RECORD_STATE", "REQUEST_TIMED_OUT")
 # The answers an acknowledgement can get, each with the clause that decides it.
-ACCEPTED = Ruled(NONE, "SP-9")
-MALFORMED_REQUEST = Ruled(INVALID_REQUEST, "SP-10")
-SHARED_OFFSET = Ruled(INVALID_RECORD_STATE, "SP-11")
-PAST_THE_END = Ruled(INVALID_REQUEST, "SP-13")
-KAFKA_PAST_THE_END = Ruled(INVALID_REQUEST, "SP-14")
-KAFKA_NOT_CACHED = Ruled(INVALID_RECORD_STATE, "SP-14")
-NOT_ACQUIRED = Ruled(INVALID_RECORD_STATE, "SP-15")
-LOCK_EXPIRED = Ruled(REQUEST_TIMED_OUT, "SP-16")
-KAFKA_LOCK_EXPIRED = Ruled(INVALID_RECORD_STATE, "SP-17")
-SHARED_OFFSET_SKIPPED = Ruled(NONE, "SP-11")
-RENEW_NOT_ANNOUNCED = Ruled(INVALID_REQUEST, "SP-41")
-ACCEPTED_IN_PROGRESS = Ruled(NONE, "SP-44")
-KAFKA_HOLE = Ruled(INVALID_REQUEST, "SP-14")
+ACCEPTED = Ruled(Error.NONE, "SP-9")
+MALFORMED_REQUEST = Ruled(Error.INVALID_REQUEST, "SP-10")
+SHARED_OFFSET = Ruled(Error.INVALID_RECORD_STATE, "SP-11")
+PAST_THE_END = Ruled(Error.INVALID_REQUEST, "SP-13")
+KAFKA_PAST_THE_END = Ruled(Error.INVALID_REQUEST, "SP-14")
+KAFKA_NOT_CACHED = Ruled(Error.INVALID_RECORD_STATE, "SP-14")
+NOT_ACQUIRED = Ruled(Error.INVALID_RECORD_STATE, "SP-15")
+LOCK_EXPIRED = Ruled(Error.REQUEST_TIMED_OUT, "SP-16")
+KAFKA_LOCK_EXPIRED = Ruled(Error.INVALID_RECORD_STATE, "SP-17")
+SHARED_OFFSET_SKIPPED = Ruled(Error.NONE, "SP-11")
+RENEW_NOT_ANNOUNCED = Ruled(Error.INVALID_REQUEST, "SP-41")
+ACCEPTED_IN_PROGRESS = Ruled(Error.NONE, "SP-44")
+KAFKA_HOLE = Ruled(Error.INVALID_REQUEST, "SP-14")
 # SP-40: a batch straddling SPSO when no cached record is at SPSO. Kafka 4.2 fails the whole request
 # (a NullPointerException); `straddle_npe="flag"` expects the answer Kafka gives such a batch not straddling SPSO.
-STRADDLE_NPE = {"accept": Ruled("UNKNOWN_SERVER_ERROR", "SP-40"), "flag": Ruled(INVALID_RECORD_STATE, "SP-40")}
+STRADDLE_NPE = {"accept": Ruled(Error.UNKNOWN_SERVER_ERROR, "SP-40"), "flag": Ruled(Error.INVALID_RECORD_STATE, "SP-40")}
 
 
 class LimitArchives:
@@ -176,7 +175,7 @@ def acknowledged_in_progress(partition, at_ms: int, actor: str, batches: Sequenc
     the locks of the records still acquired then fire once it is answered."""
     ruled = partition.acknowledge(min(received_ms, at_ms), actor, batches, renew)
     partition.advance(at_ms)
-    return ACCEPTED_IN_PROGRESS if ruled.value == NONE else ruled
+    return ACCEPTED_IN_PROGRESS if ruled.value == Error.NONE else ruled
 
 
 def _kafka_lookup_error(first: int, last: int, spso: int, speo: int, holes: Set[int], straddle_npe: str) -> Ruled | None:
@@ -506,7 +505,7 @@ class SharePartition:
                                                            self._not_owned_error, self._holes, self.straddle_npe, renew)
         # SP-19: a failed request changes nothing, but SP-41: the renewals of the batches before the failing
         # one stand (Kafka restarts a lock at once and never rolls it back).
-        applied = batches if ruled.value == NONE else [batch for batch in batches[:handled] if batch[2] == "renew"]
+        applied = batches if ruled.value == Error.NONE else [batch for batch in batches[:handled] if batch[2] == "renew"]
         for first, last, ack_type in applied:
             # SP-18: Kafka skips offsets below SPSO (under kip they were refused, SP-15);
             # SP-14: and the holes inside a batch, which are not in its cache.
@@ -580,7 +579,7 @@ class SharePartition:
 
 # Explanations. They read a partition only through its read-only API (spso, speo, log_end_offset,
 # state_of, delivery_count_of, owner_of, deciding_clause, log_batch_of and the settings), so the fast
-# acceptor (impl/fastcheck/share_partition.py) explains its refusals with these very words.
+# acceptor (oracle/judges/fast/share_partition.py) explains its refusals with these very words.
 
 def new_records_bounds(partition) -> tuple[int, int]:
     """(first, last) of the never-acquired records that may be acquired now; empty when last < first."""

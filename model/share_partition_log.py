@@ -1,7 +1,7 @@
 """What a Kafka 4.2 share-partition reads from its log besides the records: transactions, compaction, log start.
 
 Clause ids refer to spec/share-partition.md (SP-60..SP-65). Shared by
-model/share_partition.py and the fast acceptor impl/fastcheck/share_partition.py,
+model/share_partition.py and the fast acceptor oracle/judges/fast/share_partition.py,
 so both read the same facts: which offsets are past the last stable offset,
 which data batches belong to aborted transactions, which batches compaction
 removed. Pure: no I/O, no clock.

@@ -39,18 +39,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
+from kipcheck.model.errors import Error
 from kipcheck.model.violation import STORAGE_ERRORS, Ruled
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 MAX_EPOCH = 2**31 - 1  # Integer.MAX_VALUE
 PROFILES = ("kip", "kafka-4.2")
-
-NONE = "NONE"
-INVALID_REQUEST = "INVALID_REQUEST"
-SHARE_SESSION_NOT_FOUND = "SHARE_SESSION_NOT_FOUND"
-INVALID_SHARE_SESSION_EPOCH = "INVALID_SHARE_SESSION_EPOCH"
-SHARE_SESSION_LIMIT_REACHED = "SHARE_SESSION_LIMIT_REACHED"
 
 
 class Answer(NamedTuple):
@@ -110,7 +105,7 @@ class ShareSessionCache:
     def share_acknowledge(self, member: str, epoch: int) -> Answer:
         if epoch == INITIAL_EPOCH:
             # SS-13: ShareAcknowledge cannot open a session (Kafka 4.2 answers before the lookup).
-            answer = Answer(INVALID_SHARE_SESSION_EPOCH, "SS-13")
+            answer = Answer(Error.INVALID_SHARE_SESSION_EPOCH, "SS-13")
         elif epoch == FINAL_EPOCH:
             answer = self._close(member)
         else:
@@ -126,7 +121,7 @@ class ShareSessionCache:
         # SS-31 (kafka-4.2): a group left with no session drops its share-partitions.
         released = session.partitions if session is not None else frozenset()
         group_empty = self.rules.drops_empty_groups and session is not None and not self.by_member
-        return self._decided(Answer(NONE, "SS-17", releases=session is not None, released=released,
+        return self._decided(Answer(Error.NONE, "SS-17", releases=session is not None, released=released,
                                     group_empty=group_empty))
 
     def storage_failure(self, error: str) -> Answer:
@@ -138,14 +133,14 @@ class ShareSessionCache:
     def _decided(self, answer: Answer) -> Answer:
         # SS-15: a refused request changes nothing, so the check after it is ruled by SS-15;
         # SS-5 is the one refusal that changes the cache (the old session is gone).
-        unchanged = answer.error != NONE and answer.clause != "SS-5"
+        unchanged = answer.error != Error.NONE and answer.clause != "SS-5"
         self._last_clause = "SS-15" if unchanged else answer.clause
         return answer
 
     def _open(self, member: str, add: frozenset[str], has_acks: bool, other_sessions: int) -> Answer:
         if has_acks:
             # SS-2: a full fetch request cannot carry acknowledgements.
-            return Answer(INVALID_REQUEST, "SS-2")
+            return Answer(Error.INVALID_REQUEST, "SS-2")
         return self.rules.reopen(self, member, add, other_sessions)
 
     def _new_session(self, member: str, add: frozenset[str]) -> None:
@@ -158,14 +153,14 @@ class ShareSessionCache:
         session = self.by_member.get(member)
         if session is None:
             # SS-6: a non-zero epoch needs a session in the cache.
-            return Answer(SHARE_SESSION_NOT_FOUND, "SS-6")
+            return Answer(Error.SHARE_SESSION_NOT_FOUND, "SS-6")
         if session.epoch != epoch:
             # SS-7: an incremental epoch (and any epoch below -1) must equal the cached one.
-            return Answer(INVALID_SHARE_SESSION_EPOCH, "SS-7")
+            return Answer(Error.INVALID_SHARE_SESSION_EPOCH, "SS-7")
         # SS-8: ShareFetch adds then forgets partitions; SS-14: ShareAcknowledge keeps them.
         # Both increment the epoch and process the acknowledgements.
         self.by_member[member] = Session(next_epoch(epoch), (session.partitions | add) - forget)
-        return Answer(NONE, clause, acknowledges=True)
+        return Answer(Error.NONE, clause, acknowledges=True)
 
     def _final_fetch(self, member: str, add: frozenset[str], forget: frozenset[str]) -> Answer:
         if add or forget:
@@ -175,12 +170,12 @@ class ShareSessionCache:
     def _close(self, member: str) -> Answer:
         if member not in self.by_member:
             # SS-6: a final epoch needs a session in the cache.
-            return Answer(SHARE_SESSION_NOT_FOUND, "SS-6")
+            return Answer(Error.SHARE_SESSION_NOT_FOUND, "SS-6")
         # SS-12: -1 is the final request's only epoch, never checked against the cached one;
         # acknowledgements are processed, then the session goes and its records are released
         # (SS-30, kafka-4.2: in the session's share-partitions only).
         session = self.by_member.pop(member)
-        return Answer(NONE, "SS-12", acknowledges=True, releases=True, released=session.partitions)
+        return Answer(Error.NONE, "SS-12", acknowledges=True, releases=True, released=session.partitions)
 
 
 class KipRules:
@@ -194,12 +189,12 @@ class KipRules:
         # SS-3: the existing session is discarded releasing its records, and a new one is created.
         releases = cache.by_member.pop(member, None) is not None
         cache._new_session(member, add)
-        return Answer(NONE, "SS-3", releases=releases)
+        return Answer(Error.NONE, "SS-3", releases=releases)
 
     def final_fetch_with_changes(self, cache: ShareSessionCache, member: str) -> Answer:
         """ShareFetch epoch -1 with topic-partitions to add or forget."""
         # SS-10: a final fetch cannot change the set of topic-partitions (checked before the lookup).
-        return Answer(INVALID_REQUEST, "SS-10")
+        return Answer(Error.INVALID_REQUEST, "SS-10")
 
 
 class Kafka42Rules(KipRules):
@@ -216,14 +211,14 @@ class Kafka42Rules(KipRules):
         if len(cache.by_member) + other_sessions >= cache.max_sessions:
             # SS-5: the broker's cache, this group's sessions and other groups', is full (Kafka's
             # group.share.max.share.sessions); the member's old session is already gone.
-            return Answer(SHARE_SESSION_LIMIT_REACHED, "SS-5")
+            return Answer(Error.SHARE_SESSION_LIMIT_REACHED, "SS-5")
         cache._new_session(member, add)
-        return Answer(NONE, "SS-4")
+        return Answer(Error.NONE, "SS-4")
 
     def final_fetch_with_changes(self, cache: ShareSessionCache, member: str) -> Answer:
         # SS-11: Kafka dropped the KIP's check (KAFKA-18932): the lists are accepted and ignored.
         answer = cache._close(member)
-        return answer._replace(clause="SS-11") if answer.error == NONE else answer
+        return answer._replace(clause="SS-11") if answer.error == Error.NONE else answer
 
 
 RULES = {"kip": KipRules(), "kafka-4.2": Kafka42Rules()}

@@ -25,7 +25,7 @@ Library API (pure):
     coordinator.advance(at_ms)     # the clock, read by cold-partition snapshots
     coordinator.initialize / write / read(..., leader_epoch=None)   # None: not given, not fenced
     coordinator.delete() -> Answer       # DeleteShareGroupState: a tombstone (ST-33)
-    coordinator.cold_snapshot()          # the cold-partition job (ST-34)
+    coordinator.cold_snapshot(shard_cold=True)   # the cold-partition job (ST-34)
     coordinator.prune()                  # records below the latest snapshot or tombstone deleted (ST-35)
     coordinator.appended -> "snapshot", "update", "tombstone" or "none": the last request's record (ST-31)
     replay(log, profile, deltas_per_checkpoint) -> PersistedState or None
@@ -49,6 +49,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Iterable, NamedTuple
 
+from kipcheck.model.errors import Error
 from kipcheck.model.violation import STORAGE_ERRORS, Violation
 
 PROFILES = ("kip", "kafka-4.2")
@@ -60,11 +61,6 @@ KIP_DELTAS_MAX = 256
 KAFKA_UPDATES_PER_SNAPSHOT = 500
 UNCHANGED = -1
 
-NONE = "NONE"
-INVALID_REQUEST = "INVALID_REQUEST"
-FENCED_STATE_EPOCH = "FENCED_STATE_EPOCH"
-COORDINATOR_LOAD_IN_PROGRESS = "COORDINATOR_LOAD_IN_PROGRESS"
-FENCED_LEADER_EPOCH = "FENCED_LEADER_EPOCH"
 # ST-31: what a request appended to the coordinator's log, as a trace observes it.
 RECORD_KINDS = ("snapshot", "update", "tombstone", "none")
 # ST-32: the leader epoch a snapshot of InitializeShareGroupState holds (Kafka's ShareGroupOffset.UNINITIALIZED_EPOCH).
@@ -267,13 +263,13 @@ class ShareCoordinator:
         # ST-13: COORDINATOR_LOAD_IN_PROGRESS until the first other answer after a failover.
         if not self.loading:
             raise Violation("ST-13", "an answer other than COORDINATOR_LOAD_IN_PROGRESS (loading is over)",
-                            COORDINATOR_LOAD_IN_PROGRESS)
+                            Error.COORDINATOR_LOAD_IN_PROGRESS)
         self._ruled = dict.fromkeys(FIELDS, "ST-13")
 
     def storage_failure(self, error: str) -> None:
         """A request answered with `error`, one of STORAGE_ERRORS: it changed nothing."""
         assert error in STORAGE_ERRORS, error
-        if error == COORDINATOR_LOAD_IN_PROGRESS and (self.loading or not self.rules.load_error_for_failed_appends):
+        if error == Error.COORDINATOR_LOAD_IN_PROGRESS and (self.loading or not self.rules.load_error_for_failed_appends):
             # ST-13: this answer means loading (under kip, only loading).
             self.still_loading()
             return
@@ -296,16 +292,16 @@ class ShareCoordinator:
         self.loading, self.appended = False, "none"
         if self.state is None:
             # ST-3: no state before InitializeShareGroupState (ST-33: or after DeleteShareGroupState).
-            return self._refuse(INVALID_REQUEST, "ST-33" if self._deleted else "ST-3")
+            return self._refuse(Error.INVALID_REQUEST, "ST-33" if self._deleted else "ST-3")
         if leader_epoch is not None:
             if self.state.leader_epoch > leader_epoch:
                 # ST-32: a lower leader epoch is fenced; Kafka 4.2 fences -1 too (KAFKA-20694).
-                return self._refuse(FENCED_LEADER_EPOCH, "ST-32")
+                return self._refuse(Error.FENCED_LEADER_EPOCH, "ST-32")
             if leader_epoch != UNCHANGED and leader_epoch != self.state.leader_epoch:
                 # ST-32: a read with a new leader epoch records it, as a write of no batches would.
                 self._append(self._record_for_write(self.state.state_epoch, self.state.start_offset, (), leader_epoch))
         # ST-1: the answer is the persisted state.
-        return Answer(NONE, "ST-1")
+        return Answer(Error.NONE, "ST-1")
 
     def delete(self) -> Answer:
         """ST-33 (kafka-4.2): DeleteShareGroupState writes a tombstone, if the key has a state."""
@@ -314,14 +310,18 @@ class ShareCoordinator:
             self._append(Tombstone())
             self._deleted = True
         self._ruled = dict.fromkeys(FIELDS, "ST-33")
-        return Answer(NONE, "ST-33")
+        return Answer(Error.NONE, "ST-33")
 
-    def cold_snapshot(self) -> None:
+    def cold_snapshot(self, shard_cold: bool = True) -> None:
         """ST-34 (kafka-4.2): the cold-partition job snapshots a key whose last snapshot is older than the
-        interval, unless that snapshot is itself a cold one (then every key is cold and the job skips)."""
+        interval. It skips every key when every key of the coordinator's shard was last snapshotted by it; a
+        trace sees one key, so `shard_cold` False says some other key of the shard was not, and then a key whose
+        last snapshot was a cold one is snapshotted again."""
         self.appended = "none"
         state = self.state
-        if state is None or state.cold or self.now_ms - state.snapshot_at_ms < self.cold_snapshot_interval_ms:
+        if state is None or self.now_ms - state.snapshot_at_ms < self.cold_snapshot_interval_ms:
+            return
+        if state.cold and shard_cold:
             return
         self._append(Checkpoint(state.checkpoint_epoch + 1, state.state_epoch, state.start_offset, state.batches,
                                 state.leader_epoch, self.now_ms, cold=True))
@@ -342,7 +342,7 @@ class ShareCoordinator:
         self._append(Checkpoint(checkpoint_epoch, state_epoch, start_offset, (), self.rules.initial_leader_epoch,
                                 self.now_ms))
         self._ruled = dict.fromkeys(FIELDS, "ST-2")
-        return Answer(NONE, "ST-2")
+        return Answer(Error.NONE, "ST-2")
 
     def write(self, state_epoch: int, start_offset: int, batches: Iterable[Batch],
               leader_epoch: int | None = None) -> Answer:
@@ -356,13 +356,13 @@ class ShareCoordinator:
         self._append(self._record_for_write(state_epoch, start_offset, batches))
         self._ruled = {"state_epoch": self.rules.write_epoch_clause, "start_offset": "ST-6",
                        "batches": self.rules.merge_clause}
-        return Answer(NONE, self._ruled["batches"])
+        return Answer(Error.NONE, self._ruled["batches"])
 
     def _write_refusal(self, state_epoch: int, batches: tuple[Batch, ...],
                        leader_epoch: int | None) -> tuple[str, str] | None:
         if self.state is None:
             # ST-3: a write before InitializeShareGroupState (ST-33: or after DeleteShareGroupState).
-            return INVALID_REQUEST, "ST-33" if self._deleted else "ST-3"
+            return Error.INVALID_REQUEST, "ST-33" if self._deleted else "ST-3"
         return self.rules.write_refusal(self.state, state_epoch, batches, leader_epoch)
 
     def _record_for_write(self, state_epoch: int, start_offset: int, batches: tuple[Batch, ...],
@@ -416,20 +416,20 @@ class KipRules:
     def initialize_refusal(self, state: PersistedState | None, state_epoch: int) -> tuple[str, str] | None:
         if state_epoch < 0:
             # ST-17: StateEpoch is a uint32 in the draft.
-            return INVALID_REQUEST, "ST-17"
+            return Error.INVALID_REQUEST, "ST-17"
         if state is not None and state.fence_epoch > state_epoch:
             # ST-2: an older state epoch is fenced.
-            return FENCED_STATE_EPOCH, "ST-2"
+            return Error.FENCED_STATE_EPOCH, "ST-2"
         return None
 
     def write_refusal(self, state: PersistedState, state_epoch: int, batches: tuple[Batch, ...],
                       leader_epoch: int | None) -> tuple[str, str] | None:
         if state_epoch != state.state_epoch:
             # ST-4: the state epoch must match.
-            return FENCED_STATE_EPOCH, "ST-4"
+            return Error.FENCED_STATE_EPOCH, "ST-4"
         if any(batch.state == "acquired" for batch in batches):
             # ST-15: Acquired is never persisted.
-            return INVALID_REQUEST, "ST-15"
+            return Error.INVALID_REQUEST, "ST-15"
         return None
 
     def delta(self, state: PersistedState, state_epoch: int, start_offset: int, batches: tuple[Batch, ...],
@@ -480,7 +480,7 @@ class Kafka42Rules(KipRules):
         # ST-2: an older state epoch is fenced, but Kafka 4.2 does not fence -1 (nor refuse a negative
         # epoch: ST-17 is the draft's uint32).
         if state is not None and state.fence_epoch > state_epoch and state_epoch != UNCHANGED:
-            return FENCED_STATE_EPOCH, "ST-2"
+            return Error.FENCED_STATE_EPOCH, "ST-2"
         return None
 
     def write_refusal(self, state: PersistedState, state_epoch: int, batches: tuple[Batch, ...],
@@ -488,10 +488,10 @@ class Kafka42Rules(KipRules):
         # ST-16: Kafka checks no batch state: Acquired is stored like any other.
         if leader_epoch not in (None, UNCHANGED) and state.leader_epoch > leader_epoch:
             # ST-32: a lower leader epoch is fenced, before the state epoch; -1 skips the check.
-            return FENCED_LEADER_EPOCH, "ST-32"
+            return Error.FENCED_LEADER_EPOCH, "ST-32"
         if state_epoch != UNCHANGED and state.fence_epoch > state_epoch:
             # ST-5: only a higher stored state epoch fences a write; -1 skips the check.
-            return FENCED_STATE_EPOCH, "ST-5"
+            return Error.FENCED_STATE_EPOCH, "ST-5"
         return None
 
     def delta(self, state: PersistedState, state_epoch: int, start_offset: int, batches: tuple[Batch, ...],

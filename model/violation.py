@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from kipcheck.model.errors import Error
+
 # SP-27, SS-18, ST-18: the retriable errors of a request that failed because the state it needs could not be
 # written or reached (the share coordinator, its log, a disk). Such a request changes nothing. They are the
 # retriable answers Apache Kafka 4.2 gives for a failed share-state write (SharePartition.fetchPersisterError,
 # CoordinatorOperationExceptionHelper) and KAFKA_STORAGE_ERROR, a failed local disk.
 STORAGE_ERRORS = frozenset({
-    "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR",
-    "KAFKA_STORAGE_ERROR", "NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION",
+    Error.COORDINATOR_NOT_AVAILABLE, Error.COORDINATOR_LOAD_IN_PROGRESS, Error.NOT_COORDINATOR,
+    Error.KAFKA_STORAGE_ERROR, Error.NOT_LEADER_OR_FOLLOWER, Error.UNKNOWN_TOPIC_OR_PARTITION,
 })
 
 

@@ -74,7 +74,7 @@ def _violation(name: str, machine: str, profile: str, steps: int, violation: Vio
 def check_lines(lines: Iterable[bytes | str], name: str = "<trace>", reference: bool = False) -> Verdict:
     """Judge a trace given as lines (header first). Streams: memory does not grow with length.
 
-    `reference` judges with the plain models even where a judge has a fast acceptor (impl/fastcheck/).
+    `reference` judges with the plain models even where a judge has a fast acceptor (oracle/judges/fast/).
     """
     iterator: Iterator[bytes | str] = iter(lines)
     machine = profile = judge = None

@@ -30,6 +30,7 @@ from typing import Any, Callable, ClassVar
 import itf_py
 
 from kipcheck.model import ic, revoke_delay, share_partition, share_session, share_state
+from kipcheck.model.errors import Error
 from kipcheck.model.violation import Violation
 
 # tla/share_partition_log.qnt: the share-partition machine under kafka-4.2, over a log with transactions.
@@ -113,7 +114,7 @@ class ICReplayer(Replayer):
         self.model = self.model_class(max_ranges=config["maxRanges"],
                                       accept_individual_commit=config["acceptIndividualCommit"])
         self.log: list[dict] = []  # every append so far, in write order
-        self._answer(ic.NONE)
+        self._answer(Error.NONE)
 
     def _answer(self, error: str, appends: list[dict] | None = None, amended: list[list[int]] | None = None,
                 held: tuple[int, list[list[int]]] | None = None) -> None:
@@ -128,10 +129,10 @@ class ICReplayer(Replayer):
         self._answer(result.error, result.appends, held=(result.stable_offset, result.ranges))
 
     def on_fetch(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
-        self._answer(ic.NONE)
+        self._answer(Error.NONE)
 
     def on_amend(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
-        self._answer(ic.NONE, amended=self.model.amend(picks["fetched"], [picks["processed"]]))
+        self._answer(Error.NONE, amended=self.model.amend(picks["fetched"], [picks["processed"]]))
 
     def quint_view(self, state: dict[str, Any]) -> dict[str, Any]:
         appends = [{"log": "primary", "stable_offset": offset} for offset in state["appendedStableOffset"]]
@@ -158,12 +159,12 @@ class SharePartitionReplayer(Replayer):
             start_offset=config["startOffset"], delivery_count_limit=config["deliveryCountLimit"],
             record_lock_duration_ms=config["recordLockDurationMs"],
             max_inflight_records=config["maxInflightRecords"], profile="kip")
-        self.error = share_partition.NONE
+        self.error = Error.NONE
 
     def on_appendBatch(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
         self.model.advance(state["nowMs"])
         self.model.append(picks["count"])
-        self.error = share_partition.NONE
+        self.error = Error.NONE
 
     def on_acquire(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
         # The observed answer: the picked offsets with the delivery counts Quint gave them (SP-4).
@@ -176,7 +177,7 @@ class SharePartitionReplayer(Replayer):
             else:
                 runs.append([offset, offset, count])
         self.model.acquire(state["nowMs"], picks["member"], picks["maxRecords"], runs)
-        self.error = share_partition.NONE
+        self.error = Error.NONE
 
     def on_acknowledge(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
         if "ownFirst" in picks:
@@ -188,11 +189,11 @@ class SharePartitionReplayer(Replayer):
 
     def on_leave(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
         self.model.leave(state["nowMs"], picks["member"])
-        self.error = share_partition.NONE
+        self.error = Error.NONE
 
     def on_tick(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
         self.model.advance(state["nowMs"])
-        self.error = share_partition.NONE
+        self.error = Error.NONE
 
     def quint_view(self, state: dict[str, Any]) -> dict[str, Any]:
         partition = state["partition"]
@@ -222,7 +223,7 @@ class ShareSessionReplayer(Replayer):
     def start(self, initial: dict[str, Any]) -> None:
         config = initial["config"]
         self.model = self.model_class(profile=config["profile"], max_sessions=config["maxSessions"])
-        self.answer = share_session.Answer(share_session.NONE, "SS-1")
+        self.answer = share_session.Answer(Error.NONE, "SS-1")
 
     # The request is in the state (`lastRequest`): several branches of the spec send a ShareFetch.
     def on_shareFetch(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
@@ -258,7 +259,7 @@ class RevokeDelayReplayer(Replayer):
         self._answer()
 
     def _answer(self, polled: dict[str, Any] | None = None, delay_result: bool = False,
-                commit_error: str = revoke_delay.NONE) -> None:
+                commit_error: str = Error.NONE) -> None:
         self.answer = {"polled": polled or self.NO_POLL, "delay_result": delay_result, "commit_error": commit_error}
 
     def on_coordinatorAssigns(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
@@ -312,12 +313,12 @@ class SharePartitionLogReplayer(Replayer):
         self.model = self.model_class(
             delivery_count_limit=config["deliveryCountLimit"], record_lock_duration_ms=self.LOCK_DURATION_MS,
             profile="kafka-4.2", isolation_level="read_committed" if config["readCommitted"] else "read_uncommitted")
-        self.error = share_partition.NONE
+        self.error = Error.NONE
 
     LOCK_DURATION_MS = 100  # the spec's LOCK_DURATION_MS
 
     def apply(self, action: str, picks: dict[str, Any], state: dict[str, Any]) -> None:
-        self.error = share_partition.NONE  # only an acknowledgement answers; Quint acknowledges held runs only
+        self.error = Error.NONE  # only an acknowledgement answers; Quint acknowledges held runs only
         super().apply(action, picks, state)
 
     def on_appendBatch(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
@@ -358,7 +359,7 @@ class SharePartitionLogReplayer(Replayer):
         window = {offset: [partition["records"][offset]["state"], partition["records"][offset]["deliveryCount"],
                            partition["records"][offset]["owner"] or None]
                   for offset in range(partition["spso"], partition["speo"])}
-        return {"error": share_partition.NONE, "spso": partition["spso"], "speo": partition["speo"],
+        return {"error": Error.NONE, "spso": partition["spso"], "speo": partition["speo"],
                 "log_end_offset": state["log"]["end"], "window": window}
 
     def model_view(self) -> dict[str, Any]:
@@ -378,11 +379,11 @@ class ShareStateRecordsReplayer(Replayer):
     def start(self, initial: dict[str, Any]) -> None:
         # The spec's UPDATES_PER_SNAPSHOT and COLD_INTERVAL_MS.
         self.model = self.model_class("kafka-4.2", deltas_per_checkpoint=2, cold_snapshot_interval_ms=100)
-        self.error = share_state.NONE
+        self.error = Error.NONE
 
     def apply(self, action: str, picks: dict[str, Any], state: dict[str, Any]) -> None:
         self.model.advance(state["nowMs"])
-        self.model.appended, self.error = "none", share_state.NONE
+        self.model.appended, self.error = "none", Error.NONE
         super().apply(action, picks, state)
 
     def on_initialize(self, picks: dict[str, Any], state: dict[str, Any]) -> None:

@@ -117,10 +117,9 @@ def spark_broker(tmp_path_factory):
     broker.stop()
 
 
-@pytest.fixture
-def start_kafka(tmp_path):
-    """Apache Kafka itself (oracle/kafka), skipped with the reason shown where it cannot run (no Java 17, no Maven):
-    `start_kafka("4.2", brokers=1, **settings)` starts a cluster on free loopback ports, stopped after the test."""
+def _kafka_starter(directory: Path):
+    """A `start(line, name, brokers, **settings)` that starts Kafka clusters under `directory` (skipping the test,
+    with the reason, where Kafka cannot run), and the list of those it started, for the fixture to stop."""
     from kipcheck.oracle.kafka.cluster import KafkaCluster
     from kipcheck.oracle.kafka.runtime import KafkaUnavailable
 
@@ -128,7 +127,7 @@ def start_kafka(tmp_path):
 
     def start(line: str = "4.2", name: str = "kafka", brokers: int = 1, **settings) -> KafkaCluster:
         try:
-            cluster = KafkaCluster(line, tmp_path / name,
+            cluster = KafkaCluster(line, directory / name,
                                    {key.replace("_", "."): str(value) for key, value in settings.items()},
                                    brokers=brokers)
         except KafkaUnavailable as reason:
@@ -137,6 +136,23 @@ def start_kafka(tmp_path):
         cluster.start()
         return cluster
 
+    return start, started
+
+
+@pytest.fixture
+def start_kafka(tmp_path):
+    """Apache Kafka itself (oracle/kafka), skipped with the reason shown where it cannot run (no Java 17, no Maven):
+    `start_kafka("4.2", brokers=1, **settings)` starts a cluster on free loopback ports, stopped after the test."""
+    start, started = _kafka_starter(tmp_path)
+    yield start
+    for cluster in started:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def start_kafka_once(tmp_path_factory):
+    """start_kafka for a test module's shared fixtures: its clusters stop after the module's last test."""
+    start, started = _kafka_starter(tmp_path_factory.mktemp("kafka"))
     yield start
     for cluster in started:
         cluster.stop()

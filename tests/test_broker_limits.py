@@ -18,8 +18,8 @@ import time
 import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
-from kipcheck.impl.broker.codec import build
 from kipcheck.impl.consumer.connection import encode_entity
+from kipcheck.impl.wire.codec import build
 from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
 from kipcheck.oracle.conformance.probes.raw_client import RawClient
 

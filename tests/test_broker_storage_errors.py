@@ -25,6 +25,7 @@ from kio.schema.errors import ErrorCode
 
 from kipcheck.impl.broker.metadata import topic_id_of
 from kipcheck.impl.share.coordinator import LOG_NAME
+from kipcheck.impl.topic_partition import TopicPartition
 from kipcheck.oracle.conformance.scenarios.clients import QUIET, create_topic, read_plain
 
 record_batch = harness.record_batch
@@ -167,7 +168,7 @@ def test_share_apis_answer_coordinator_not_available_when_the_share_state_cannot
     assert piggybacked.acknowledge_error_code == ErrorCode.coordinator_not_available
     assert share_fetch(client, "m1", 4, "s", acks=accept, wait_ms=0).responses[0].partitions[0].acknowledge_error_code \
         == ErrorCode.none
-    assert broker.call(lambda: broker.broker.engine.partitions[("g", "s:0")].spso) == 5
+    assert broker.call(lambda: broker.broker.engine.partitions[("g", TopicPartition("s", 0))].spso) == 5
     traced = traced_errors(broker)
     assert traced["share-partition"] == ["COORDINATOR_NOT_AVAILABLE", "COORDINATOR_NOT_AVAILABLE", "NONE"]
     assert traced["share-state"][-3:] == ["COORDINATOR_NOT_AVAILABLE", "COORDINATOR_NOT_AVAILABLE", "NONE"]

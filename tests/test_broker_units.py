@@ -9,13 +9,14 @@ from types import SimpleNamespace
 import harness  # tests/harness.py
 import pytest
 
-from kipcheck.impl.broker.codec import FrameError, UnsupportedApi, build, decode_request, encode_response, response_class
 from kipcheck.impl.broker.config import BrokerConfig, split_properties
 from kipcheck.impl.broker.groups import Member, ShareGroups, target_assignment
 from kipcheck.impl.broker.handlers.share import acknowledgement_batches
-from kipcheck.impl.broker.log import InvalidBatch, PartitionLog, ProducerEpochError, SequenceError
+from kipcheck.impl.broker.log import PartitionLog, ProducerEpochError, SequenceError
 from kipcheck.impl.broker.metadata import Topics, TopicError, topic_id_of
 from kipcheck.impl.share.config import ShareConfig
+from kipcheck.impl.wire.batches import InvalidBatch
+from kipcheck.impl.wire.codec import FrameError, UnsupportedApi, build, decode_request, encode_response, response_class
 
 batch = harness.record_batch
 

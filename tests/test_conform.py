@@ -32,7 +32,7 @@ def trace(*steps) -> list[str]:
 
 @pytest.mark.parametrize("arguments, message", [
     (["--scenario", "no-such", "--scenario", "swarm:x"], "unknown scenarios 'no-such', 'swarm:x' (known: "),
-    (["--target", "wire://nohost"], "unknown target 'wire://nohost' (accepted: embedded, wire://HOST:PORT, librdkafka-mock, reference, python:MODULE:FACTORY)"),
+    (["--target", "wire://nohost"], "unknown target 'wire://nohost' (accepted: embedded, kafka:LINE[x3], wire://HOST:PORT, librdkafka-mock, reference, python:MODULE:FACTORY)"),
     (["--target", "wire://h:70000"], "is not a TCP port"),
     (["--set", "group.share.delivery.count.limit=zero"], "must be a positive integer, found 'zero'"),
     (["--set", "log.dirs=/tmp"], "expected NAME=VALUE with NAME one of"),

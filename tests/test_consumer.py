@@ -17,7 +17,8 @@ from kipcheck.impl.consumer.config import ConsumerConfig
 from kipcheck.impl.consumer.errors import KafkaError
 from kipcheck.impl.consumer.offsets import ProcessedOffsets
 from kipcheck.impl.consumer.ownership import ASSIGN, LOSE, REVOKE, Decision, Ownership
-from kipcheck.impl.consumer.records import TopicPartition, decode_batch, split_batches
+from kipcheck.impl.consumer.records import decode_batch, split_batches
+from kipcheck.impl.topic_partition import TopicPartition
 from kipcheck.model.revoke_delay import RevokeDelayConsumer
 
 PARTITIONS = [TopicPartition("orders", partition) for partition in range(3)] + [TopicPartition("audit", 0)]

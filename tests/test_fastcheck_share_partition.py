@@ -1,4 +1,4 @@
-"""The fast acceptor (impl/fastcheck/share_partition.py) gives the plain model's verdicts.
+"""The fast acceptor (oracle/judges/fast/share_partition.py) gives the plain model's verdicts.
 
 Hypothesis writes share-partition traces by driving the plain model, new or
 reloaded from a random `initial_state` (SP-26): appends, allowed acquisitions (the lowest one or any allowed set), acknowledgements good
@@ -17,14 +17,15 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings, strategies as st
 
-from kipcheck.impl.fastcheck import share_partition as fastcheck
 from kipcheck.model import share_partition as model
+from kipcheck.model.errors import Error
 from kipcheck.model.violation import STORAGE_ERRORS
 from kipcheck.oracle.check import check_file, check_lines
+from kipcheck.oracle.judges.fast import share_partition as fastcheck
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "oracle" / "examples" / "share-partition").rglob("*.jsonl"))
 ACTORS = ("c1", "c2", "c3")
-ERRORS = (model.NONE, model.INVALID_REQUEST, model.INVALID_RECORD_STATE, model.REQUEST_TIMED_OUT, "COORDINATOR_NOT_AVAILABLE",
+ERRORS = (Error.NONE, Error.INVALID_REQUEST, Error.INVALID_RECORD_STATE, Error.REQUEST_TIMED_OUT, "COORDINATOR_NOT_AVAILABLE",
           "UNKNOWN_SERVER_ERROR")
 LOG_ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 DIFFERENTIAL = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -14,8 +14,8 @@ import pytest
 from kio.index import load_request_schema
 from kio.schema.index import api_key_map, schema_name_map
 
-from kipcheck.impl.broker.codec import decode_request
-from kipcheck.impl.broker.frame_check import FrameError, check_frame
+from kipcheck.impl.wire.codec import decode_request
+from kipcheck.impl.wire.frame_check import FrameError, check_frame
 from kipcheck.oracle.conformance.probes.raw_client import sample_frame
 
 HEADER_V2 = bytes.fromhex("0007") + b"\x00\x01x" + b"\x00"  # correlation id low bytes, client id "x", no tags
@@ -31,7 +31,7 @@ SWEEP = """
 import sys
 from kio.index import load_request_schema
 from kio.schema.index import api_key_map, schema_name_map
-import kipcheck.impl.broker.codec as codec
+import kipcheck.impl.wire.codec as codec
 from kipcheck.oracle.conformance.probes.raw_client import huge_count_mutations, sample_frame
 if sys.argv[1] == "unchecked":
     codec.check_frame = lambda request_class, frame: None

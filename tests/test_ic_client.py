@@ -55,7 +55,7 @@ def test_kr_11_consumer_refuses_key_ranges_unless_it_allows_sharing():
 def test_the_consumers_view_amends_gaps_and_purges_below_the_stable_offset():
     """IC-11 with the seed's example, IC-10, and IC-21: an answered commit folds into LastStableOffset."""
     from kipcheck.impl.consumer.individual import IndividualCommits
-    from kipcheck.impl.consumer.records import TopicPartition
+    from kipcheck.impl.topic_partition import TopicPartition
 
     view, tp = IndividualCommits(), TopicPartition("orders", 0)
     view.learned(tp, 40, [(43, 45), (48, 49)])

@@ -6,6 +6,7 @@ from kipcheck.impl.ic import ranges as ranges_module
 from kipcheck.impl.ic.ranges import RangeSet
 from kipcheck.impl.ic.state import PartitionIc
 from kipcheck.model import ic
+from kipcheck.model.errors import Error
 
 REQUEST = st.lists(st.tuples(st.integers(0, 300), st.integers(0, 8)).map(lambda p: (p[0], p[0] + p[1])),
                    min_size=1, max_size=4)
@@ -23,7 +24,7 @@ def test_partition_state_matches_the_model_ic_2_to_ic_6(commits, block_ranges):
             plan = state.plan(request)
             assert ic.compaction_appends((state.stable_offset, tuple(state.ranges)),
                                          (plan.stable_offset, _after(state, plan))) == expected.appends
-            if expected.error == ic.NONE:
+            if expected.error == Error.NONE:
                 assert plan.ranges_after == len(expected.ranges)
                 state.apply(plan)
             assert (state.stable_offset, [list(pair) for pair in state.ranges]) == model.fetch()

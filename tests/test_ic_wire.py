@@ -42,14 +42,14 @@ def assert_traces_pass(directory: Path) -> list[Path]:
 
 def test_the_fields_ride_as_tagged_fields_that_only_the_extended_schemas_read():
     """IC-20: OffsetRanges round-trips through the extended OffsetCommit v9 schema; kio's own schema refuses the
-    unknown tag (so both ends use impl/ic/wire.py), and a plain commit carries no tag at all."""
+    unknown tag (so both ends use impl/wire/schemas.py), and a plain commit carries no tag at all."""
     import io
 
     from kio.index import load_request_schema
     from kio.serial import entity_reader, entity_writer
 
-    from kipcheck.impl.broker.codec import build
-    from kipcheck.impl.ic.wire import flat, pairs, request_schema
+    from kipcheck.impl.wire.codec import build
+    from kipcheck.impl.wire.schemas import flat, pairs, request_schema
 
     def encoded(schema, partition: dict) -> bytes:
         buffer = io.BytesIO()

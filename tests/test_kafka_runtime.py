@@ -6,6 +6,7 @@ Skipped, with the reason in pytest's summary, where Java 17 or Maven is missing;
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -117,3 +118,60 @@ def test_bad_arguments_exit_2_with_one_clear_line(arguments, message):
                             timeout=120)
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_kipchecks_java_programs_are_built_once_and_again_when_a_source_changes(tmp_path, monkeypatch):
+    """java/src compiled by Maven against a pinned line (here from a fresh copy of java/, as on a new machine)."""
+    import os
+    import shutil
+
+    from kipcheck.oracle.kafka import runtime
+
+    try:
+        runtime.KafkaRuntime.resolve("4.2")
+        runtime.javac_binary()
+    except runtime.KafkaUnavailable as reason:
+        pytest.skip(f"kipcheck's Java programs cannot be built here: {reason}")
+    shutil.copy(runtime.POM, tmp_path / "pom.xml")
+    shutil.copytree(runtime.PROGRAM_SOURCES.parent.parent, tmp_path / "src")
+    monkeypatch.setattr(runtime, "POM", tmp_path / "pom.xml")
+    monkeypatch.setattr(runtime, "PROGRAM_SOURCES", tmp_path / "src" / "main" / "java")
+    builds = []
+    maven = runtime._maven
+    monkeypatch.setattr(runtime, "_maven", lambda arguments, purpose: builds.append(arguments) or maven(arguments, purpose))
+    jar = runtime.programs_jar("4.2")
+    assert jar == tmp_path / "target" / "kafka-4.2" / "kipcheck-kafka-1.jar" and jar.exists()
+    assert runtime.programs_jar("4.2") == jar and len(builds) == 1, "built once"
+    source = next(runtime.PROGRAM_SOURCES.rglob("*.java"))
+    os.utime(source, (jar.stat().st_mtime + 5, jar.stat().st_mtime + 5))
+    assert runtime.programs_jar("4.2") == jar and len(builds) == 2, "built again after its source changed"
+
+
+def test_without_javac_the_programs_are_unavailable_with_the_reason(tmp_path, monkeypatch):
+    from kipcheck.oracle.kafka import runtime
+
+    java = tmp_path / "jre" / "bin" / "java"  # a Java runtime: java, no javac
+    java.parent.mkdir(parents=True)
+    java.write_text("")
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jre"))
+    monkeypatch.setattr(runtime, "POM", tmp_path / "pom.xml")  # nothing built here yet
+    (tmp_path / "pom.xml").write_text("<project/>")
+    with pytest.raises(runtime.KafkaUnavailable, match="needs a JDK's javac.*openjdk-17-jdk-headless"):
+        runtime.programs_jar("4.2")
+
+
+def test_a_port_taken_before_kafka_binds_it_is_chosen_again(tmp_path, start_kafka):
+    from kipcheck.oracle.kafka.cluster import KafkaCluster
+
+    start_kafka("4.2", name="availability").stop()  # skips here, with the reason, where Kafka cannot run
+    cluster = KafkaCluster("4.2", tmp_path / "taken")
+    first_choice = cluster.ports[0]
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", first_choice))
+        squatter.listen()
+        cluster.start()
+        try:
+            assert cluster.ports[0] != first_choice
+            create_topic(cluster.bootstrap, "moved")
+        finally:
+            cluster.stop()

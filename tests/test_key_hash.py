@@ -4,11 +4,9 @@ and the wire codes of the seed's errors (IC-17)."""
 from hypothesis import given, strategies as st
 from kio.schema.errors import ErrorCode
 
+from kipcheck.model.errors import Error
 from kipcheck.model.ic import WIRE_CODES
-from kipcheck.model.key_hash import (
-    CONSUMER_RANGE_FETCH_NOT_ACCEPTED, HASH_MAX, TOPIC_RANGE_FETCH_NOT_ALLOWED, in_ranges, murmur2,
-    range_fetch_error, record_hash, to_positive,
-)
+from kipcheck.model.key_hash import HASH_MAX, in_ranges, murmur2, range_fetch_error, record_hash, to_positive
 from kipcheck.model.key_range_assign import split
 
 # org.apache.kafka.common.utils.UtilsTest.testMurmur2 (and the empty key, as librdkafka's tests give it).
@@ -53,8 +51,8 @@ def test_kr_10_every_hash_is_in_exactly_one_share():
 def test_kr_11_switch_order_and_whole_partition():
     """KR-11: topic switch, then the consumer's, then validity; a whole-partition fetch is never refused."""
     half = [(0, 2**62 - 1)]
-    assert range_fetch_error(half, False, False) == TOPIC_RANGE_FETCH_NOT_ALLOWED
-    assert range_fetch_error(half, True, False) == CONSUMER_RANGE_FETCH_NOT_ACCEPTED
+    assert range_fetch_error(half, False, False) == Error.TOPIC_RANGE_FETCH_NOT_ALLOWED
+    assert range_fetch_error(half, True, False) == Error.CONSUMER_RANGE_FETCH_NOT_ACCEPTED
     assert range_fetch_error(half, True, True) == "NONE"
     assert range_fetch_error([(0, HASH_MAX)], False, False) == range_fetch_error([], False, False) == "NONE"
     assert range_fetch_error([(5, 4)], True, True) == range_fetch_error([(0, HASH_MAX + 1)], True, True) == "INVALID_REQUEST"

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from kipcheck.impl.fastcheck import share_partition as fastcheck
 from kipcheck.model import share_partition as model
 from kipcheck.model.violation import Violation
 from kipcheck.oracle.check import check_lines
+from kipcheck.oracle.judges.fast import share_partition as fastcheck
 
 CLASSES = (model.SharePartition, fastcheck.SharePartition)
 

@@ -25,8 +25,9 @@ from kipcheck.impl.broker.metadata import TopicError, Topics
 from kipcheck.impl.share.config import ShareConfig
 from kipcheck.impl.share.coordinator import LOG_NAME, ShareCoordinator
 from kipcheck.impl.share.partition import ACKNOWLEDGED, PersisterError, SharePartition
-from kipcheck.impl.share.tracing import INCOMPLETE_SUFFIX, TraceWriter
+from kipcheck.impl.share.tracing import TraceWriter
 from kipcheck.impl.storage import AppendFile, Storage, StorageError
+from kipcheck.impl.tracing import INCOMPLETE_SUFFIX
 
 record_batch = harness.record_batch
 BATCH_BYTES = len(record_batch(3))

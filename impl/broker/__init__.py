@@ -6,7 +6,6 @@ Producer, Consumer in classic and KIP-848 groups, and AdminClient) talk to; run 
 
 Modules:
 - `server`:       asyncio connections, framing, pipelined in-order answers, limits.
-- `codec`:        frames in and out through kio; `build` makes typed kio messages from plain values.
 - `broker`:       the Broker: state, timers (lock expiry, member expiry, log fsync), clean stop.
 - `handlers/`:    one module per API group: cluster (ApiVersions, Metadata,
                   CreateTopics, FindCoordinator, InitProducerId), records
@@ -16,7 +15,7 @@ Modules:
                   ListGroups, DescribeGroups), consumer_groups
                   (ConsumerGroupHeartbeat, ConsumerGroupDescribe), offsets
                   (OffsetCommit, OffsetFetch, OffsetDelete).
-- `log`:          partition logs of raw record batches in durable segment files.
+- `log`:          partition logs of raw record batches (impl/wire/batches.py) in durable segment files.
 - `metadata`:     topics with stable ids (uuid5 of the name).
 - `groups`:       share group membership and assignment.
 - `share_engine`: the adapter to impl/share (sessions, share-partitions, share coordinator, traces).
@@ -25,5 +24,5 @@ Modules:
 
 The share-group rules live in impl/share, the consumer-group rules (classic,
 KIP-848, committed offsets) in impl/groups; this package only carries them
-over the wire. impl/ never imports oracle/.
+over the wire (frames and batches through impl/wire). impl/ never imports oracle/.
 """

@@ -22,7 +22,7 @@ groups' timers (join phase, sync, session and rebalance timeouts), fsync the
 logs every `log.flush.interval.ms` (a log whose fsync fails is tried again next
 time). Waiting fetches sleep on `changed()`, which wakes
 them when records are produced or become available again; no fetch waits
-longer than MAX_WAIT_MS.
+longer than limits.MAX_WAIT_MS.
 
 Clock: `now_ms()` is a monotonic millisecond clock (never decreasing, as the
 engine and the trace format require).
@@ -40,6 +40,7 @@ from typing import Callable
 from kipcheck.impl.broker.clock import now_ms
 from kipcheck.impl.broker.config import BrokerConfig, advertised_address
 from kipcheck.impl.broker.groups import ShareGroups
+from kipcheck.impl.broker.handlers import all_handlers
 from kipcheck.impl.broker.limits import reserve_file_descriptors
 from kipcheck.impl.broker.log import PartitionLog
 from kipcheck.impl.broker.metadata import Topic, TopicError, Topics
@@ -52,11 +53,11 @@ from kipcheck.impl.ic.key_range_cache import KeyRangeCache
 from kipcheck.impl.share.config import ShareConfig
 from kipcheck.impl.storage import OPEN_FILES_MAX, Storage, StorageError
 from kipcheck.impl.storage.durable_log import DurableLog
+from kipcheck.model.errors import Error
 
 log = logging.getLogger("kipcheck.broker")
 
 TICK_MS = 50
-MAX_WAIT_MS = 30_000  # a fetch long-polls at most this long, whatever max_wait it asks for
 
 
 def open_files_max() -> int:
@@ -91,7 +92,8 @@ class Broker:
                                 on_cap_reached=self._ic_cap_reached, offsets=self.consumer_groups.offsets,
                                 now_ms=now_ms(), storage=self.storage)
         self.key_range_cache = KeyRangeCache(config.ic.key_range_cache_bytes)
-        self.engine = ShareEngine(self, share_config, trace_dir, trace_state)
+        self.engine = ShareEngine(share_config, self.data_dir / "share-state", self.storage, self.partition_log,
+                                  self.groups.has_subscribed, trace_dir, trace_state)
         self.host, self.port = "127.0.0.1", 0
         self.advertised = (self.host, self.port)  # what Metadata and FindCoordinator tell clients
         self.server: Server | None = None
@@ -111,8 +113,6 @@ class Broker:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
-        from kipcheck.impl.broker.handlers import all_handlers
-
         reserve_file_descriptors(self.config.max_connections, self.storage.open_files_max)
         self.server = Server(all_handlers(self), self.config, self.connection_closed)
         self.host, self.port = await self.server.start(host, port)
@@ -156,8 +156,8 @@ class Broker:
         """TopicError POLICY_VIOLATION if `partitions` more would take the broker past max.broker.partitions."""
         hosted, limit = sum(topic.partitions for topic in self.topics), self.config.max_broker_partitions
         if hosted + partitions > limit:
-            raise TopicError("POLICY_VIOLATION", f"the broker hosts {hosted} partitions: {partitions} more would "
-                                                 f"exceed max.broker.partitions ({limit})")
+            raise TopicError(Error.POLICY_VIOLATION, f"the broker hosts {hosted} partitions: {partitions} more would "
+                                                     f"exceed max.broker.partitions ({limit})")
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
         if self.topics.get(name) is None:  # an existing name is TOPIC_ALREADY_EXISTS whatever the budget
@@ -231,7 +231,8 @@ class Broker:
     # -- connections and timers --------------------------------------------------------------
 
     def connection_closed(self, connection: Connection) -> None:
-        self.engine.connection_closed(connection, now_ms())
+        if self.engine.connection_closed(connection, now_ms()):
+            self.notify_changed()
 
     async def _tick_forever(self) -> None:
         last_flush_ms = now_ms()

@@ -23,7 +23,8 @@ from kipcheck.impl.groups.config import GroupConfig
 from kipcheck.impl.groups.config import known_names as group_names
 from kipcheck.impl.ic.config import IcConfig
 from kipcheck.impl.ic.config import known_names as ic_names
-from kipcheck.impl.share.config import ShareConfig, parse_integer
+from kipcheck.impl.settings import kafka_name, parse_boolean, parse_integer
+from kipcheck.impl.share.config import ShareConfig
 
 _PROPERTIES = {
     "node.id": "node_id",
@@ -79,7 +80,7 @@ class BrokerConfig:
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
             if type(value) is int and value < (0 if name == "node_id" else 1):
-                raise ValueError(f"{_kafka_name(name)} must be positive, found {value}")
+                raise ValueError(f"{kafka_name(_PROPERTIES, name)} must be positive, found {value}")
         if self.queued_max_request_bytes < self.max_request_bytes:  # Kafka's KafkaConfig rule
             raise ValueError(f"queued.max.request.bytes ({self.queued_max_request_bytes}) must be at least "
                              f"socket.request.max.bytes ({self.max_request_bytes})")
@@ -128,11 +129,5 @@ def _parse(name: str, field_name: str, raw: str) -> int | bool | str:
         advertised_address(raw)
         return raw
     if field_name == "auto_create_topics":
-        if str(raw).lower() not in ("true", "false"):
-            raise ValueError(f"{name} must be true or false, found {raw!r}")
-        return str(raw).lower() == "true"
+        return parse_boolean(name, raw)
     return parse_integer(name, raw)
-
-
-def _kafka_name(field_name: str) -> str:
-    return next(name for name, field in _PROPERTIES.items() if field == field_name)

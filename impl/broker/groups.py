@@ -31,6 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from kipcheck.model.errors import Error
+
 Assignment = dict[str, tuple[int, ...]]  # topic name -> partitions
 
 
@@ -82,34 +84,34 @@ class ShareGroups:
                   at_ms: int, rack_id: str | None = None, client_id: str = "", client_host: str = "") -> HeartbeatAnswer:
         self.expire(at_ms)
         if not group_id or not member_id:
-            return HeartbeatAnswer("INVALID_REQUEST", member_id, 0, None)
+            return HeartbeatAnswer(Error.INVALID_REQUEST, member_id, 0, None)
         if group_id not in self.groups and self.id_taken(group_id):
-            return HeartbeatAnswer("GROUP_ID_NOT_FOUND", member_id, 0, None)
+            return HeartbeatAnswer(Error.GROUP_ID_NOT_FOUND, member_id, 0, None)
         group = self.groups.setdefault(group_id, Group(group_id))
         member = group.members.get(member_id)
         if member_epoch == -1:
             if member is not None:
                 del group.members[member_id]
                 self._reassign(group)
-            return HeartbeatAnswer("NONE", member_id, -1, None)
+            return HeartbeatAnswer(Error.NONE, member_id, -1, None)
         if member_epoch == 0:
             if subscribed is None:
-                return HeartbeatAnswer("INVALID_REQUEST", member_id, 0, None)
+                return HeartbeatAnswer(Error.INVALID_REQUEST, member_id, 0, None)
             if member is None and len(group.members) >= self.max_size:
-                return HeartbeatAnswer("GROUP_MAX_SIZE_REACHED", member_id, 0, None)
+                return HeartbeatAnswer(Error.GROUP_MAX_SIZE_REACHED, member_id, 0, None)
             member = Member(member_id, 0, 0, tuple(subscribed), 0, rack_id, client_id, client_host)
             group.members[member_id] = member
         elif member is None:
-            return HeartbeatAnswer("UNKNOWN_MEMBER_ID", member_id, 0, None)
+            return HeartbeatAnswer(Error.UNKNOWN_MEMBER_ID, member_id, 0, None)
         elif member_epoch not in (member.epoch, member.previous_epoch):
-            return HeartbeatAnswer("FENCED_MEMBER_EPOCH", member_id, member.epoch, None)
+            return HeartbeatAnswer(Error.FENCED_MEMBER_EPOCH, member_id, member.epoch, None)
         elif subscribed is not None:
             member.subscribed = tuple(subscribed)
         member.deadline_ms = at_ms + self.session_timeout_ms
         group.subscribed_ever.update(member.subscribed)
         self._reassign(group)
         changed = member_epoch != member.epoch or subscribed is not None
-        return HeartbeatAnswer("NONE", member_id, member.epoch, dict(member.assignment) if changed else None)
+        return HeartbeatAnswer(Error.NONE, member_id, member.epoch, dict(member.assignment) if changed else None)
 
     def expire(self, at_ms: int) -> list[tuple[str, str]]:
         """Remove members whose session timed out; returns (group id, member id) of each."""

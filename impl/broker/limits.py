@@ -1,4 +1,4 @@
-"""The server's bounds on what clients can make it hold: frame bytes and connections.
+"""The server's bounds on what clients can make it hold: frame bytes, connections, time a fetch waits.
 
 FramePool counts the bytes of request frames being read or handled, against a
 capacity: Kafka's `queued.max.request.bytes` broker-wide, and one pool per
@@ -26,6 +26,7 @@ import asyncio
 import resource
 from collections import Counter, deque
 
+MAX_WAIT_MS = 30_000  # a fetch long-polls at most this long, whatever max_wait it asks for
 # The listening socket, the standard streams, the event loop's own, files opened outside the storage.
 FILES_RESERVED = 64
 

@@ -59,35 +59,16 @@ offset, marker offset), which read_committed fetches are told about.
 from __future__ import annotations
 
 import bisect
-import datetime
-import io
 import logging
 import struct
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import crc32c
-from kio.records.readers import read_batch
-from kio.records.schema import NewRecordBatch, Record
-from kio.records.writers import write_new_batch
-from kio.schema.end_txn_marker.v0 import EndTxnMarker
-from kio.serial import entity_writer
-from kio.static.primitive import i8, i16, i32, i64
-
 from kipcheck.impl.storage import AppendFile, Storage
+from kipcheck.impl.wire.batches import ABORT, COMMIT, BatchHeader, InvalidBatch, marker_batch, read_header, split_batches
 
-BATCH_HEADER_BYTES = 61  # through recordsCount, the fixed part of a v2 batch
-LENGTH_PREFIX_BYTES = 12  # baseOffset + batchLength
-MAGIC_OFFSET, CRC_OFFSET, ATTRIBUTES_OFFSET = 16, 17, 21
-CRC_COVERS_FROM = 21
 RETAINED_BATCHES = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
-TRANSACTIONAL, CONTROL = 0x10, 0x20  # batch attribute bits
-ABORT, COMMIT = 0, 1  # control record types (Kafka's ControlRecordType)
-
-
-class InvalidBatch(Exception):
-    """A produced batch that is not a valid v2 record batch (Kafka's CORRUPT_MESSAGE)."""
 
 
 class SequenceError(Exception):
@@ -96,89 +77,6 @@ class SequenceError(Exception):
 
 class ProducerEpochError(Exception):
     """An idempotent producer's batch of an epoch older than its last stored one (INVALID_PRODUCER_EPOCH)."""
-
-
-@dataclass(frozen=True)
-class BatchHeader:
-    """The fields of a v2 batch header that the broker uses."""
-
-    length: int  # whole batch, length prefix included
-    last_offset_delta: int
-    max_timestamp_ms: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    record_count: int
-    attributes: int = 0
-    control_type: int | None = None  # ABORT or COMMIT for a transaction marker
-
-    @property
-    def transactional(self) -> bool:
-        return bool(self.attributes & TRANSACTIONAL) and self.producer_id >= 0
-
-
-def read_header(data: bytes | memoryview, position: int = 0) -> BatchHeader:
-    """Parse and validate the batch starting at `position` (raises InvalidBatch)."""
-    if len(data) - position < BATCH_HEADER_BYTES:
-        raise InvalidBatch("truncated batch header")
-    (batch_length,) = struct.unpack_from(">i", data, position + 8)
-    length = batch_length + LENGTH_PREFIX_BYTES
-    if batch_length < BATCH_HEADER_BYTES - LENGTH_PREFIX_BYTES or len(data) - position < length:
-        raise InvalidBatch(f"batch length {batch_length} does not fit the {len(data) - position} bytes given")
-    if data[position + MAGIC_OFFSET] != 2:
-        raise InvalidBatch(f"record batch magic {data[position + MAGIC_OFFSET]}, only v2 is served")
-    (crc,) = struct.unpack_from(">I", data, position + CRC_OFFSET)
-    if crc32c.crc32c(bytes(data[position + CRC_COVERS_FROM:position + length])) != crc:
-        raise InvalidBatch("record batch CRC-32C mismatch")
-    last_delta, _, max_timestamp, producer_id, producer_epoch, base_sequence, count = struct.unpack_from(
-        ">iqqqhii", data, position + 23)
-    if last_delta < 0 or count < 0:
-        raise InvalidBatch("negative record count")
-    (attributes,) = struct.unpack_from(">h", data, position + ATTRIBUTES_OFFSET)
-    control_type = _control_type(data, position, length) if attributes & CONTROL else None
-    return BatchHeader(length, last_delta, max_timestamp, producer_id, producer_epoch, base_sequence, count,
-                       attributes, control_type)
-
-
-def _control_type(data: bytes | memoryview, position: int, length: int) -> int:
-    """The type in a control batch's record key (version int16, type int16)."""
-    batch, _ = read_batch(bytes(data[position:position + length]), 0)
-    key = batch.records[0].key if batch.records else None
-    if key is None or len(key) < 4:
-        raise InvalidBatch("control batch without a control record key")
-    return struct.unpack_from(">h", key, 2)[0]
-
-
-def marker_batch(producer_id: int, producer_epoch: int, control_type: int, coordinator_epoch: int = 0) -> bytes:
-    """A transaction marker: one control record in a transactional control batch, as Kafka's
-    EndTransactionMarker writes it. Key: version 0 and the control type (Kafka's ControlRecordType key,
-    two int16s, for which there is no message schema); value: version 0, then kio's EndTxnMarker."""
-    value = io.BytesIO()
-    value.write(struct.pack(">h", 0))
-    entity_writer(EndTxnMarker)(value, EndTxnMarker(coordinator_epoch=i32(coordinator_epoch)))
-    record = Record(attributes=i8(0), timestamp=_now(), offset=i64(0), headers=(),
-                    key=struct.pack(">hh", 0, control_type), value=value.getvalue())
-    buffer = io.BytesIO()
-    write_new_batch(buffer, NewRecordBatch(producer_id=i64(producer_id), producer_epoch=i16(producer_epoch),
-                                           base_sequence=i32(-1), records=(record,),
-                                           attributes=i16(TRANSACTIONAL | CONTROL)))
-    return buffer.getvalue()
-
-
-def _now():
-    return datetime.datetime.now(datetime.timezone.utc)
-
-
-def split_batches(records: bytes) -> list[tuple[bytes, BatchHeader]]:
-    """The batches of a produce request's record set, validated."""
-    batches, position = [], 0
-    while position < len(records):
-        header = read_header(records, position)
-        batches.append((records[position:position + header.length], header))
-        position += header.length
-    if not batches:
-        raise InvalidBatch("empty record set")
-    return batches
 
 
 @dataclass

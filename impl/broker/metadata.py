@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kipcheck.impl.storage import Storage, StorageError
+from kipcheck.model.errors import Error
 
 TOPIC_ID_NAMESPACE = uuid.UUID("6f0e8a52-3a1b-5c1e-9a55-6b1d3c9e0a01")
 LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -86,16 +87,16 @@ class Topics:
         """Create a topic (TopicError TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS,
         INVALID_CONFIG, KAFKA_STORAGE_ERROR)."""
         if name in self.by_name:
-            raise TopicError("TOPIC_ALREADY_EXISTS", f"topic {name!r} already exists")
+            raise TopicError(Error.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
         if not LEGAL_TOPIC_NAME.match(name) or name in (".", ".."):
-            raise TopicError("INVALID_TOPIC_EXCEPTION", f"illegal topic name {name!r}")
+            raise TopicError(Error.INVALID_TOPIC_EXCEPTION, f"illegal topic name {name!r}")
         if not 1 <= partitions <= MAX_PARTITIONS:
-            raise TopicError("INVALID_PARTITIONS", f"partition count {partitions} outside 1..{MAX_PARTITIONS}")
+            raise TopicError(Error.INVALID_PARTITIONS, f"partition count {partitions} outside 1..{MAX_PARTITIONS}")
         topic = Topic(name, partitions, _checked(configs or {}))
         try:
             self._save([*self, topic])
         except StorageError as error:
-            raise TopicError("KAFKA_STORAGE_ERROR", f"topic {name!r} not created: {error}") from error
+            raise TopicError(Error.KAFKA_STORAGE_ERROR, f"topic {name!r} not created: {error}") from error
         self._add(topic)
         return topic
 
@@ -107,7 +108,7 @@ class Topics:
         try:
             self._save([altered if known.name == name else known for known in self])
         except StorageError as error:
-            raise TopicError("KAFKA_STORAGE_ERROR", f"configs of topic {name!r} not saved: {error}") from error
+            raise TopicError(Error.KAFKA_STORAGE_ERROR, f"configs of topic {name!r} not saved: {error}") from error
         self._add(altered)
         return altered
 
@@ -128,7 +129,7 @@ def _checked(configs: dict[str, str]) -> tuple[tuple[str, str], ...]:
     """The configs as saved; TopicError INVALID_CONFIG for a name not served or a bad value."""
     for name, value in configs.items():
         if name not in TOPIC_CONFIGS:
-            raise TopicError("INVALID_CONFIG", f"unknown topic config {name!r} (served: {', '.join(TOPIC_CONFIGS)})")
+            raise TopicError(Error.INVALID_CONFIG, f"unknown topic config {name!r} (served: {', '.join(TOPIC_CONFIGS)})")
         if str(value).lower() not in ("true", "false"):
-            raise TopicError("INVALID_CONFIG", f"{name} must be true or false, found {value!r}")
+            raise TopicError(Error.INVALID_CONFIG, f"{name} must be true or false, found {value!r}")
     return tuple(sorted((name, str(value).lower()) for name, value in configs.items()))

@@ -45,9 +45,10 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
-from kipcheck.impl.broker.codec import API_VERSIONS_KEY, FrameError, Request, UnsupportedApi, build, decode_request, encode_response, response_class
 from kipcheck.impl.broker.config import BrokerConfig
 from kipcheck.impl.broker.limits import ConnectionSlots, FramePool
+from kipcheck.impl.wire.codec import API_VERSIONS_KEY, FrameError, Request, UnsupportedApi, build, decode_request, encode_response, response_class
+from kipcheck.model.errors import Error
 
 log = logging.getLogger("kipcheck.broker")
 
@@ -275,7 +276,7 @@ class Server:
         writer.close()
 
     def _unsupported_api_versions(self, correlation_id: int) -> bytes:
-        body = build(response_class(API_VERSIONS_KEY, 0), error_code="UNSUPPORTED_VERSION",
+        body = build(response_class(API_VERSIONS_KEY, 0), error_code=Error.UNSUPPORTED_VERSION,
                      api_keys=api_version_list(self.supported))
         return encode_response(API_VERSIONS_KEY, 0, correlation_id, body)
 

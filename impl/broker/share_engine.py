@@ -38,6 +38,12 @@ them to the broker:
   ends a session is traced as `disconnect` (SS-17); sessions die with the
   process, so each broker process writes new share-session trace files.
 
+The engine is handed only what it uses of the broker: the directory and
+storage of the share state, the partition logs (`log_of`, read through the
+ShareLog protocol) and whether a group subscribed to a topic (`subscribed`).
+It tells the broker what changed through its answers (`expire_locks`,
+`connection_closed`), never by calling back.
+
 `partition_factory` builds SharePartitions (default SharePartition.load); a
 test may inject another (see tests/broker_bugs.py), never the production path.
 """
@@ -46,7 +52,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 from kipcheck.impl.broker.clock import now_ms
 from kipcheck.impl.share.config import ShareConfig
@@ -55,37 +61,63 @@ from kipcheck.impl.share.group_configs import GroupConfigs
 from kipcheck.impl.share.partition import PersisterError, SharePartition
 from kipcheck.impl.share.sessions import SessionAnswer, ShareSessionCache
 from kipcheck.impl.share.tracing import TraceWriter
+from kipcheck.impl.storage import Storage
+from kipcheck.impl.topic_partition import TopicPartition
+from kipcheck.model.errors import Error
 
 Acks = list[tuple[str, int, int, str]]  # (tp, first, last, type), as the session trace records them
+
+
+class ShareLog(Protocol):
+    """What the engine reads of a partition's log (impl/broker/log.py's PartitionLog)."""
+
+    @property
+    def start_offset(self) -> int: ...
+
+    @property
+    def end_offset(self) -> int: ...
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int: ...
+
+    def batch_details(self, from_offset: int = 0) -> list[tuple[int, int, tuple[int, int | None] | None]]: ...
+
+
+class Connection(Protocol):
+    """What the engine keeps on a client connection (impl/broker/server.py's Connection)."""
+
+    connection_id: int
+    attachments: dict
 
 
 class ShareEngine:
     partition_factory: Callable[..., SharePartition] = staticmethod(SharePartition.load)
 
-    def __init__(self, broker, config: ShareConfig, trace_dir: Path | None, trace_state: bool = False):
-        self.broker = broker
+    def __init__(self, config: ShareConfig, state_dir: Path, storage: Storage, log_of: Callable[[str, int], ShareLog],
+                 subscribed: Callable[[str, str], bool], trace_dir: Path | None = None, trace_state: bool = False):
+        """`state_dir`: the share coordinator's and groups' configs' files; `log_of(topic, partition)`: the
+        partition's log; `subscribed(group, topic)`: whether a member of the group subscribed to the topic."""
+        self.log_of, self.subscribed = log_of, subscribed
         self.trace_state = trace_state
         self.config = config
         self.trace_writer = None
         if trace_dir is not None:
-            self.trace_writer = TraceWriter(trace_dir, config, broker.storage)
-        self.coordinator = ShareCoordinator(Path(broker.data_dir) / "share-state", config,
-                                            trace_writer=self.trace_writer, now_ms=now_ms(), storage=broker.storage)
+            self.trace_writer = TraceWriter(trace_dir, config, storage)
+        self.coordinator = ShareCoordinator(state_dir, config, trace_writer=self.trace_writer, now_ms=now_ms(),
+                                            storage=storage)
         self.sessions = ShareSessionCache(config, trace_writer=self.trace_writer)
         # Groups' dynamic configs (IncrementalAlterConfigs on a GROUP resource) beside the share state.
-        self.group_configs = GroupConfigs(Path(broker.data_dir) / "share-state", config, broker.storage)
-        self.partitions: dict[tuple[str, str], SharePartition] = {}
+        self.group_configs = GroupConfigs(state_dir, config, storage)
+        self.partitions: dict[tuple[str, TopicPartition], SharePartition] = {}
         self.persisted_keys = set(self.coordinator.keys())  # share-partitions initialized before this process
-        self.groups_of_tp: dict[str, set[str]] = {}
+        self.groups_of_tp: dict[TopicPartition, set[str]] = {}
         self.connection_of: dict[tuple[str, str], int] = {}
 
     # -- share-partitions ------------------------------------------------------------------
 
-    def partition(self, group: str, tp: str, at_ms: int) -> SharePartition:
+    def partition(self, group: str, tp: TopicPartition, at_ms: int) -> SharePartition:
         share_partition = self.partitions.get((group, tp))
         if share_partition is None:
-            topic, index = tp.rsplit(":", 1)
-            partition_log = self.broker.partition_log(topic, int(index))
+            partition_log = self.log_of(tp.topic, tp.partition)
             # The group's share.auto.offset.reset, used only if no start offset is persisted (SharePartition.load).
             config = self.group_configs.share_config(group)
             reset_offset = None
@@ -102,25 +134,25 @@ class ShareEngine:
             self.groups_of_tp.setdefault(tp, set()).add(group)
         return share_partition
 
-    def initialized(self, group: str, tp: str) -> bool:
+    def initialized(self, group: str, tp: TopicPartition) -> bool:
         """Whether the group's share-partition has state to read (kafka-4.2; the `kip` profile: always).
 
         Kafka 4.2 initializes it when a member of the group subscribes to its topic; before that the
         share coordinator refuses to read it (see handlers/share.py)."""
         return self.config.profile == "kip" or (group, tp) in self.partitions or f"{group}:{tp}" in self.persisted_keys \
-            or self.broker.groups.has_subscribed(group, tp.rsplit(":", 1)[0])
+            or self.subscribed(group, tp.topic)
 
-    def start_offset(self, group: str, tp: str) -> int:
+    def start_offset(self, group: str, tp: TopicPartition) -> int:
         """The share-partition's SPSO: in memory when loaded, else as persisted; -1 if never initialized."""
         share_partition = self.partitions.get((group, tp))
         if share_partition is not None:
             return share_partition.spso
         error, _, start_offset, _ = self.coordinator.read(f"{group}:{tp}")
-        return start_offset if error == "NONE" else -1
+        return start_offset if error == Error.NONE else -1
 
     def on_produced(self, topic: str, partition: int, batch_ranges: list) -> None:
         """New log batches (PartitionLog.batch_details: first, last, transaction) for the loaded share-partitions."""
-        tp, at_ms = f"{topic}:{partition}", now_ms()
+        tp, at_ms = TopicPartition(topic, partition), now_ms()
         for group in self.groups_of_tp.get(tp, ()):
             share_partition = self.partitions[(group, tp)]
             for first, last, transaction in batch_ranges:
@@ -128,11 +160,11 @@ class ShareEngine:
 
     def on_log_start(self, topic: str, partition: int, offset: int) -> None:
         """DeleteRecords moved the log start offset: the loaded share-partitions' SPSO jumps (spec SP-64)."""
-        tp, at_ms = f"{topic}:{partition}", now_ms()
+        tp, at_ms = TopicPartition(topic, partition), now_ms()
         for group in self.groups_of_tp.get(tp, ()):
             self.partitions[(group, tp)].on_log_start(offset, at_ms)
 
-    def acquire(self, group: str, member: str, tp: str, max_records: int, at_ms: int,
+    def acquire(self, group: str, member: str, tp: TopicPartition, max_records: int, at_ms: int,
                 record_limit: bool = False) -> list[tuple[int, int, int]]:
         return self.partition(group, tp, at_ms).acquire(member, max_records, at_ms, record_limit,
                                                         lock_duration_ms=self.lock_duration_ms(group))
@@ -141,7 +173,7 @@ class ShareEngine:
         """SP-46: the group's lock duration now (its dynamic config, else the broker's), read at each lock."""
         return self.group_configs.share_config(group).record_lock_duration_ms
 
-    def acknowledge(self, group: str, member: str, tp: str, batches: list[tuple[int, int, str]], at_ms: int,
+    def acknowledge(self, group: str, member: str, tp: TopicPartition, batches: list[tuple[int, int, str]], at_ms: int,
                     renew: bool = False) -> str:
         try:
             share_partition = self.partition(group, tp, at_ms)
@@ -150,10 +182,10 @@ class ShareEngine:
         return share_partition.acknowledge(member, batches, at_ms, renew, lock_duration_ms=self.lock_duration_ms(group))
 
     def release_member(self, group: str, member: str, at_ms: int, partitions: frozenset[str] | None = None) -> int:
-        """Release the member's records in `partitions` of its group (None: in all of them)."""
+        """Release the member's records in `partitions` of its group (as the session names them; None: in all)."""
         return sum(share_partition.release_member(member, at_ms)
                    for (owner, tp), share_partition in self.partitions.items()
-                   if owner == group and (partitions is None or tp in partitions))
+                   if owner == group and (partitions is None or str(tp) in partitions))
 
     def drop_group(self, group: str, at_ms: int) -> None:
         """The group has no session left: forget its share-partitions (each trace ends with a check); the
@@ -183,7 +215,7 @@ class ShareEngine:
     def has_session(self, group: str, member: str) -> bool:
         return self.sessions.epoch_of(group, member) is not None
 
-    def session_used(self, connection, group: str, member: str, answer: SessionAnswer) -> None:
+    def session_used(self, connection: Connection, group: str, member: str, answer: SessionAnswer) -> None:
         """A request succeeded on `connection`: its close now ends the member's session (unless this one closed it)."""
         if answer.closed:
             self.connection_of.pop((group, member), None)
@@ -191,7 +223,8 @@ class ShareEngine:
         connection.attachments.setdefault("share_members", set()).add((group, member))
         self.connection_of[(group, member)] = connection.connection_id
 
-    def connection_closed(self, connection, at_ms: int) -> None:
+    def connection_closed(self, connection: Connection, at_ms: int) -> bool:
+        """The connection's sessions end; whether that made records available again or dropped a group."""
         released, dropped = 0, False
         for group, member in connection.attachments.get("share_members", ()):
             if self.connection_of.get((group, member)) != connection.connection_id:
@@ -203,8 +236,7 @@ class ShareEngine:
             if answer.group_empty:
                 self.drop_group(group, at_ms)
                 dropped = True
-        if released or dropped:
-            self.broker.notify_changed()
+        return bool(released or dropped)
 
     # -- shutdown --------------------------------------------------------------------------
 

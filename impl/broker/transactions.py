@@ -44,6 +44,7 @@ from typing import Callable
 
 from kipcheck.impl.storage import Storage, StorageError
 from kipcheck.impl.storage.durable_log import DurableLog
+from kipcheck.model.errors import Error
 
 log = logging.getLogger("kipcheck.broker")
 LOG_NAME = "transactions.log"
@@ -111,21 +112,21 @@ class TransactionCoordinator:
             self._record({"op": "init", "id": transactional_id, "producer_id": producer_id, "epoch": epoch})
         except StorageError as error:
             log.warning("transaction %s not initialized: %s", transactional_id, error)
-            return "COORDINATOR_NOT_AVAILABLE", -1, -1
-        return "NONE", producer_id, epoch
+            return Error.COORDINATOR_NOT_AVAILABLE, -1, -1
+        return Error.NONE, producer_id, epoch
 
     def _check(self, transactional_id: str, producer_id: int, epoch: int) -> tuple[str, Transaction | None]:
         transaction = self._transactions.get(transactional_id)
         if transaction is None or transaction.producer_id != producer_id:
-            return "INVALID_PRODUCER_ID_MAPPING", None
+            return Error.INVALID_PRODUCER_ID_MAPPING, None
         if epoch != transaction.epoch:
-            return "PRODUCER_FENCED", None
+            return Error.PRODUCER_FENCED, None
         if transaction.ending is not None:
             try:
                 self._complete(transactional_id, transaction)
             except StorageError:
-                return "CONCURRENT_TRANSACTIONS", None
-        return "NONE", transaction
+                return Error.CONCURRENT_TRANSACTIONS, None
+        return Error.NONE, transaction
 
     def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                        partitions: list[tuple[str, int]]) -> str:
@@ -138,33 +139,33 @@ class TransactionCoordinator:
                 self._record({"op": "add", "id": transactional_id, "partitions": new})
             except StorageError as failure:
                 log.warning("partitions of transaction %s not added: %s", transactional_id, failure)
-                return "COORDINATOR_NOT_AVAILABLE"
-        return "NONE"
+                return Error.COORDINATOR_NOT_AVAILABLE
+        return Error.NONE
 
     def in_transaction(self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int) -> str:
         """May this producer write a transactional batch to topic-partition now? ("NONE" if so)."""
         transaction = self._transactions.get(transactional_id)
         if transaction is None or transaction.producer_id != producer_id:
-            return "INVALID_PRODUCER_ID_MAPPING"
+            return Error.INVALID_PRODUCER_ID_MAPPING
         if epoch != transaction.epoch:
-            return "INVALID_PRODUCER_EPOCH"
+            return Error.INVALID_PRODUCER_EPOCH
         if (topic, partition) not in transaction.partitions or transaction.ending is not None:
-            return "INVALID_TXN_STATE"
-        return "NONE"
+            return Error.INVALID_TXN_STATE
+        return Error.NONE
 
     def end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> str:
         error, transaction = self._check(transactional_id, producer_id, epoch)
         if transaction is None:
             return error
         if not transaction.partitions:
-            return "NONE"  # nothing was written: nothing to mark, as Kafka answers an empty transaction
+            return Error.NONE  # nothing was written: nothing to mark, as Kafka answers an empty transaction
         try:
             self._record({"op": "prepare", "id": transactional_id, "commit": commit})
             self._complete(transactional_id, transaction)
         except StorageError as failure:
             log.warning("transaction %s not completed yet: %s", transactional_id, failure)
-            return "COORDINATOR_NOT_AVAILABLE"
-        return "NONE"
+            return Error.COORDINATOR_NOT_AVAILABLE
+        return Error.NONE
 
     def _complete(self, transactional_id: str, transaction: Transaction) -> None:
         """Write the recorded decision's markers, then record the completion (StorageError: try again later)."""

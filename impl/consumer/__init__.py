@@ -15,11 +15,11 @@ Modules (each documents its API in its own docstring):
 - `fetcher`:    positions, the bounded fetch buffer, Fetch and ListOffsets.
 - `offsets`:    OffsetCommit / OffsetFetch with Kafka's retries, and
                 ProcessedOffsets (what the application finished, as ranges).
-- `records`:    record batches decoded (none and gzip), ConsumerRecord,
-                TopicPartition.
+- `records`:    record batches decoded (none and gzip), ConsumerRecord
+                (TopicPartition is impl/topic_partition.py's).
 - `cluster`:    bootstrap, API versions, Metadata, the group coordinator.
 - `connection`: one blocking kio connection to a broker.
-- `tracing`:    the revoke-delay traces of the consumer and of the coordinator.
+- `tracing`:    the consumer's revoke-delay trace (files named by impl/tracing.py).
 - `config`, `errors`: settings under Kafka's names; errors under Kafka's.
 
 impl/ never imports oracle/ (tests/test_layers.py enforces it).
@@ -27,6 +27,7 @@ impl/ never imports oracle/ (tests/test_layers.py enforces it).
 
 from kipcheck.impl.consumer.consumer import Consumer
 from kipcheck.impl.consumer.errors import CommitFailed, IllegalState, KafkaError
-from kipcheck.impl.consumer.records import ConsumerRecord, TopicPartition
+from kipcheck.impl.consumer.records import ConsumerRecord
+from kipcheck.impl.topic_partition import TopicPartition
 
 __all__ = ["Consumer", "CommitFailed", "ConsumerRecord", "IllegalState", "KafkaError", "TopicPartition"]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from kipcheck.impl.consumer.config import ConsumerConfig
 from kipcheck.impl.consumer.connection import BrokerConnection, ConnectionFailed
 from kipcheck.impl.consumer.errors import KafkaError
+from kipcheck.model.errors import Error
 
 API_VERSIONS, METADATA, FIND_COORDINATOR = 18, 3, 10
 # The version of each API the consumer sends: Kafka 4.2's KIP-848 consumer needs ConsumerGroupHeartbeat v1
@@ -56,7 +57,7 @@ class Cluster:
                 return self._open(host, port)
             except KafkaError as error:
                 failures.append(str(error))
-        raise KafkaError("NETWORK_EXCEPTION", "; ".join(failures))
+        raise KafkaError(Error.NETWORK_EXCEPTION, "; ".join(failures))
 
     def connect_coordinator(self, group_id: str) -> BrokerConnection:
         connection = self.connect()
@@ -76,13 +77,13 @@ class Cluster:
             answer = connection.request(API_VERSIONS, VERSIONS[API_VERSIONS], client_software_name="kipcheck",
                                         client_software_version="0.1.0")
         except ConnectionFailed as error:
-            raise KafkaError("NETWORK_EXCEPTION", str(error)) from None
+            raise KafkaError(Error.NETWORK_EXCEPTION, str(error)) from None
         served = {entry.api_key: (entry.min_version, entry.max_version) for entry in answer.api_keys}
         for api_key, version in VERSIONS.items():
             low, high = served.get(api_key, (1, 0))
             if not low <= version <= high:
                 connection.close()
-                raise KafkaError("UNSUPPORTED_VERSION", f"{host}:{port} does not serve {NAMES[api_key]} v{version}")
+                raise KafkaError(Error.UNSUPPORTED_VERSION, f"{host}:{port} does not serve {NAMES[api_key]} v{version}")
         return connection
 
     def refresh(self, connection: BrokerConnection, names=(), ids=()) -> None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Mapping
 
 from kipcheck.impl.ic.client import ConsumerIcConfig
-from kipcheck.impl.share.config import parse_integer
+from kipcheck.impl.settings import field_of, kafka_name, parse_integer
 
 DELAY, CALLBACK = "delay", "callback"
 AUTO_OFFSET_RESETS = ("latest", "earliest", "none")
@@ -80,13 +80,10 @@ class ConsumerConfig:
     def from_properties(cls, properties: Mapping[str, str | int]) -> "ConsumerConfig":
         values, ic = {}, {}
         for name, raw in properties.items():
-            field_name = _PROPERTIES.get(name)
             if name in IC_PROPERTIES:
                 ic[name] = raw
                 continue
-            if field_name is None:
-                raise ValueError(f"unknown consumer setting {name!r} "
-                                 f"(known: {', '.join(sorted([*_PROPERTIES, *IC_PROPERTIES]))})")
+            field_name = field_of(_PROPERTIES, name, "consumer setting", IC_PROPERTIES)
             values[field_name] = raw if isinstance(_default(field_name), str) or _default(field_name) is None \
                 else parse_integer(name, raw)
         return replace(cls(), **values, ic=ConsumerIcConfig.from_properties(ic)).checked()
@@ -96,12 +93,12 @@ class ConsumerConfig:
             raise ValueError("bootstrap.servers must name at least one host:port")
         for field_name, choices in _CHOICES.items():
             if getattr(self, field_name) not in choices:
-                raise ValueError(f"{_kafka_name(field_name)} must be one of {', '.join(choices)}, "
+                raise ValueError(f"{kafka_name(_PROPERTIES, field_name)} must be one of {', '.join(choices)}, "
                                  f"found {getattr(self, field_name)!r}")
         for item in fields(self):
             value = getattr(self, item.name)
             if isinstance(value, int) and value <= 0:
-                raise ValueError(f"{_kafka_name(item.name)} must be positive, found {value}")
+                raise ValueError(f"{kafka_name(_PROPERTIES, item.name)} must be positive, found {value}")
         if self.receive_message_max_bytes < self.fetch_max_bytes + RECEIVE_MARGIN_BYTES:
             raise ValueError(f"receive.message.max.bytes must be at least fetch.max.bytes + {RECEIVE_MARGIN_BYTES}")
         return self
@@ -118,7 +115,3 @@ class ConsumerConfig:
 
 def _default(field_name: str):
     return getattr(ConsumerConfig(), field_name)
-
-
-def _kafka_name(field_name: str) -> str:
-    return next(name for name, field in _PROPERTIES.items() if field == field_name)

@@ -8,7 +8,7 @@
     body = connection.receive(sent)
     connection.close()
 
-Request bodies are plain values (impl/broker/codec.build makes the version's kio
+Request bodies are plain values (impl/wire/codec.build makes the version's kio
 dataclasses of them); answers are kio response bodies. Anything that breaks the
 connection (refused, reset, closed by the broker, a frame larger than
 `max_response_bytes` (librdkafka's receive.message.max.bytes), a frame kio
@@ -25,8 +25,8 @@ import struct
 from dataclasses import dataclass
 
 from kio.serial import entity_reader, entity_writer
-from kipcheck.impl.broker.codec import build
-from kipcheck.impl.ic.wire import request_schema, response_schema
+from kipcheck.impl.wire.codec import build
+from kipcheck.impl.wire.schemas import request_schema, response_schema
 
 
 class ConnectionFailed(Exception):
@@ -41,7 +41,7 @@ class Sent:
 
 
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: str, body: dict) -> bytes:
-    """A request frame, length prefix included, from plain values (impl/broker/codec.build)."""
+    """A request frame, length prefix included, from plain values (impl/wire/codec.build)."""
     return encode_entity(build(request_schema(api_key, version), body), correlation_id, client_id)
 
 

@@ -81,18 +81,19 @@ from kipcheck.impl.consumer.individual import WHOLE, IndividualCommits, KeyShari
 from kipcheck.impl.consumer.membership import GroupMembership, now_ms
 from kipcheck.impl.consumer.offsets import RETRIED, GroupOffsets, PendingCommit
 from kipcheck.impl.consumer.ownership import ASSIGN, Decision, Ownership, PollStart
-from kipcheck.impl.consumer.records import ConsumerRecord, TopicPartition
+from kipcheck.impl.consumer.records import ConsumerRecord
 from kipcheck.impl.consumer.tracing import ConsumerTrace
 from kipcheck.impl.ic.client import PendingCommits
-from kipcheck.model.ic import TOO_OLD, merge
+from kipcheck.impl.topic_partition import TopicPartition
+from kipcheck.model.errors import Error
+from kipcheck.model.ic import merge
 from kipcheck.model.key_hash import is_whole, record_hash
 from kipcheck.model.key_range_assign import SERVER_ASSIGNOR
 
 log = logging.getLogger("kipcheck.consumer")
 
-NONE, ILLEGAL_GENERATION = "NONE", "ILLEGAL_GENERATION"
 MAX_IN_FLIGHT_COMMITS = 32  # asynchronous commits not yet answered; one more waits for the oldest answer
-FENCED_ANSWERS = {"UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH", "ILLEGAL_GENERATION"}
+FENCED_ANSWERS = {Error.UNKNOWN_MEMBER_ID, Error.FENCED_MEMBER_EPOCH, Error.ILLEGAL_GENERATION}
 Callback = Callable[["Consumer", frozenset[TopicPartition]], None]
 
 
@@ -165,7 +166,7 @@ class Consumer:
             if isinstance(partitions, Mapping) else {}
         for tp, ranges in key_ranges.items():
             error = self.config.ic.assignment_error(ranges)
-            if error != NONE:
+            if error != Error.NONE:
                 raise KafkaError(error, f"key ranges {ranges} of {tp}: allow.individual.commit is false")
         wanted = frozenset(TopicPartition(*tp) for tp in partitions)
         connection = self.cluster.connect()
@@ -175,7 +176,7 @@ class Consumer:
             connection.close()
         unknown = [str(tp) for tp in wanted if not 0 <= tp.partition < self.cluster.partitions(tp.topic)]
         if unknown:
-            raise KafkaError("UNKNOWN_TOPIC_OR_PARTITION", ", ".join(sorted(unknown)))
+            raise KafkaError(Error.UNKNOWN_TOPIC_OR_PARTITION, ", ".join(sorted(unknown)))
         dropped = self._ownership.held() - wanted
         self._flush_ranges()            # what was processed is committed before a key range is given up
         self._ownership.complete(dropped)
@@ -401,7 +402,8 @@ class Consumer:
                 self._flush_ranges()
             return None
         answers = self._flush_ranges(keep_failed=False)
-        failed = {str(tp): error for tp, error in answers.items() if error not in (NONE, TOO_OLD)}
+        failed = {str(tp): error for tp, error in answers.items()
+                  if error not in (Error.NONE, Error.INDIVIDUAL_COMMIT_TOO_OLD)}
         if failed:
             raise KafkaError(next(iter(failed.values())), f"individual commit failed: {failed}")
         return answers
@@ -411,21 +413,20 @@ class Consumer:
         error waits again; another refusal is kept for the next call to raise (`keep_failed`)."""
         if self._offsets is None:
             return {}
-        requests = [{TopicPartition(*key): pairs for key, pairs in request.items()}
-                    for request in self._pending_ranges.take()]
+        requests = self._pending_ranges.take()
         answers: dict[TopicPartition, str] = {}
         for request, pending in [(request, self._offsets.send(request)) for request in requests]:
             for tp, error in self._offsets.finish(pending).items():
-                answers[tp] = error if answers.get(tp, NONE) == NONE else answers[tp]
+                answers[tp] = error if answers.get(tp, Error.NONE) == Error.NONE else answers[tp]
                 self._committed_ranges(tp, request[tp], error)
                 if error in RETRIED and keep_failed:
-                    self._pending_ranges.restore({(tp.topic, tp.partition): request[tp]})
-                elif error not in (NONE, TOO_OLD) and keep_failed:
+                    self._pending_ranges.restore({tp: request[tp]})
+                elif error not in (Error.NONE, Error.INDIVIDUAL_COMMIT_TOO_OLD) and keep_failed:
                     self._ic_failure = KafkaError(error, f"individual commit of {tp} failed")
         return answers
 
     def _committed_ranges(self, tp: TopicPartition, sent: list, error: str) -> None:
-        if error == NONE:
+        if error == Error.NONE:
             self._individual.answered(tp, self._offsets.stable_offsets.get(tp, -1), sent)
         if self._ic_traces is not None and error not in RETRIED:   # a retried commit is traced once answered
             self._ic_traces.commit(self.config.group_id, tp, self.member_id, sent, error, now_ms())
@@ -439,10 +440,10 @@ class Consumer:
         """RD-10: in a group, a partition this consumer does not hold is refused without asking the coordinator."""
         if self._membership is None:
             return {}
-        refused = {tp: ILLEGAL_GENERATION for tp in offsets if not self._ownership.owns(tp)}
+        refused = {tp: Error.ILLEGAL_GENERATION for tp in offsets if not self._ownership.owns(tp)}
         if self._trace is not None:
             for tp in sorted(refused):
-                self._trace.commit(now_ms(), tp, offsets[tp], ILLEGAL_GENERATION)
+                self._trace.commit(now_ms(), tp, offsets[tp], Error.ILLEGAL_GENERATION)
         return refused
 
     def _finish(self, pending: PendingCommit) -> dict[TopicPartition, str]:
@@ -451,10 +452,10 @@ class Consumer:
         if self._membership is not None and FENCED_ANSWERS & set(answers.values()):
             self._membership.fenced(pending.generation, now_ms())
             self._trace_new_decisions()  # the loss precedes the refused commits in the trace (RD-13)
-        answers = {tp: ILLEGAL_GENERATION if error in FENCED_ANSWERS else error for tp, error in answers.items()}
+        answers = {tp: Error.ILLEGAL_GENERATION if error in FENCED_ANSWERS else error for tp, error in answers.items()}
         if self._trace is not None:
             for tp, error in sorted(answers.items()):
-                if error in (NONE, ILLEGAL_GENERATION):  # other failures say nothing about ownership
+                if error in (Error.NONE, Error.ILLEGAL_GENERATION):  # other failures say nothing about ownership
                     self._trace.commit(now_ms(), tp, pending.offsets[tp], error)
         return answers
 
@@ -467,7 +468,7 @@ class Consumer:
         answers = {**(self._finish(pending) if pending is not None else {}), **refused}
         if on_commit is not None:
             on_commit(answers)
-        elif any(error != NONE for error in answers.values()):
+        elif any(error != Error.NONE for error in answers.values()):
             log.warning("asynchronous commit failed: %s", {str(tp): error for tp, error in answers.items()})
 
     # -- the rest of the consumer API -------------------------------------------------------------
@@ -540,9 +541,9 @@ class Consumer:
 
 
 def _raise_for(answers: dict[TopicPartition, str]) -> None:
-    refused = sorted(tp for tp, error in answers.items() if error == ILLEGAL_GENERATION)
+    refused = sorted(tp for tp, error in answers.items() if error == Error.ILLEGAL_GENERATION)
     if refused:
         raise CommitFailed(refused, f"not this consumer's partitions (any more): {', '.join(map(str, refused))}")
-    failed = {str(tp): error for tp, error in answers.items() if error != NONE}
+    failed = {str(tp): error for tp, error in answers.items() if error != Error.NONE}
     if failed:
         raise KafkaError(next(iter(failed.values())), f"commit failed: {failed}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from kipcheck.model.errors import Error
+
 
 class KafkaError(Exception):
     """A call that failed with Kafka's error `error` (e.g. "UNKNOWN_MEMBER_ID"); the message says more."""
@@ -19,7 +21,7 @@ class CommitFailed(KafkaError):
     """
 
     def __init__(self, partitions, message: str):
-        super().__init__("ILLEGAL_GENERATION", message)
+        super().__init__(Error.ILLEGAL_GENERATION, message)
         self.partitions = frozenset(partitions)
 
 

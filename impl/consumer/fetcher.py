@@ -20,7 +20,7 @@ Partition errors: OFFSET_OUT_OF_RANGE resets the position by
 auto.offset.reset ("none" raises it); NOT_LEADER_OR_FOLLOWER and
 UNKNOWN_TOPIC_OR_PARTITION refresh the metadata and fetch again later; any
 other raises KafkaError. `fetch_partition` builds one partition's entry of the
-request, with the partition's KeyRanges from `key_ranges` (impl/ic/wire.py) when
+request, with the partition's KeyRanges from `key_ranges` (impl/wire/schemas.py) when
 it is fetched by key range.
 """
 
@@ -34,14 +34,17 @@ from kipcheck.impl.consumer.cluster import Cluster
 from kipcheck.impl.consumer.config import ConsumerConfig
 from kipcheck.impl.consumer.connection import BrokerConnection, ConnectionFailed
 from kipcheck.impl.consumer.errors import KafkaError
-from kipcheck.impl.consumer.records import ConsumerRecord, TopicPartition, decode_batch, last_offset, split_batches
-from kipcheck.impl.ic.wire import error_name, flat
+from kipcheck.impl.consumer.records import ConsumerRecord, decode_batch, last_offset, split_batches
+from kipcheck.impl.topic_partition import TopicPartition
+from kipcheck.impl.wire.errors import error_name
+from kipcheck.impl.wire.schemas import flat
+from kipcheck.model.errors import Error
 
 FETCH, LIST_OFFSETS = 1, 2
 VERSIONS = {FETCH: 12, LIST_OFFSETS: 7}
 NO_SESSION_EPOCH, READ_UNCOMMITTED, CONSUMER_REPLICA = -1, 0, -1
 TIMESTAMPS = {"earliest": -2, "latest": -1}
-REFRESH_ERRORS = {"NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_LEADER_EPOCH"}
+REFRESH_ERRORS = {Error.NOT_LEADER_OR_FOLLOWER, Error.UNKNOWN_TOPIC_OR_PARTITION, Error.UNKNOWN_LEADER_EPOCH}
 
 
 @dataclass
@@ -151,11 +154,11 @@ class Fetcher:
         error = error_name(part.error_code)
         if tp not in self.positions:
             return
-        if error == "OFFSET_OUT_OF_RANGE":
+        if error == Error.OFFSET_OUT_OF_RANGE:
             self.reset([tp], self.config.auto_offset_reset)
         elif error in REFRESH_ERRORS:
             self._refresh([tp])
-        elif error != "NONE":
+        elif error != Error.NONE:
             raise KafkaError(error, f"fetching {tp}")
         elif part.records:
             self.fetched_bytes += len(part.records)
@@ -166,8 +169,8 @@ class Fetcher:
     def reset(self, partitions, strategy: str) -> None:
         """Positions of `partitions` from ListOffsets: the log start ("earliest") or end ("latest")."""
         if strategy not in TIMESTAMPS:
-            raise KafkaError("OFFSET_OUT_OF_RANGE", f"no offset for {sorted(map(str, partitions))} and "
-                                                    f"auto.offset.reset is {strategy}")
+            raise KafkaError(Error.OFFSET_OUT_OF_RANGE, f"no offset for {sorted(map(str, partitions))} and "
+                                                        f"auto.offset.reset is {strategy}")
         by_topic: dict[str, list[dict]] = {}
         for tp in partitions:
             by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition, "current_leader_epoch": -1,
@@ -176,7 +179,7 @@ class Fetcher:
                                replica_id=CONSUMER_REPLICA, isolation_level=READ_UNCOMMITTED,
                                topics=[{"name": topic, "partitions": parts} for topic, parts in by_topic.items()])
         if answer is None:
-            raise KafkaError("NETWORK_EXCEPTION", "ListOffsets failed: the connection broke")
+            raise KafkaError(Error.NETWORK_EXCEPTION, "ListOffsets failed: the connection broke")
         for topic in answer.topics:
             for part in topic.partitions:
                 if part.error_code.name != "none":
@@ -191,7 +194,7 @@ class Fetcher:
                 connection = self._connections[leader] = self.cluster.connect(leader)
             return connection.receive(connection.send(api_key, VERSIONS[api_key], **body), timeout_ms)
         except (ConnectionFailed, KafkaError) as error:
-            if isinstance(error, KafkaError) and error.error != "NETWORK_EXCEPTION":
+            if isinstance(error, KafkaError) and error.error != Error.NETWORK_EXCEPTION:
                 raise
             self._connections.pop(leader, None)
             time.sleep(self.config.retry_backoff_ms / 1000)

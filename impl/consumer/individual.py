@@ -21,12 +21,11 @@ Commits are unions (IC-2), so the committed set the judge rebuilds does not depe
 from __future__ import annotations
 
 import threading
-import urllib.parse
 from pathlib import Path
 
-from kipcheck.impl.consumer.records import TopicPartition
-from kipcheck.impl.share.tracing import Trace
 from kipcheck.impl.storage import Storage
+from kipcheck.impl.topic_partition import TopicPartition
+from kipcheck.impl.tracing import Trace, quoted_name
 from kipcheck.model.ic import answered, merge, subtract
 from kipcheck.model.key_hash import HASH_MAX
 
@@ -105,7 +104,7 @@ class KeySharingTraces:
         with self._lock:
             trace = self._traces.get((group, tp))
             if trace is None:
-                name = urllib.parse.quote(f"{group}:{tp.topic}:{tp.partition}", safe="")
+                name = quoted_name(f"{group}:{tp.topic}:{tp.partition}")
                 trace = self._traces[group, tp] = Trace(self.directory / f"ic-client.{name}.jsonl", self._header,
                                                         self._storage)
             trace.step(at_ms, member, op, args, observed)

@@ -60,16 +60,18 @@ from kipcheck.impl.consumer.config import ConsumerConfig
 from kipcheck.impl.consumer.connection import BrokerConnection, ConnectionFailed
 from kipcheck.impl.consumer.errors import KafkaError
 from kipcheck.impl.consumer.ownership import ASSIGN, LOSE, REVOKE, Decision
-from kipcheck.impl.consumer.records import TopicPartition
 from kipcheck.impl.consumer.tracing import ConsumerTrace
+from kipcheck.impl.topic_partition import TopicPartition
+from kipcheck.model.errors import Error
 from kipcheck.model.key_range_assign import shares_from_wire, shares_to_wire
 
 log = logging.getLogger("kipcheck.consumer")
 
 CONSUMER_GROUP_HEARTBEAT, HEARTBEAT_VERSION = 68, 1
 JOIN_EPOCH, LEAVE_EPOCH = 0, -1
-FENCED = {"UNKNOWN_MEMBER_ID", "FENCED_MEMBER_EPOCH"}
-FIND_AGAIN = {"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS", "NETWORK_EXCEPTION"}
+FENCED = {Error.UNKNOWN_MEMBER_ID, Error.FENCED_MEMBER_EPOCH}
+FIND_AGAIN = {Error.NOT_COORDINATOR, Error.COORDINATOR_NOT_AVAILABLE, Error.COORDINATOR_LOAD_IN_PROGRESS,
+              Error.NETWORK_EXCEPTION}
 
 
 def now_ms() -> int:
@@ -173,13 +175,13 @@ class GroupMembership:
         answer = connection.request(CONSUMER_GROUP_HEARTBEAT, HEARTBEAT_VERSION, **request)
         error = answer.error_code.name.upper()
         assignment = None
-        if error == "NONE" and answer.assignment is not None:
+        if error == Error.NONE and answer.assignment is not None:
             assignment = self._partitions(connection, answer.assignment.topic_partitions)
         with self.lock:
             at_ms = now_ms()
             if generation != self.generation:
                 return  # a commit learned of a fencing meanwhile: this answer is to a membership that ended
-            if error == "NONE":
+            if error == Error.NONE:
                 self.epoch = answer.member_epoch
                 self._interval_ms = max(1, round(answer.heartbeat_interval.total_seconds() * 1000))
                 if assignment is not None:

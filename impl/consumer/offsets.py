@@ -4,7 +4,7 @@
     pending = offsets.send({tp: 42})                    # sent, answered later (pipelined, in order)
     errors = offsets.finish(pending)                    # {tp: "NONE" | error name}
     offsets.committed([tp]) -> {tp: offset or -1}
-    pending = offsets.send({tp: [(41, 42), (46, 47)]})  # individual commit: OffsetRanges (impl/ic/wire.py)
+    pending = offsets.send({tp: [(41, 42), (46, 47)]})  # individual commit: OffsetRanges (impl/wire/schemas.py)
     offsets.stable_offsets[tp], offsets.committed_ranges[tp]   # the last LastStableOffset, CommittedRangeOffsets
 
     processed = ProcessedOffsets()
@@ -34,12 +34,14 @@ from kipcheck.impl.consumer.cluster import Cluster
 from kipcheck.impl.consumer.config import ConsumerConfig
 from kipcheck.impl.consumer.connection import BrokerConnection, ConnectionFailed, Sent
 from kipcheck.impl.consumer.errors import KafkaError
-from kipcheck.impl.consumer.records import TopicPartition
-from kipcheck.impl.ic.wire import error_name, flat, pairs
+from kipcheck.impl.topic_partition import TopicPartition
+from kipcheck.impl.wire.errors import error_name
+from kipcheck.impl.wire.schemas import flat, pairs
+from kipcheck.model.errors import Error
 
 OFFSET_COMMIT, OFFSET_FETCH, VERSION = 8, 9, 9
-RETRIED = {"STALE_MEMBER_EPOCH", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS",
-           "REQUEST_TIMED_OUT", "NETWORK_EXCEPTION"}
+RETRIED = {Error.STALE_MEMBER_EPOCH, Error.NOT_COORDINATOR, Error.COORDINATOR_NOT_AVAILABLE,
+           Error.COORDINATOR_LOAD_IN_PROGRESS, Error.REQUEST_TIMED_OUT, Error.NETWORK_EXCEPTION}
 
 
 @dataclass
@@ -90,25 +92,25 @@ class GroupOffsets:
 
     def _answer(self, pending: PendingCommit) -> dict[TopicPartition, str]:
         if pending.sent is None or pending.connection is not self._connection:
-            return {tp: "NETWORK_EXCEPTION" for tp in pending.offsets}
+            return {tp: Error.NETWORK_EXCEPTION for tp in pending.offsets}
         try:
             answer = pending.connection.receive(pending.sent)
         except ConnectionFailed:
             self._connection = None
-            return {tp: "NETWORK_EXCEPTION" for tp in pending.offsets}
+            return {tp: Error.NETWORK_EXCEPTION for tp in pending.offsets}
         answered = {TopicPartition(topic.name, part.partition_index): error_name(part.error_code)
                     for topic in answer.topics for part in topic.partitions}
         self.stable_offsets.update({TopicPartition(topic.name, part.partition_index): part.last_stable_offset
                                     for topic in answer.topics for part in topic.partitions})
-        return {tp: answered.get(tp, "UNKNOWN_SERVER_ERROR") for tp in pending.offsets}
+        return {tp: answered.get(tp, Error.UNKNOWN_SERVER_ERROR) for tp in pending.offsets}
 
     def committed(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         """The group's committed offset of each partition (-1: none), retried as commits are."""
         deadline = time.monotonic() + self.config.default_api_timeout_ms / 1000
         while True:
             error, offsets = self._fetch_committed(partitions)
-            if error == "NONE" or error not in RETRIED or time.monotonic() >= deadline:
-                if error != "NONE":
+            if error == Error.NONE or error not in RETRIED or time.monotonic() >= deadline:
+                if error != Error.NONE:
                     raise KafkaError(error, f"OffsetFetch for {sorted(map(str, partitions))}")
                 return offsets
             time.sleep(self.config.retry_backoff_ms / 1000)
@@ -124,12 +126,12 @@ class GroupOffsets:
             answer = self._connect().request(OFFSET_FETCH, VERSION, groups=[group], require_stable=False)
         except (ConnectionFailed, KafkaError) as error:
             self._connection = None
-            return getattr(error, "error", "NETWORK_EXCEPTION"), {}
+            return getattr(error, "error", Error.NETWORK_EXCEPTION), {}
         fetched = answer.groups[0]
         offsets, error = {}, fetched.error_code.name.upper()
         for topic in fetched.topics:
             for part in topic.partitions:
-                error = error_name(part.error_code) if error == "NONE" else error
+                error = error_name(part.error_code) if error == Error.NONE else error
                 offsets[TopicPartition(topic.name, part.partition_index)] = part.committed_offset
                 self.committed_ranges[TopicPartition(topic.name, part.partition_index)] = \
                     pairs(part.committed_range_offsets)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from kipcheck.impl.consumer.records import TopicPartition
+from kipcheck.impl.topic_partition import TopicPartition
 
 OWNED, REVOKE_NEXT, REVOKE_THEREAFTER = "owned", "revoke-next", "revoke-thereafter"
 ASSIGN, REVOKE, LOSE = "assign", "revoke", "lose"

@@ -5,7 +5,7 @@
         decode_batch("orders", 0, batch)              # -> [ConsumerRecord, ...]
 
 Batch headers are checked as the broker checks produced ones (CRC-32C, magic 2:
-impl/broker/log.read_header); a batch that fails raises KafkaError
+impl/wire/batches.py read_header); a batch that fails raises KafkaError
 CORRUPT_MESSAGE. Uncompressed and gzip batches are decoded (zlib is in every
 Python); snappy, lz4 and zstd raise UNSUPPORTED_COMPRESSION_TYPE rather than
 return nothing. Control batches (transaction markers) hold no records. Record
@@ -15,27 +15,19 @@ fields are read with kio's varint readers; timestamps keep their milliseconds.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
 import zlib
 from dataclasses import dataclass
 
 from kio.serial.readers import read_signed_varint, read_signed_varlong
 
-from kipcheck.impl.broker.log import BATCH_HEADER_BYTES, LENGTH_PREFIX_BYTES, InvalidBatch, read_header
 from kipcheck.impl.consumer.errors import KafkaError
+from kipcheck.impl.wire.batches import (
+    ATTRIBUTES_OFFSET, BASE_TIMESTAMP_OFFSET, BATCH_HEADER_BYTES, COMPRESSION_MASK, CONTROL, LENGTH_PREFIX_BYTES,
+    InvalidBatch, read_header)
+from kipcheck.model.errors import Error
 
-ATTRIBUTES_OFFSET, BASE_TIMESTAMP_OFFSET = 21, 27
-COMPRESSION_MASK, CONTROL_FLAG = 0x07, 0x20
 NO_COMPRESSION, GZIP = 0, 1
 COMPRESSION_NAMES = {2: "snappy", 3: "lz4", 4: "zstd"}
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}:{self.partition}"  # as traces name partitions
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +63,9 @@ def decode_batch(topic: str, partition: int, batch: memoryview) -> list[Consumer
     try:
         header = read_header(batch)
     except InvalidBatch as error:
-        raise KafkaError("CORRUPT_MESSAGE", f"{topic}:{partition}: {error}") from None
+        raise KafkaError(Error.CORRUPT_MESSAGE, f"{topic}:{partition}: {error}") from None
     (attributes,) = struct.unpack_from(">h", batch, ATTRIBUTES_OFFSET)
-    if attributes & CONTROL_FLAG:
+    if attributes & CONTROL:
         return []
     (base_offset,) = struct.unpack_from(">q", batch, 0)
     (base_timestamp,) = struct.unpack_from(">q", batch, BASE_TIMESTAMP_OFFSET)
@@ -83,11 +75,11 @@ def decode_batch(topic: str, partition: int, batch: memoryview) -> list[Consumer
         body = zlib.decompress(body, 16 + zlib.MAX_WBITS)
     elif compression != NO_COMPRESSION:
         name = COMPRESSION_NAMES.get(compression, f"codec {compression}")
-        raise KafkaError("UNSUPPORTED_COMPRESSION_TYPE", f"{topic}:{partition} at offset {base_offset}: {name}")
+        raise KafkaError(Error.UNSUPPORTED_COMPRESSION_TYPE, f"{topic}:{partition} at offset {base_offset}: {name}")
     try:
         return _records(topic, partition, base_offset, base_timestamp, body, header.record_count)
     except (ValueError, IndexError, struct.error) as error:
-        raise KafkaError("CORRUPT_MESSAGE", f"{topic}:{partition} at offset {base_offset}: {error}") from None
+        raise KafkaError(Error.CORRUPT_MESSAGE, f"{topic}:{partition} at offset {base_offset}: {error}") from None
 
 
 def _records(topic: str, partition: int, base_offset: int, base_timestamp: int, body: bytes,

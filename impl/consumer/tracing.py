@@ -1,59 +1,25 @@
-"""Revoke-delay traces (shared/TRACE-FORMAT.md `revoke-delay`), as the consumer and the coordinator write them.
+"""The consumer's revoke-delay trace (shared/TRACE-FORMAT.md `revoke-delay`), in its own view.
 
-    trace = open_revoke_delay_trace(directory, "consumer", group_id, member_id)   # or "coordinator"
     consumer_trace = ConsumerTrace(directory, group_id, member_id)
     consumer_trace.decision(decision)          # assign / revoke / lose, actor "coordinator"
     consumer_trace.poll(at_ms, records_from, start)
     consumer_trace.delay_revoke(at_ms, partitions, result); consumer_trace.commit(at_ms, tp, offset, error)
     consumer_trace.release(at_ms, partitions)  # a heartbeat acknowledging revocations (RD-11)
 
-Files: `revoke-delay.<view>.<group>.<member>.jsonl`, a new incarnation
-(`.2.jsonl`, ...) when the name is taken (a broker restarted, a member id
-reused). The coordinator's view has `config.view = "coordinator"` (RD-12).
-spec/revoke-delay.md ("Who writes which trace") says what each side writes and
+Files: `revoke-delay.consumer.<group>.<member>.jsonl` (impl/tracing.py
+names them, as it names the coordinator's view), a new incarnation (`.2.jsonl`,
+...) when the name is taken (a member id reused). spec/revoke-delay.md ("Who writes which trace") says what each side writes and
 when. Writes from several threads are serialised; each line is flushed whole.
 """
 
 from __future__ import annotations
 
 import threading
-import urllib.parse
 from pathlib import Path
 
 from kipcheck.impl.consumer.ownership import Decision, PollStart
-from kipcheck.impl.consumer.records import TopicPartition
-from kipcheck.impl.share.tracing import Trace
-from kipcheck.impl.storage import Storage
-
-COORDINATOR_ACTOR = "coordinator"
-
-
-def open_revoke_delay_trace(directory: str | Path, view: str, group_id: str, member_id: str,
-                            storage: Storage | None = None) -> Trace:
-    """A new revoke-delay trace file (a new incarnation if one exists), written through `storage`."""
-    config = {"view": view} if view == "coordinator" else {}
-    return open_new_trace(directory, f"revoke-delay.{view}.{safe_name(group_id)}.{safe_name(member_id)}",
-                          {"machine": "revoke-delay", "config": config}, storage)
-
-
-def open_new_trace(directory: str | Path, stem: str, header: dict, storage: Storage | None = None) -> Trace:
-    """A new trace file `<stem>.jsonl`, or `<stem>.<incarnation>.jsonl` if taken (a broker restarted)."""
-    directory, storage = Path(directory), storage or Storage()
-    storage.make_dirs(directory)
-    path, incarnation = directory / f"{stem}.jsonl", 1
-    while path.exists():
-        incarnation += 1
-        path = directory / f"{stem}.{incarnation}.jsonl"
-    return Trace(path, header, storage)
-
-
-def safe_name(name: str) -> str:
-    """A readable, reversible file name part: dots escaped too, so it never looks like an incarnation."""
-    return urllib.parse.quote(name, safe="-_").replace(".", "%2E")
-
-
-def partition_names(partitions) -> list[str]:
-    return sorted(str(tp) for tp in partitions)
+from kipcheck.impl.topic_partition import TopicPartition
+from kipcheck.impl.tracing import COORDINATOR_ACTOR, open_revoke_delay_trace, partition_names
 
 
 class ConsumerTrace:

@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable
 
-from kipcheck.impl.share.tracing import Trace
 from kipcheck.impl.storage import Storage
+from kipcheck.impl.tracing import Trace, open_new_trace, safe_name
 from kipcheck.model.expansion import CATCH_UP_LAG_MAX, PROCESSORS
 
 
@@ -41,15 +41,11 @@ class ExpansionTrace:
              view: str = PROCESSORS, clock_ms: Callable[[], int] = _wall_clock_ms,
              storage: Storage | None = None) -> "ExpansionTrace":
         """A new trace `expansion.<actor>.jsonl` in `directory`, or the next incarnation `...<actor>.<n>.jsonl`."""
-        directory, storage = Path(directory), storage or Storage()
-        storage.make_dirs(directory)
-        path, incarnation = directory / f"expansion.{actor}.jsonl", 1
-        while path.exists():
-            incarnation += 1
-            path = directory / f"expansion.{actor}.{incarnation}.jsonl"
         config = {"initial_partitions": initial, "initial_processors": initial, "catch_up_lag_max": catch_up_lag_max,
                   "view": view}
-        return cls(Trace(path, {"machine": "expansion", "config": config}, storage), actor, clock_ms)
+        trace = open_new_trace(directory, f"expansion.{safe_name(actor)}", {"machine": "expansion", "config": config},
+                               storage)
+        return cls(trace, actor, clock_ms)
 
     def _step(self, op: str, args: dict, observed: dict | None = None) -> None:
         with self._lock:

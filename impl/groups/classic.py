@@ -50,6 +50,7 @@ from kipcheck.impl.groups.classic_group import (
     COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup, ClassicMember, JoinAnswer,
     Pending, SyncAnswer)
 from kipcheck.impl.groups.config import GroupConfig
+from kipcheck.model.errors import Error
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # Kafka's CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS
 MAX_TIMERS_PER_TICK = 10_000
@@ -82,15 +83,15 @@ class ClassicGroups:
         pending = Pending()
         group = self.groups.get(request.group_id)
         if group is None and request.member_id:
-            pending.complete(JoinAnswer("UNKNOWN_MEMBER_ID", request.member_id))
+            pending.complete(JoinAnswer(Error.UNKNOWN_MEMBER_ID, request.member_id))
             return pending
         if group is None:
             group = self.groups[request.group_id] = ClassicGroup(request.group_id)
         if not self._accept_joining(group, request.member_id):
             group.remove(request.member_id)
-            pending.complete(JoinAnswer("GROUP_MAX_SIZE_REACHED", ""))
+            pending.complete(JoinAnswer(Error.GROUP_MAX_SIZE_REACHED, ""))
         elif not group.supports(request.protocol_type, [name for name, _ in request.protocols]):
-            pending.complete(JoinAnswer("INCONSISTENT_GROUP_PROTOCOL", request.member_id))
+            pending.complete(JoinAnswer(Error.INCONSISTENT_GROUP_PROTOCOL, request.member_id))
         elif not request.member_id:
             self._join_new_member(group, request, pending, now_ms)
         elif request.member_id in group.pending_join:
@@ -114,16 +115,16 @@ class ClassicGroups:
             self._replace_static_member(group, request, member_id, pending, now_ms)
         elif request.instance_id is None and request.requires_known_member_id:
             if len(group.pending_join) >= self.config.classic_max_size:
-                pending.complete(JoinAnswer("GROUP_MAX_SIZE_REACHED", ""))
+                pending.complete(JoinAnswer(Error.GROUP_MAX_SIZE_REACHED, ""))
                 return
             group.pending_join[member_id] = now_ms + request.session_timeout_ms
-            pending.complete(JoinAnswer("MEMBER_ID_REQUIRED", member_id))
+            pending.complete(JoinAnswer(Error.MEMBER_ID_REQUIRED, member_id))
         else:
             self._add_member(group, request, member_id, pending, now_ms)
 
     def _join_existing_member(self, group: ClassicGroup, request: JoinRequest, pending: Pending, now_ms: int) -> None:
         error = group.validate_member(request.member_id, request.instance_id)
-        if error != "NONE":
+        if error != Error.NONE:
             pending.complete(JoinAnswer(error, request.member_id))
             return
         member = group.members[request.member_id]
@@ -137,7 +138,7 @@ class ClassicGroups:
             members = group.join_members() if group.leader_id == member.member_id else ()
             pending.complete(self._join_answer(group, member.member_id, members))
         else:
-            pending.complete(JoinAnswer("UNKNOWN_MEMBER_ID", request.member_id))
+            pending.complete(JoinAnswer(Error.UNKNOWN_MEMBER_ID, request.member_id))
 
     def _add_member(self, group: ClassicGroup, request: JoinRequest, member_id: str, pending: Pending,
                     now_ms: int) -> None:
@@ -157,7 +158,7 @@ class ClassicGroups:
         member.rebalance_timeout_ms = request.rebalance_timeout_ms
         member.session_timeout_ms = request.session_timeout_ms
         if member.join is not None:  # superseded by this JoinGroup
-            member.join.complete(JoinAnswer("REBALANCE_IN_PROGRESS", member.member_id))
+            member.join.complete(JoinAnswer(Error.REBALANCE_IN_PROGRESS, member.member_id))
         member.join = pending
 
     def _replace_static_member(self, group: ClassicGroup, request: JoinRequest, new_member_id: str,
@@ -167,9 +168,9 @@ class ClassicGroups:
         member = group.members.pop(old_member_id)
         old_protocol = group.protocol_name
         if member.join is not None:
-            member.join.complete(JoinAnswer("FENCED_INSTANCE_ID", old_member_id))
+            member.join.complete(JoinAnswer(Error.FENCED_INSTANCE_ID, old_member_id))
         if member.sync is not None:
-            member.sync.complete(SyncAnswer("FENCED_INSTANCE_ID"))
+            member.sync.complete(SyncAnswer(Error.FENCED_INSTANCE_ID))
         member.join = member.sync = None
         member.member_id = new_member_id
         group.members[new_member_id] = member
@@ -192,7 +193,7 @@ class ClassicGroups:
 
     @staticmethod
     def _join_answer(group: ClassicGroup, member_id: str, members: tuple = (), skip: bool = False) -> JoinAnswer:
-        return JoinAnswer("NONE", member_id, group.generation, group.protocol_type, group.protocol_name,
+        return JoinAnswer(Error.NONE, member_id, group.generation, group.protocol_type, group.protocol_name,
                           group.leader_id or "", members, skip)
 
     # -- the join phase ----------------------------------------------------------------------
@@ -205,7 +206,7 @@ class ClassicGroups:
 
     def _prepare_rebalance(self, group: ClassicGroup, now_ms: int) -> None:
         if group.state == COMPLETING_REBALANCE:
-            self._propagate_assignment(group, "REBALANCE_IN_PROGRESS", {}, now_ms)
+            self._propagate_assignment(group, Error.REBALANCE_IN_PROGRESS, {}, now_ms)
         group.pending_sync.clear()
         group.sync_timer = None
         initial = group.state == EMPTY
@@ -261,26 +262,26 @@ class ClassicGroups:
         pending = Pending()
         group = self.groups.get(group_id)
         if group is None or group.state == EMPTY:
-            pending.complete(SyncAnswer("UNKNOWN_MEMBER_ID"))
+            pending.complete(SyncAnswer(Error.UNKNOWN_MEMBER_ID))
             return pending
         error = self._sync_error(group, member_id, instance_id, generation, protocol_type, protocol_name)
-        if error != "NONE":
+        if error != Error.NONE:
             pending.complete(SyncAnswer(error))
         elif group.state == PREPARING_REBALANCE:
-            pending.complete(SyncAnswer("REBALANCE_IN_PROGRESS"))
+            pending.complete(SyncAnswer(Error.REBALANCE_IN_PROGRESS))
         elif group.state == COMPLETING_REBALANCE:
             member = group.members[member_id]
             if member.sync is not None:  # superseded by this SyncGroup
-                member.sync.complete(SyncAnswer("REBALANCE_IN_PROGRESS"))
+                member.sync.complete(SyncAnswer(Error.REBALANCE_IN_PROGRESS))
             member.sync = pending
             group.pending_sync.discard(member_id)
             if member_id == group.leader_id:
                 full = {member_key: assignments.get(member_key, b"") for member_key in group.members}
-                self._propagate_assignment(group, "NONE", full, now_ms)
+                self._propagate_assignment(group, Error.NONE, full, now_ms)
                 group.transition(STABLE)
         else:
             group.pending_sync.discard(member_id)
-            pending.complete(SyncAnswer("NONE", group.protocol_type, group.protocol_name,
+            pending.complete(SyncAnswer(Error.NONE, group.protocol_type, group.protocol_name,
                                         group.members[member_id].assignment))
         if not group.pending_sync:
             group.sync_timer = None
@@ -290,18 +291,18 @@ class ClassicGroups:
     def _sync_error(group: ClassicGroup, member_id: str, instance_id: str | None, generation: int,
                     protocol_type: str | None, protocol_name: str | None) -> str:
         error = group.validate_member(member_id, instance_id)
-        if error != "NONE":
+        if error != Error.NONE:
             return error
         if generation != group.generation:
-            return "ILLEGAL_GENERATION"
+            return Error.ILLEGAL_GENERATION
         if _inconsistent(protocol_type, group.protocol_type) or _inconsistent(protocol_name, group.protocol_name):
-            return "INCONSISTENT_GROUP_PROTOCOL"
-        return "NONE"
+            return Error.INCONSISTENT_GROUP_PROTOCOL
+        return Error.NONE
 
     def _propagate_assignment(self, group: ClassicGroup, error: str, assignments: dict[str, bytes],
                               now_ms: int) -> None:
         """Set (or, on error, clear) every member's assignment and answer the members awaiting sync."""
-        protocol = (group.protocol_type, group.protocol_name) if error == "NONE" else (None, None)
+        protocol = (group.protocol_type, group.protocol_name) if error == Error.NONE else (None, None)
         for member in group.members.values():
             member.assignment = assignments.get(member.member_id, b"")
             if member.sync is not None:
@@ -314,48 +315,48 @@ class ClassicGroups:
     def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation: int, now_ms: int) -> str:
         group = self.groups.get(group_id)
         if group is None:
-            return "UNKNOWN_MEMBER_ID"
+            return Error.UNKNOWN_MEMBER_ID
         error = group.validate_member(member_id, instance_id)
-        if error != "NONE":
+        if error != Error.NONE:
             return error
         if generation != group.generation:
-            return "ILLEGAL_GENERATION"
+            return Error.ILLEGAL_GENERATION
         member = group.members[member_id]
         member.deadline_ms = now_ms + member.session_timeout_ms
-        return "REBALANCE_IN_PROGRESS" if group.state == PREPARING_REBALANCE else "NONE"
+        return Error.REBALANCE_IN_PROGRESS if group.state == PREPARING_REBALANCE else Error.NONE
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]], now_ms: int) -> tuple[str, list[str]]:
         """(group-level error, one error per (member id, instance id) asked to leave)."""
         group = self.groups.get(group_id)
         if group is None:
-            return "UNKNOWN_MEMBER_ID", []
+            return Error.UNKNOWN_MEMBER_ID, []
         errors = [self._leave_one(group, member_id, instance_id) for member_id, instance_id in members]
-        if "NONE" in errors:
+        if Error.NONE in errors:
             if group.state in (STABLE, COMPLETING_REBALANCE):
                 self._prepare_rebalance_or_complete_join(group, now_ms)
             elif group.state == PREPARING_REBALANCE:
                 self._maybe_complete_join_phase(group, now_ms)
-        return "NONE", errors
+        return Error.NONE, errors
 
     def _leave_one(self, group: ClassicGroup, member_id: str, instance_id: str | None) -> str:
         if not member_id:  # an administrator removes a static member by its instance id
             if instance_id is None or instance_id not in group.static_members:
-                return "UNKNOWN_MEMBER_ID"
+                return Error.UNKNOWN_MEMBER_ID
             self._remove_member(group, group.static_members[instance_id])
-            return "NONE"
+            return Error.NONE
         if member_id in group.pending_join:
             del group.pending_join[member_id]
-            return "NONE"
+            return Error.NONE
         error = group.validate_member(member_id, instance_id)
-        if error == "NONE":
+        if error == Error.NONE:
             self._remove_member(group, member_id)
         return error
 
     @staticmethod
     def _remove_member(group: ClassicGroup, member_id: str) -> None:
         member = group.members[member_id]
-        for waiting, answer in ((member.join, JoinAnswer("UNKNOWN_MEMBER_ID", "")),
-                                (member.sync, SyncAnswer("UNKNOWN_MEMBER_ID"))):
+        for waiting, answer in ((member.join, JoinAnswer(Error.UNKNOWN_MEMBER_ID, "")),
+                                (member.sync, SyncAnswer(Error.UNKNOWN_MEMBER_ID))):
             if waiting is not None:
                 waiting.complete(answer)
         group.remove(member_id)
@@ -364,21 +365,21 @@ class ClassicGroups:
                                generation: int, now_ms: int) -> str:
         """ClassicGroup.validateOffsetCommit; a valid commit also counts as a heartbeat."""
         if generation < 0 and group.state == EMPTY:
-            return "NONE"  # a consumer that does not use group management (assign())
+            return Error.NONE  # a consumer that does not use group management (assign())
         if generation >= 0 or member_id or instance_id is not None:
             error = group.validate_member(member_id, instance_id)
-            if error != "NONE":
+            if error != Error.NONE:
                 return error
             if generation != group.generation:
-                return "ILLEGAL_GENERATION"
+                return Error.ILLEGAL_GENERATION
         elif group.state != EMPTY:
-            return "UNKNOWN_MEMBER_ID"
+            return Error.UNKNOWN_MEMBER_ID
         if group.state == COMPLETING_REBALANCE:
-            return "REBALANCE_IN_PROGRESS"
+            return Error.REBALANCE_IN_PROGRESS
         member = group.members.get(member_id)
         if member is not None and group.state in (STABLE, PREPARING_REBALANCE):
             member.deadline_ms = now_ms + member.session_timeout_ms
-        return "NONE"
+        return Error.NONE
 
     # -- timers ------------------------------------------------------------------------------
 

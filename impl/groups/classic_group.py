@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kipcheck.model.errors import Error
+
 EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD = (
     "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 _VALID_PREVIOUS = {
@@ -167,10 +169,10 @@ class ClassicGroup:
         if instance_id is not None:
             existing = self.static_members.get(instance_id)
             if existing is None:
-                return "UNKNOWN_MEMBER_ID"
+                return Error.UNKNOWN_MEMBER_ID
             if existing != member_id:
-                return "FENCED_INSTANCE_ID"
-        return "NONE" if member_id in self.members else "UNKNOWN_MEMBER_ID"
+                return Error.FENCED_INSTANCE_ID
+        return Error.NONE if member_id in self.members else Error.UNKNOWN_MEMBER_ID
 
     def add(self, member: ClassicMember, join: Pending | None) -> None:
         if member.instance_id is not None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from kipcheck.impl.groups.assignors import ASSIGNORS
-from kipcheck.impl.share.config import parse_integer
+from kipcheck.impl.settings import field_of, kafka_name, parse_integer
 
 _PROPERTIES = {
     "group.consumer.session.timeout.ms": "consumer_session_timeout_ms",
@@ -50,7 +50,7 @@ class GroupConfig:
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
             if type(value) is int and value < (0 if name in _MAY_BE_ZERO else 1):
-                raise ValueError(f"{kafka_name(name)} must be {'>= 0' if name in _MAY_BE_ZERO else 'positive'}, "
+                raise ValueError(f"{kafka_name(_PROPERTIES, name)} must be {'>= 0' if name in _MAY_BE_ZERO else 'positive'}, "
                                  f"found {value}")
         if self.min_session_timeout_ms > self.max_session_timeout_ms:
             raise ValueError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
@@ -65,9 +65,7 @@ class GroupConfig:
     def from_properties(cls, properties: Mapping[str, str | int]) -> "GroupConfig":
         values: dict[str, object] = {}
         for name, raw in properties.items():
-            field_name = _PROPERTIES.get(name)
-            if field_name is None:
-                raise ValueError(f"unknown group config {name!r} (known: {', '.join(known_names())})")
+            field_name = field_of(_PROPERTIES, name, "group config")
             if field_name == "consumer_assignors":
                 values[field_name] = tuple(part.strip() for part in str(raw).split(",") if part.strip())
             else:
@@ -77,7 +75,3 @@ class GroupConfig:
 
 def known_names() -> list[str]:
     return sorted(_PROPERTIES)
-
-
-def kafka_name(field_name: str) -> str:
-    return next(name for name, field in _PROPERTIES.items() if field == field_name)

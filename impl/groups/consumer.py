@@ -53,6 +53,7 @@ from kipcheck.impl.groups.config import GroupConfig
 from kipcheck.impl.groups.consumer_group import (
     LEAVE_GROUP_STATIC_MEMBER_EPOCH, UNREVOKED_PARTITIONS, ConsumerGroup, ConsumerMember, reconcile)
 from kipcheck.impl.groups.tracing import CoordinatorTraces
+from kipcheck.model.errors import Error
 
 
 @dataclass(frozen=True)
@@ -118,27 +119,27 @@ class ConsumerGroups:
         for value, name in ((request.member_id, "MemberId"), (request.group_id, "GroupId"),
                             (request.instance_id, "InstanceId"), (request.rack_id, "RackId")):
             if value == "" or (name in ("MemberId", "GroupId") and value is None):
-                raise Refused("INVALID_REQUEST", f"{name} can't be empty.")
+                raise Refused(Error.INVALID_REQUEST, f"{name} can't be empty.")
         if request.member_epoch == 0:
             if request.rebalance_timeout_ms == -1:
-                raise Refused("INVALID_REQUEST", "RebalanceTimeoutMs must be provided in first request.")
+                raise Refused(Error.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
             if request.owned is None or request.owned:
-                raise Refused("INVALID_REQUEST", "TopicPartitions must be empty when (re-)joining.")
+                raise Refused(Error.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
             if request.subscribed_names is None and request.subscribed_regex is None:
-                raise Refused("INVALID_REQUEST", "Either SubscribedTopicNames or SubscribedTopicRegex must be "
-                                                 "non-null when (re-)joining.")
+                raise Refused(Error.INVALID_REQUEST, "Either SubscribedTopicNames or SubscribedTopicRegex must be "
+                                                     "non-null when (re-)joining.")
         elif request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and request.instance_id is None:
-            raise Refused("INVALID_REQUEST", "InstanceId can't be null.")
+            raise Refused(Error.INVALID_REQUEST, "InstanceId can't be null.")
         elif request.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            raise Refused("INVALID_REQUEST", "MemberEpoch is invalid.")
+            raise Refused(Error.INVALID_REQUEST, "MemberEpoch is invalid.")
         if request.server_assignor is not None and request.server_assignor not in self.config.consumer_assignors:
-            raise Refused("UNSUPPORTED_ASSIGNOR", f"ServerAssignor {request.server_assignor} is not supported. "
-                                                  f"Supported assignors: {', '.join(self.config.consumer_assignors)}.")
+            raise Refused(Error.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {request.server_assignor} is not supported. "
+                                                      f"Supported assignors: {', '.join(self.config.consumer_assignors)}.")
         if request.subscribed_regex:
             try:
                 re.compile(request.subscribed_regex)
             except re.error as error:
-                raise Refused("INVALID_REGULAR_EXPRESSION", f"SubscribedTopicRegex: {error}") from None
+                raise Refused(Error.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex: {error}") from None
 
     # -- joining and heartbeating ----------------------------------------------------------------
 
@@ -146,13 +147,13 @@ class ConsumerGroups:
         group = self.groups.get(request.group_id)
         if group is None:
             if self.other_group(request.group_id):
-                raise Refused("GROUP_ID_NOT_FOUND", f"Group {request.group_id} is not a consumer group.")
+                raise Refused(Error.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group.")
             if request.member_epoch != 0:
-                raise Refused("UNKNOWN_MEMBER_ID", f"Group {request.group_id} is not known to this coordinator.")
+                raise Refused(Error.UNKNOWN_MEMBER_ID, f"Group {request.group_id} is not known to this coordinator.")
             group = ConsumerGroup(request.group_id)
         if len(group.members) >= self.config.consumer_max_size and request.member_id not in group.members:
-            raise Refused("GROUP_MAX_SIZE_REACHED", f"The consumer group has reached its maximum capacity of "
-                                                    f"{self.config.consumer_max_size} members.")
+            raise Refused(Error.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of "
+                                                        f"{self.config.consumer_max_size} members.")
         member, replaced = self._member(group, request)
         updated = _updated(member, request)
         subscription_changed = (updated.subscribed_names, updated.subscribed_regex) != \
@@ -179,7 +180,7 @@ class ConsumerGroups:
             self.traces.reconciled(group.group_id, before, reconciled, request.owned, now_ms, self._key_shares(group))
         group.session_deadline_ms[reconciled.member_id] = now_ms + self.config.consumer_session_timeout_ms
         send = request.member_epoch == 0 or request.is_full() or reconciled.assigned != member.assigned
-        return HeartbeatAnswer("NONE", reconciled.member_id, reconciled.epoch,
+        return HeartbeatAnswer(Error.NONE, reconciled.member_id, reconciled.epoch,
                                dict(reconciled.assigned) if send else None)
 
     def _member(self, group: ConsumerGroup, request: HeartbeatRequest) -> tuple[ConsumerMember, str | None]:
@@ -188,8 +189,8 @@ class ConsumerGroups:
             member = group.members.get(request.member_id)
             if member is None:
                 if request.member_epoch != 0:
-                    raise Refused("UNKNOWN_MEMBER_ID", f"Member {request.member_id} is not a member of group "
-                                                       f"{group.group_id}.")
+                    raise Refused(Error.UNKNOWN_MEMBER_ID, f"Member {request.member_id} is not a member of group "
+                                                           f"{group.group_id}.")
                 return ConsumerMember(request.member_id), None
             _check_epoch(member, request)
             return member, None
@@ -199,9 +200,9 @@ class ConsumerGroups:
             if static is None or static.member_id == request.member_id:
                 return group.members.get(request.member_id, ConsumerMember(request.member_id)), None
             if static.epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                raise Refused("UNRELEASED_INSTANCE_ID", f"Static member {request.member_id} with instance id "
-                                                        f"{request.instance_id} cannot join the group because the "
-                                                        f"instance id is owned by {static.member_id} member.")
+                raise Refused(Error.UNRELEASED_INSTANCE_ID, f"Static member {request.member_id} with instance id "
+                                                            f"{request.instance_id} cannot join the group because the "
+                                                            f"instance id is owned by {static.member_id} member.")
             return replace(static, member_id=request.member_id, epoch=0, previous_epoch=0), static.member_id
         _check_static(static, request)
         _check_epoch(static, request)
@@ -241,7 +242,7 @@ class ConsumerGroups:
         else:
             problem = check_assignment(spec, target)
         if problem is not None:
-            raise Refused("UNKNOWN_SERVER_ERROR", f"assignor {assignor} at group epoch {epoch}: {problem}")
+            raise Refused(Error.UNKNOWN_SERVER_ERROR, f"assignor {assignor} at group epoch {epoch}: {problem}")
         return target
 
     def assignor_name(self, members) -> str:
@@ -276,13 +277,13 @@ class ConsumerGroups:
     def _leave(self, request: HeartbeatRequest, now_ms: int) -> HeartbeatAnswer:
         group = self.groups.get(request.group_id)
         if group is None:
-            raise Refused("GROUP_ID_NOT_FOUND", f"Group {request.group_id} not found.")
+            raise Refused(Error.GROUP_ID_NOT_FOUND, f"Group {request.group_id} not found.")
         if request.instance_id is None:
             if request.member_id not in group.members:
-                raise Refused("UNKNOWN_MEMBER_ID", f"Member {request.member_id} is not a member of group "
-                                                   f"{group.group_id}.")
+                raise Refused(Error.UNKNOWN_MEMBER_ID, f"Member {request.member_id} is not a member of group "
+                                                       f"{group.group_id}.")
             self.fence(group, request.member_id, now_ms, lost=False)
-            return HeartbeatAnswer("NONE", request.member_id, request.member_epoch)
+            return HeartbeatAnswer(Error.NONE, request.member_id, request.member_epoch)
         static_id = group.static_members.get(request.instance_id)
         static = group.members.get(static_id) if static_id is not None else None
         _check_static(static, request)
@@ -292,9 +293,9 @@ class ConsumerGroups:
             group.rebalance_deadline.pop(static.member_id, None)
             if self.traces is not None:
                 self.traces.reconciled(group.group_id, static, left, None, now_ms, self._key_shares(group))
-            return HeartbeatAnswer("NONE", static.member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+            return HeartbeatAnswer(Error.NONE, static.member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH)
         self.fence(group, static.member_id, now_ms, lost=False)
-        return HeartbeatAnswer("NONE", request.member_id, request.member_epoch)
+        return HeartbeatAnswer(Error.NONE, request.member_id, request.member_epoch)
 
     def leave_members(self, group_id: str, members: list[tuple[str, str | None]], now_ms: int) -> list[str]:
         """A classic LeaveGroup naming members of a consumer group (an administrator removing them):
@@ -304,13 +305,13 @@ class ConsumerGroups:
         for member_id, instance_id in members:
             if instance_id is None:
                 member = group.members.get(member_id)
-                error = "UNKNOWN_MEMBER_ID" if member is None else "NONE"
+                error = Error.UNKNOWN_MEMBER_ID if member is None else Error.NONE
             else:
                 member = group.members.get(group.static_members.get(instance_id, ""))
-                error = "UNKNOWN_MEMBER_ID" if member is None else \
-                    "FENCED_INSTANCE_ID" if member_id and member.member_id != member_id else "NONE"
+                error = Error.UNKNOWN_MEMBER_ID if member is None else \
+                    Error.FENCED_INSTANCE_ID if member_id and member.member_id != member_id else Error.NONE
             errors.append(error)
-            if error == "NONE":
+            if error == Error.NONE:
                 leaving.add(member.member_id)
         if leaving:
             key_shares = self._key_shares(group)
@@ -356,23 +357,23 @@ class ConsumerGroups:
     def validate_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int) -> str:
         """ConsumerGroup.validateOffsetCommit: the committing member's epoch must be its current one."""
         if member_epoch < 0 and not group.members:
-            return "NONE"  # an administrator, or a consumer that does not use group management
+            return Error.NONE  # an administrator, or a consumer that does not use group management
         member = group.members.get(member_id)
         if member is None:
-            return "UNKNOWN_MEMBER_ID"
+            return Error.UNKNOWN_MEMBER_ID
         if api_version < 9:
-            return "UNSUPPORTED_VERSION"  # members of the consumer protocol commit with OffsetCommit v9+
-        return "NONE" if member_epoch == member.epoch else "STALE_MEMBER_EPOCH"
+            return Error.UNSUPPORTED_VERSION  # members of the consumer protocol commit with OffsetCommit v9+
+        return Error.NONE if member_epoch == member.epoch else Error.STALE_MEMBER_EPOCH
 
     @staticmethod
     def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> str:
         """ConsumerGroup.validateOffsetFetch."""
         if member_id is None and member_epoch < 0:
-            return "NONE"
+            return Error.NONE
         member = group.members.get(member_id or "")
         if member is None:
-            return "UNKNOWN_MEMBER_ID"
-        return "NONE" if member_epoch == member.epoch else "STALE_MEMBER_EPOCH"
+            return Error.UNKNOWN_MEMBER_ID
+        return Error.NONE if member_epoch == member.epoch else Error.STALE_MEMBER_EPOCH
 
 
 def _updated(member: ConsumerMember, request: HeartbeatRequest) -> ConsumerMember:
@@ -396,17 +397,18 @@ def _check_epoch(member: ConsumerMember, request: HeartbeatRequest) -> None:
         return
     if epoch < member.epoch and epoch == member.previous_epoch and _subset(request.owned, member.assigned):
         return
-    raise Refused("FENCED_MEMBER_EPOCH", f"The consumer group member has a {'greater' if epoch > member.epoch else 'smaller'}"
-                                         f" member epoch ({epoch}) than the one known by the group coordinator "
-                                         f"({member.epoch}). The member must abandon all its partitions and rejoin.")
+    raise Refused(Error.FENCED_MEMBER_EPOCH,
+                  f"The consumer group member has a {'greater' if epoch > member.epoch else 'smaller'}"
+                  f" member epoch ({epoch}) than the one known by the group coordinator "
+                  f"({member.epoch}). The member must abandon all its partitions and rejoin.")
 
 
 def _check_static(static: ConsumerMember | None, request: HeartbeatRequest) -> None:
     if static is None:
-        raise Refused("UNKNOWN_MEMBER_ID", f"Instance id {request.instance_id} is unknown.")
+        raise Refused(Error.UNKNOWN_MEMBER_ID, f"Instance id {request.instance_id} is unknown.")
     if static.member_id != request.member_id:
-        raise Refused("FENCED_INSTANCE_ID", f"Static member {request.member_id} with instance id "
-                                            f"{request.instance_id} was fenced by member {static.member_id}.")
+        raise Refused(Error.FENCED_INSTANCE_ID, f"Static member {request.member_id} with instance id "
+                                                f"{request.instance_id} was fenced by member {static.member_id}.")
 
 
 def _subset(owned: Assignment | None, assigned: Assignment) -> bool:

@@ -49,8 +49,9 @@ from kipcheck.impl.groups.consumer import ConsumerGroups, HeartbeatAnswer, Heart
 from kipcheck.impl.groups.offsets import CommittedOffset, Key, OffsetStore, RecordTooLarge, StorageError
 from kipcheck.impl.groups.tracing import CoordinatorTraces
 from kipcheck.impl.storage import Storage
+from kipcheck.model.errors import Error
 
-NEW_GROUP_PROTOCOL_ERROR = "INCONSISTENT_GROUP_PROTOCOL"
+NEW_GROUP_PROTOCOL_ERROR = Error.INCONSISTENT_GROUP_PROTOCOL
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ class GroupCoordinator:
     def leave(self, group_id: str, members: list[tuple[str, str | None]], now_ms: int) -> tuple[str, list[str]]:
         """(group error, one error per member); members of a consumer group are fenced (an admin removal)."""
         if group_id in self.consumer.groups:
-            answer = "NONE", self.consumer.leave_members(group_id, members, now_ms)
+            answer = Error.NONE, self.consumer.leave_members(group_id, members, now_ms)
         else:
             answer = self.classic.leave(group_id, members, now_ms)
         self._forget_if_unused(group_id)
@@ -146,15 +147,15 @@ class GroupCoordinator:
     def commit(self, commit: OffsetCommit, now_ms: int) -> dict[Key, str]:
         """One error per partition (Kafka's OffsetCommit has no top-level error)."""
         error = self.validate_commit(commit, now_ms)
-        if error != "NONE":
+        if error != Error.NONE:
             return {key: error for key in commit.offsets}
-        errors = {key: "OFFSET_METADATA_TOO_LARGE" if len(value.metadata) > self.config.offset_metadata_max_bytes
-                  else "NONE" for key, value in commit.offsets.items()}
-        accepted = {key: value for key, value in commit.offsets.items() if errors[key] == "NONE"}
+        errors = {key: Error.OFFSET_METADATA_TOO_LARGE if len(value.metadata) > self.config.offset_metadata_max_bytes
+                  else Error.NONE for key, value in commit.offsets.items()}
+        accepted = {key: value for key, value in commit.offsets.items() if errors[key] == Error.NONE}
         try:
             self.offsets.commit(commit.group_id, accepted)
         except (StorageError, RecordTooLarge) as error:
-            failed = "NOT_COORDINATOR" if isinstance(error, StorageError) else "UNKNOWN_SERVER_ERROR"
+            failed = Error.NOT_COORDINATOR if isinstance(error, StorageError) else Error.UNKNOWN_SERVER_ERROR
             return {key: failed if key in accepted else errors[key] for key in commit.offsets}
         self._trace_commit(commit, accepted, now_ms)
         return errors
@@ -169,15 +170,15 @@ class GroupCoordinator:
     def validate_commit(self, commit: OffsetCommit, now_ms: int) -> str:
         """OffsetMetadataManager.validateOffsetCommit, then the group's own check."""
         if not commit.group_id:
-            return "INVALID_GROUP_ID"
+            return Error.INVALID_GROUP_ID
         if self.share_group_exists(commit.group_id):
-            return "GROUP_ID_NOT_FOUND"
+            return Error.GROUP_ID_NOT_FOUND
         kind = self.group_type(commit.group_id)
         if kind == "consumer":
             return self.consumer.validate_offset_commit(self.consumer.groups[commit.group_id], commit.member_id,
                                                         commit.generation_or_epoch, commit.api_version)
         if kind is None and commit.generation_or_epoch >= 0:
-            return "GROUP_ID_NOT_FOUND" if commit.api_version >= 9 else "ILLEGAL_GENERATION"
+            return Error.GROUP_ID_NOT_FOUND if commit.api_version >= 9 else Error.ILLEGAL_GENERATION
         group = self.classic.groups.get(commit.group_id) or ClassicGroup(commit.group_id)
         return self.classic.validate_offset_commit(group, commit.member_id, commit.instance_id,
                                                    commit.generation_or_epoch, now_ms)
@@ -188,28 +189,28 @@ class GroupCoordinator:
         group = self.consumer.groups.get(group_id)
         if group is not None:
             error = self.consumer.validate_offset_fetch(group, member_id, member_epoch)
-            if error != "NONE":
+            if error != Error.NONE:
                 return error, {}
         stored = {} if self.share_group_exists(group_id) else self.offsets.offsets(group_id)
         if keys is None:
-            return "NONE", dict(stored)
-        return "NONE", {key: stored.get(key) for key in keys}
+            return Error.NONE, dict(stored)
+        return Error.NONE, {key: stored.get(key) for key in keys}
 
     def delete_offsets(self, group_id: str, keys: list[Key]) -> tuple[str, dict[Key, str]]:
         """OffsetDelete: (group error, one error per partition); NOT_COORDINATOR if the write fails."""
         kind = self.group_type(group_id)
         if kind is None or self.share_group_exists(group_id):
-            return "GROUP_ID_NOT_FOUND", {}
+            return Error.GROUP_ID_NOT_FOUND, {}
         if kind == "classic" and not self._empty(group_id):
-            return "NON_EMPTY_GROUP", {}
+            return Error.NON_EMPTY_GROUP, {}
         subscribed = self.consumer.subscribed_topics(group_id)
-        errors = {key: "GROUP_SUBSCRIBED_TO_TOPIC" if key[0] in subscribed else "NONE" for key in keys}
+        errors = {key: Error.GROUP_SUBSCRIBED_TO_TOPIC if key[0] in subscribed else Error.NONE for key in keys}
         try:
-            self.offsets.delete(group_id, [key for key, error in errors.items() if error == "NONE"])
+            self.offsets.delete(group_id, [key for key, error in errors.items() if error == Error.NONE])
         except StorageError:
-            return "NOT_COORDINATOR", {}
+            return Error.NOT_COORDINATOR, {}
         self._forget_if_unused(group_id)
-        return "NONE", errors
+        return Error.NONE, errors
 
     def fence_owners(self, group_id: str, topic: str, partition: int, now_ms: int) -> list[str]:
         """Fence the KIP-848 members that own a partition, so the group rebalances it (the seed's "callout

@@ -33,16 +33,15 @@ share of it is traced as its revocation.
 
 from __future__ import annotations
 
-import urllib.parse
 from pathlib import Path
 
-from kipcheck.impl.consumer.tracing import (
-    COORDINATOR_ACTOR, open_new_trace, open_revoke_delay_trace, partition_names, safe_name)
 from kipcheck.impl.groups.assignors import Assignment, key_range_of, model_entries, partition_of
 from kipcheck.impl.groups.consumer_group import ConsumerMember
-from kipcheck.impl.share.tracing import Trace
 from kipcheck.impl.storage import Storage
+from kipcheck.impl.tracing import (
+    COORDINATOR_ACTOR, Trace, open_new_trace, open_revoke_delay_trace, partition_names, quoted_name, safe_name)
 from kipcheck.model import key_range_assign
+from kipcheck.model.errors import Error
 from kipcheck.model.ic import merge
 
 
@@ -110,7 +109,7 @@ class CoordinatorTraces:
             if offset < 0:
                 continue  # not a position (Kafka stores it; a trace offset is one)
             trace.step(at_ms, member_id, "commit", {"partition": f"{topic}:{partition}", "offset": offset},
-                       {"error": "NONE"})
+                       {"error": Error.NONE})
 
     def assigned(self, group_id: str, group: key_range_assign.Group, target: dict[str, Assignment],
                  at_ms: int) -> None:
@@ -137,7 +136,7 @@ class CoordinatorTraces:
                 continue
             key = (group_id, topic, partition)
             if key not in self._own_traces:
-                name = urllib.parse.quote(f"{group_id}:{topic}:{partition}", safe="")
+                name = quoted_name(f"{group_id}:{topic}:{partition}")
                 self._own_traces[key] = open_new_trace(self.directory, f"ic-coordinator.{name}",
                                                        {"machine": "ic", "config": {}}, self._storage)
             self._own_traces[key].step(at_ms, member_id, "own", {"ranges": ranges})

@@ -6,7 +6,7 @@ them and how to split a commit that does not fit in one request (spec/ic.md IC-1
     pending = PendingCommits(config)
     pending.add("orders", 0, 41, 42)               # processed offsets, merged into ranges
     pending.due()                                  # more than max.num.ranges.to.commit ranges wait: commit now
-    for request in pending.take():                 # [{(topic, partition): [(first, last), ...]}, ...]
+    for request in pending.take():                 # [{TopicPartition: [(first, last), ...]}, ...]
         ... send; if it failed: pending.restore(request)   # nothing is ever dropped
 
 `max.num.ranges.to.commit` (10,000) counts the ranges waiting over all the
@@ -24,16 +24,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from kipcheck.impl.ic.config import parse_boolean
 from kipcheck.impl.ic.ranges import Range, RangeSet
-from kipcheck.impl.share.config import parse_integer
+from kipcheck.impl.settings import parse_boolean, parse_integer
+from kipcheck.impl.topic_partition import TopicPartition
 from kipcheck.model.ic import RANGE_WIRE_BYTES, commit_due
 from kipcheck.model.key_hash import range_fetch_error
 
 REQUEST_ENVELOPE_BYTES = 4096       # header, group and member ids, generation: reserved per request
 TOPIC_ENVELOPE_BYTES = 64           # plus the name
 PARTITION_ENVELOPE_BYTES = 64       # index, offset, leader epoch, metadata, tagged-field framing
-TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +74,7 @@ class PendingCommits:
         """Offsets first..last were processed: merged into the partition's pending ranges."""
         if not 0 <= first <= last:
             raise ValueError(f"processed offsets must be a range of non-negative offsets, found {first}..{last}")
-        held = self._ranges.setdefault((topic, partition), RangeSet())
+        held = self._ranges.setdefault(TopicPartition(topic, partition), RangeSet())
         touched = held.touching(first, last)
         merged = (min([first] + [low for low, _ in touched]), max([last] + [high for _, high in touched]))
         held.replace(touched, merged)
@@ -90,15 +89,16 @@ class PendingCommits:
         request: dict[TopicPartition, list[Range]] = {}
         topics: set[str] = set()
         budget = self.config.max_request_bytes - REQUEST_ENVELOPE_BYTES
-        for (topic, partition), held in sorted(self._ranges.items()):
+        for tp, held in sorted(self._ranges.items()):
+            topic = tp.topic
             for pair in held:
-                cost = RANGE_WIRE_BYTES + (0 if (topic, partition) in request else PARTITION_ENVELOPE_BYTES) \
+                cost = RANGE_WIRE_BYTES + (0 if tp in request else PARTITION_ENVELOPE_BYTES) \
                     + (0 if topic in topics else TOPIC_ENVELOPE_BYTES + len(topic.encode()))
                 if cost > budget:
                     requests.append(request)
                     request, topics, budget = {}, set(), self.config.max_request_bytes - REQUEST_ENVELOPE_BYTES
                     cost = RANGE_WIRE_BYTES + PARTITION_ENVELOPE_BYTES + TOPIC_ENVELOPE_BYTES + len(topic.encode())
-                request.setdefault((topic, partition), []).append(pair)
+                request.setdefault(tp, []).append(pair)
                 topics.add(topic)
                 budget -= cost
         if request:

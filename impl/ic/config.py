@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from kipcheck.impl.share.config import parse_integer
+from kipcheck.impl.settings import field_of, kafka_name, parse_boolean, parse_integer
 
 _PROPERTIES = {
     "accept.individual.commit": "accept_individual_commit",
@@ -48,15 +48,13 @@ class IcConfig:
                                     ("filtering_bytes", 1)):
             value = getattr(self, field_name)
             if type(value) is not int or value < minimum:
-                raise ValueError(f"{_kafka_name(field_name)} must be an integer >= {minimum}, found {value!r}")
+                raise ValueError(f"{kafka_name(_PROPERTIES, field_name)} must be an integer >= {minimum}, found {value!r}")
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str | int | bool]) -> "IcConfig":
         values: dict[str, int | bool] = {}
         for name, raw in properties.items():
-            field_name = _PROPERTIES.get(name)
-            if field_name is None:
-                raise ValueError(f"unknown individual-commit config {name!r} (known: {', '.join(sorted(_PROPERTIES))})")
+            field_name = field_of(_PROPERTIES, name, "individual-commit config")
             values[field_name] = parse_boolean(name, raw) if field_name == "accept_individual_commit" \
                 else parse_integer(name, raw)
         return cls(**values)
@@ -68,17 +66,3 @@ class IcConfig:
 
 def known_names() -> list[str]:
     return sorted(_PROPERTIES)
-
-
-def parse_boolean(name: str, raw: str | int | bool) -> bool:
-    """A true/false setting given as a string or a bool; ValueError naming the setting otherwise."""
-    if type(raw) is bool:
-        return raw
-    text = str(raw).strip().lower()
-    if text not in ("true", "false"):
-        raise ValueError(f"{name} must be true or false, found {raw!r}")
-    return text == "true"
-
-
-def _kafka_name(field_name: str) -> str:
-    return next(name for name, field in _PROPERTIES.items() if field == field_name)

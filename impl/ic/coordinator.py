@@ -45,8 +45,8 @@ from kipcheck.impl.ic.ranges import Range, RangeSet
 from kipcheck.impl.ic.state import PartitionIc, Plan
 from kipcheck.impl.ic.tracing import IcTraces
 from kipcheck.impl.storage import Storage
-from kipcheck.model.ic import (INVALID_REQUEST, MAX_REACHED, NONE, NOT_ALLOWED, NOT_COORDINATOR, OFFSET_MAX, TOO_OLD,
-                               plain_commit)
+from kipcheck.model.errors import Error
+from kipcheck.model.ic import OFFSET_MAX, plain_commit
 
 log = logging.getLogger("kipcheck.ic")
 Key = tuple[str, str, int]
@@ -100,15 +100,16 @@ class IcCoordinator:
         error = self._refusal(request, state)
         if error is None:
             plan = state.plan(request)
-            error = MAX_REACHED if plan.ranges_after > self.config.max_ranges else self._write(key, plan, now_ms)
-        if error == NONE:
+            error = Error.MAX_INDIVIDUAL_COMMIT_REACHED if plan.ranges_after > self.config.max_ranges \
+                else self._write(key, plan, now_ms)
+        if error == Error.NONE:
             state.apply(plan)
             self._states.setdefault(key, state)
             self._maybe_compact()
         if self._traces is not None and _traceable(request):
-            appends = _appends(plan) if error == NONE else []
+            appends = _appends(plan) if error == Error.NONE else []
             self._traces.commit(key, now_ms, member, request, error, state.stable_offset, state.ranges, appends)
-        if error == MAX_REACHED and self._on_cap_reached is not None:
+        if error == Error.MAX_INDIVIDUAL_COMMIT_REACHED and self._on_cap_reached is not None:
             self._on_cap_reached(CapReached(group, topic, partition, len(state.ranges), self.config.max_ranges,
                                             state.stable_offset))
         return CommitAnswer(error, state.stable_offset)
@@ -127,7 +128,7 @@ class IcCoordinator:
         stable_offset = self._state((group, topic, partition)).stable_offset
         ranges = plain_commit(stable_offset, next_offset)
         if ranges is None:
-            return CommitAnswer(NONE, stable_offset)
+            return CommitAnswer(Error.NONE, stable_offset)
         return self.commit(group, topic, partition, ranges, member, now_ms)
 
     def fetch(self, group: str, topic: str, partition: int, member: str = "", now_ms: int = 0) -> tuple[int, list[Range]]:
@@ -161,23 +162,23 @@ class IcCoordinator:
 
     def _refusal(self, request: list[tuple], state: PartitionIc) -> str | None:
         if not self.config.accept_individual_commit:
-            return NOT_ALLOWED                                                       # IC-7
+            return Error.INDIVIDUAL_COMMIT_NOT_ALLOWED                               # IC-7
         if not request or any(len(pair) != 2 or not all(type(value) is int for value in pair)
                               or not 0 <= pair[0] <= pair[1] <= OFFSET_MAX for pair in request):
-            return INVALID_REQUEST                                                   # IC-8
+            return Error.INVALID_REQUEST                                             # IC-8
         if all(last <= state.stable_offset for _, last in request):
-            return TOO_OLD                                                           # IC-5
+            return Error.INDIVIDUAL_COMMIT_TOO_OLD                                   # IC-5
         return None
 
     def _write(self, key: Key, plan: Plan, now_ms: int) -> str:
         if not plan.changes:
-            return NONE
+            return Error.NONE
         try:
             self._logs.write(key, plan, now_ms)
         except StorageError as error:
             log.warning("individual commit of %s not written: %s", key, error)
-            return NOT_COORDINATOR                                                   # IC-13
-        return NONE
+            return Error.NOT_COORDINATOR                                             # IC-13
+        return Error.NONE
 
     def _maybe_compact(self) -> None:
         _, ic_bytes = self._logs.sizes_bytes()

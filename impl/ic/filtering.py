@@ -30,14 +30,12 @@ from kio.serial.readers import read_signed_varint, read_signed_varlong
 from kio.serial.writers import write_int16, write_int32, write_int8, write_uint32
 from kio.static.primitive import i8, i16, i32, u32
 
-from kipcheck.impl.broker.log import InvalidBatch, read_header
 from kipcheck.impl.ic.compression import NONE, BatchDecodeError, decompress
 from kipcheck.impl.ic.key_range_cache import KeyRangeCache
+from kipcheck.impl.wire.batches import (
+    ATTRIBUTES_OFFSET, BATCH_HEADER_BYTES, COMPRESSION_MASK, CONTROL, LAST_OFFSET_DELTA_OFFSET, RECORDS_COUNT_OFFSET,
+    InvalidBatch, read_header)
 from kipcheck.model.key_hash import HASH_MAX, record_hash
-
-RECORDS_START = 61             # the fixed v2 batch header, through recordsCount
-ATTRIBUTES_AT, LAST_OFFSET_DELTA_AT, RECORDS_COUNT_AT = 21, 23, 57
-CODEC_MASK, CONTROL_FLAG = 0x07, 0x20
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +64,7 @@ def filter_batches(data: bytes, ranges: Iterable[tuple[int, int]], *, limit_byte
 
 def _filter_batch(batch: bytes, ranges: list[tuple[int, int]], limit_bytes: int,
                   cache: KeyRangeCache | None, cache_key: tuple | None) -> bytes:
-    if batch[ATTRIBUTES_AT + 1] & CONTROL_FLAG:
+    if batch[ATTRIBUTES_OFFSET + 1] & CONTROL:
         return batch
     base_offset = int.from_bytes(batch[:8], "big", signed=True)
     records = cache.take((cache_key, base_offset), ranges) if cache is not None else None
@@ -79,19 +77,19 @@ def _filter_batch(batch: bytes, ranges: list[tuple[int, int]], limit_bytes: int,
     if cache is not None:
         # The seed's cache: what this fetch did not take waits for the other sharers' fetches.
         cache.put((cache_key, base_offset), rest, ranges)
-    if len(kept) == int.from_bytes(batch[RECORDS_COUNT_AT:RECORDS_START], "big") and not served_before:
+    if len(kept) == int.from_bytes(batch[RECORDS_COUNT_OFFSET:BATCH_HEADER_BYTES], "big") and not served_before:
         return batch
     return encode_batch(batch, kept)
 
 
 def decode_records(batch: bytes, limit_bytes: int) -> list[Record]:
     """Every record of a (non-control) batch with its offset and key hash."""
-    codec = batch[ATTRIBUTES_AT + 1] & CODEC_MASK
-    payload = batch[RECORDS_START:]
+    codec = batch[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK
+    payload = batch[BATCH_HEADER_BYTES:]
     if codec != NONE:
         payload = decompress(codec, payload, limit_bytes)
     base_offset = int.from_bytes(batch[:8], "big", signed=True)
-    count = int.from_bytes(batch[RECORDS_COUNT_AT:RECORDS_START], "big", signed=True)
+    count = int.from_bytes(batch[RECORDS_COUNT_OFFSET:BATCH_HEADER_BYTES], "big", signed=True)
     records, position = [], 0
     try:
         for _ in range(count):
@@ -118,8 +116,8 @@ def decode_records(batch: bytes, limit_bytes: int) -> list[Record]:
 def encode_batch(batch: bytes, records: list[Record]) -> bytes:
     """`batch` with only `records`, uncompressed: same offsets span, timestamps and producer fields."""
     after_crc = io.BytesIO()
-    write_int16(after_crc, i16(int.from_bytes(batch[ATTRIBUTES_AT:LAST_OFFSET_DELTA_AT], "big") & ~CODEC_MASK))
-    after_crc.write(batch[LAST_OFFSET_DELTA_AT:RECORDS_COUNT_AT])  # lastOffsetDelta .. baseSequence, unchanged
+    write_int16(after_crc, i16(int.from_bytes(batch[ATTRIBUTES_OFFSET:LAST_OFFSET_DELTA_OFFSET], "big") & ~COMPRESSION_MASK))
+    after_crc.write(batch[LAST_OFFSET_DELTA_OFFSET:RECORDS_COUNT_OFFSET])  # lastOffsetDelta .. baseSequence, unchanged
     write_int32(after_crc, i32(len(records)))
     for record in records:
         after_crc.write(record.raw)

@@ -21,8 +21,9 @@ from pathlib import Path
 
 from kipcheck.impl.ic.config import IcConfig
 from kipcheck.impl.ic.ranges import Range, RangeSet
-from kipcheck.impl.share.tracing import Trace
 from kipcheck.impl.storage import Storage
+from kipcheck.impl.topic_partition import keyed
+from kipcheck.impl.tracing import Trace, quoted_name
 
 TRACE_RANGES_MAX = 10_000
 Key = tuple[str, str, int]
@@ -40,8 +41,8 @@ class IcTraces:
         """Keys with an ic trace in the directory, from this process or an earlier one."""
         keys = []
         for path in self.directory.glob("ic.*.jsonl"):
-            group, topic, partition = urllib.parse.unquote(path.name[3:-6]).rsplit(":", 2)
-            keys.append((group, topic, int(partition)))
+            group, (topic, partition) = keyed(urllib.parse.unquote(path.name[3:-6]))
+            keys.append((group, topic, partition))
         return sorted(keys)
 
     def traced(self, key: Key) -> bool:
@@ -75,7 +76,7 @@ class IcTraces:
 
     def _path(self, key: Key) -> Path:
         group, topic, partition = key
-        return self.directory / f"ic.{urllib.parse.quote(f'{group}:{topic}:{partition}', safe='')}.jsonl"
+        return self.directory / f"ic.{quoted_name(f'{group}:{topic}:{partition}')}.jsonl"
 
 
 def _ranges(held: RangeSet) -> dict:

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, fields
 from typing import Mapping
 
+from kipcheck.impl.settings import field_of, kafka_name, parse_integer
 from kipcheck.model.share_partition import KAFKA_RANGES
 
 PROFILES = ("kafka-4.2", "kip")
@@ -66,7 +67,7 @@ class ShareConfig:
                      "delivery_count_limit", "max_inflight_records", "max_share_sessions", "updates_per_snapshot"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
-                raise ValueError(f"{_kafka_name(name)} must be a positive integer, found {value!r}")
+                raise ValueError(f"{kafka_name(_PROPERTIES, name)} must be a positive integer, found {value!r}")
         if self.auto_offset_reset not in AUTO_OFFSET_RESETS[:2] and self.reset_duration_ms is None:
             raise ValueError(f"share.auto.offset.reset must be one of {', '.join(AUTO_OFFSET_RESETS)}, "
                              f"found {self.auto_offset_reset!r}")
@@ -96,9 +97,7 @@ class ShareConfig:
         """Build from Kafka config names; ValueError names the first unknown or bad setting."""
         values: dict[str, str | int] = {}
         for name, raw in properties.items():
-            field_name = _PROPERTIES.get(name)
-            if field_name is None:
-                raise ValueError(f"unknown share config {name!r} (known: {', '.join(sorted(_PROPERTIES))})")
+            field_name = field_of(_PROPERTIES, name, "share config")
             values[field_name] = _parse_value(name, field_name, raw)
         config = cls(**values)
         if config.profile == "kafka-4.2":
@@ -108,7 +107,7 @@ class ShareConfig:
     def check_kafka_ranges(self) -> None:
         """ValueError naming the first setting Kafka 4.2 refuses to start with (ShareGroupConfig, SP-45)."""
         for field_name, least, most in _KAFKA_RANGES:
-            _check_range(_kafka_name(field_name), getattr(self, field_name), least, most)
+            _check_range(kafka_name(_PROPERTIES, field_name), getattr(self, field_name), least, most)
         # ShareGroupConfig.validate: the lock duration lies within the broker's own bounds.
         self.check_lock_duration("group.share.record.lock.duration.ms")
 
@@ -162,17 +161,3 @@ def _parse_value(name: str, field_name: str, raw: str | int) -> str | int:
             raise ValueError(f"{name} must be a string, found {raw!r}")
         return raw.strip()
     return parse_integer(name, raw)
-
-
-def parse_integer(name: str, raw: str | int) -> int:
-    """An integer setting given as a string or an int; ValueError naming the setting otherwise."""
-    if type(raw) is int:
-        return raw
-    try:
-        return int(str(raw).strip())
-    except ValueError:
-        raise ValueError(f"{name} must be an integer, found {raw!r}") from None
-
-
-def _kafka_name(field_name: str) -> str:
-    return next(name for name, field in _PROPERTIES.items() if field == field_name)

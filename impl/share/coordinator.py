@@ -70,6 +70,7 @@ from kipcheck.impl.share.config import ShareConfig
 from kipcheck.impl.share.partition import ACQUIRED, STATE_NAMES
 from kipcheck.impl.storage import Storage, StorageError
 from kipcheck.impl.storage.durable_log import DurableLog
+from kipcheck.model.errors import Error
 
 LOG_NAME = "share-coordinator.log"
 KIP_MAX_DELTAS = 256   # DeltaIndex is a uint8 (ST-9)
@@ -129,9 +130,9 @@ class ShareCoordinator:
         if current is None and self._trace_writer is not None:
             self._traced.add(key)
         if state_epoch < 0 and self._kip:   # ST-17: a uint32 in the draft; Kafka 4.2 accepts it
-            error = "INVALID_REQUEST"
+            error = Error.INVALID_REQUEST
         elif current is not None and state_epoch < current.fence_epoch and (self._kip or state_epoch != -1):
-            error = "FENCED_STATE_EPOCH"                               # ST-2: kafka-4.2 does not fence -1
+            error = Error.FENCED_STATE_EPOCH                               # ST-2: kafka-4.2 does not fence -1
         else:
             epoch = 0 if current is None else current.snapshot_epoch + 1
             error = self._store(self._snapshot(key, epoch, state_epoch, start_offset, []))
@@ -142,13 +143,13 @@ class ShareCoordinator:
     def write(self, key: str, state_epoch: int, start_offset: int, batches: list[Batch], now_ms: int = 0) -> str:
         current = self._states.get(key)
         if current is None or start_offset < -1 or any(first > last or first < 0 for first, last, _, _ in batches):
-            error = "INVALID_REQUEST"                                  # ST-3
+            error = Error.INVALID_REQUEST                                  # ST-3
         elif self._kip and state_epoch != current.state_epoch:
-            error = "FENCED_STATE_EPOCH"                               # ST-4
+            error = Error.FENCED_STATE_EPOCH                               # ST-4
         elif self._kip and any(state == ACQUIRED for _, _, state, _ in batches):
-            error = "INVALID_REQUEST"                                  # ST-15
+            error = Error.INVALID_REQUEST                                  # ST-15
         elif not self._kip and state_epoch != -1 and state_epoch < current.fence_epoch:
-            error = "FENCED_STATE_EPOCH"                               # ST-5
+            error = Error.FENCED_STATE_EPOCH                               # ST-5
         else:
             error = self._store(self._record_for_write(key, current, start_offset, batches))
         if key in self._traced:
@@ -160,9 +161,9 @@ class ShareCoordinator:
     def read(self, key: str, now_ms: int = 0) -> tuple[str, int, int, list[Batch]]:
         current = self._states.get(key)
         if current is None:
-            answer = ("INVALID_REQUEST", -1, -1, [])                   # ST-3
+            answer = (Error.INVALID_REQUEST, -1, -1, [])                   # ST-3
         else:
-            answer = ("NONE", current.state_epoch, current.start_offset, list(current.batches))
+            answer = (Error.NONE, current.state_epoch, current.start_offset, list(current.batches))
         error, state_epoch, start_offset, batches = answer
         if key in self._traced:
             self._trace(key, now_ms, "read", {}, {
@@ -193,11 +194,11 @@ class ShareCoordinator:
             self._log.append(msgspec.json.encode(record))
         except StorageError as error:
             log.warning("share state of %s not written: %s", record["key"], error)
-            return "COORDINATOR_NOT_AVAILABLE"
+            return Error.COORDINATOR_NOT_AVAILABLE
         self._apply(record)
         if self._log.size_bytes() > self._compact_bytes:
             self._compact()
-        return "NONE"
+        return Error.NONE
 
     def _apply(self, record: dict) -> None:
         """Apply one record to the in-memory state: the same code for live writes and replay."""

@@ -24,9 +24,11 @@ from pathlib import Path
 
 import msgspec
 
-from kipcheck.impl.share.config import ShareConfig, parse_integer
+from kipcheck.impl.settings import parse_integer
+from kipcheck.impl.share.config import ShareConfig
 from kipcheck.impl.storage import Storage
 from kipcheck.impl.storage.durable_log import DurableLog
+from kipcheck.model.errors import Error
 
 LOG_NAME = "group-configs.log"
 # IncrementalAlterConfigs' config_operation values.
@@ -60,17 +62,17 @@ class GroupConfigs:
         values = dict(self._groups.get(group, {}))
         for name, operation, value in changes:
             if name not in NAMES:
-                return "INVALID_CONFIG", f"Unknown group config name: {name} (served: {', '.join(NAMES)})"
+                return Error.INVALID_CONFIG, f"Unknown group config name: {name} (served: {', '.join(NAMES)})"
             if operation == DELETE:
                 values.pop(name, None)
             elif operation == SET and value is not None:
                 values[name] = value.strip()
             else:
-                return "INVALID_CONFIG", f"{name} takes only SET and DELETE (a single value), not operation {operation}"
+                return Error.INVALID_CONFIG, f"{name} takes only SET and DELETE (a single value), not operation {operation}"
         try:
             self._config_with(values)
         except ValueError as error:
-            return "INVALID_CONFIG", str(error)
+            return Error.INVALID_CONFIG, str(error)
         if not validate_only and values != self._groups.get(group, {}):
             self._log.append(msgspec.json.encode({"group": group, "configs": values}))
             self._groups[group] = values

@@ -108,6 +108,7 @@ from heapq import heappop, heappush
 from typing import Iterable, Protocol
 
 from kipcheck.impl.share.config import ShareConfig
+from kipcheck.model.errors import Error
 from kipcheck.model.share_partition_log import LogFacts
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4   # Kafka's RecordState ids
@@ -194,13 +195,13 @@ class SharePartition:
         in-flight records (config start_offset and initial_state, spec SP-26).
         """
         error, state_epoch, start_offset, batches = coordinator.read(key, now_ms)
-        if error != "NONE":
+        if error != Error.NONE:
             state_epoch, batches = 0, []
             if reset_offset is None:
                 reset_offset = log_end_offset if config.auto_offset_reset == "latest" else log_start_offset
             start_offset = reset_offset
             error = persister_answer(coordinator.initialize(key, state_epoch, start_offset, now_ms))
-            if error != "NONE":
+            if error != Error.NONE:
                 raise PersisterError(key, error)
         start_offset = max(start_offset, log_start_offset)
         partition = cls(config, start_offset, store=coordinator, key=key, state_epoch=state_epoch)
@@ -463,13 +464,13 @@ class SharePartition:
         `lock_duration_ms` (SP-46; None: the config's)."""
         self._tick(now_ms)
         if any(first < 0 or last < 0 or ack_type not in _ACK_TARGETS for first, last, ack_type in batches):
-            return "INVALID_REQUEST"   # not expressible in a trace (a trace names offsets >= 0, known types)
+            return Error.INVALID_REQUEST   # not expressible in a trace (a trace names offsets >= 0, known types)
         error, handled = self._validate(member_id, batches, renew)
         # A renewal is no transition: it takes effect at once, so the renewals of the batches before a
         # failing one, or of a request whose write fails, stand (Kafka 4.2).
-        self._renew([batch for batch in (batches if error == "NONE" else batches[:handled]) if batch[2] == "renew"],
+        self._renew([batch for batch in (batches if error == Error.NONE else batches[:handled]) if batch[2] == "renew"],
                     now_ms, lock_duration_ms)
-        if error == "NONE":
+        if error == Error.NONE:
             error = self._apply_acknowledgements(member_id, [batch for batch in batches if batch[2] != "renew"], now_ms)
         args: dict = {"batches": [{"first": first, "last": last, "type": ack_type} for first, last, ack_type in batches]}
         if renew:
@@ -485,36 +486,36 @@ class SharePartition:
         for first, last, ack_type in batches:
             if ack_type not in self._ack_types or first > last or first < previous_last \
                     or (first == previous_last and not self._whole_batches) or (ack_type == "renew" and not renew):
-                return "INVALID_REQUEST", 0
+                return Error.INVALID_REQUEST, 0
             previous_last = last
         previous_last = -1
         for index, (first, last, _) in enumerate(batches):
             error = self._batch_error(member_id, first, last, previous_last)
-            if error != "NONE":
+            if error != Error.NONE:
                 return error, index
             previous_last = last
-        return "NONE", len(batches)
+        return Error.NONE, len(batches)
 
     def _batch_error(self, member_id: str, first: int, last: int, previous_last: int) -> str:
         if self._whole_batches:                       # Kafka 4.2
             if last < self._spso:                     # wholly below SPSO: ignored
-                return "NONE"
+                return Error.NONE
             if last >= self._cache_end:               # an empty cache finds no batch at all
-                return "INVALID_RECORD_STATE" if self._spso == self._cache_end else "INVALID_REQUEST"
+                return Error.INVALID_RECORD_STATE if self._spso == self._cache_end else Error.INVALID_REQUEST
             if first == previous_last and first >= self._spso:   # the shared offset is in a pending transition
-                return "INVALID_RECORD_STATE"
+                return Error.INVALID_RECORD_STATE
             first = max(first, self._spso)
         else:
             if last >= self._cache_end:
-                return "INVALID_REQUEST"
+                return Error.INVALID_REQUEST
             if first < self._spso:                    # below SPSO every record is terminal
-                return "INVALID_RECORD_STATE"
+                return Error.INVALID_RECORD_STATE
         batch = self._first_not_held(member_id, first, last)
         if batch is None:
-            return "NONE"
+            return Error.NONE
         if batch[STATE] == AVAILABLE and batch[EXPIRED] == member_id and not self._whole_batches:
-            return "REQUEST_TIMED_OUT"               # kip: the seed's TimeoutException
-        return "INVALID_RECORD_STATE"
+            return Error.REQUEST_TIMED_OUT               # kip: the seed's TimeoutException
+        return Error.INVALID_RECORD_STATE
 
     def _first_not_held(self, member_id: str, first: int, last: int) -> list | None:
         index = self._index_of(first)
@@ -530,17 +531,17 @@ class SharePartition:
     def _apply_acknowledgements(self, member_id: str, batches: list[tuple[int, int, str]], now_ms: int) -> str:
         live = [(max(first, self._spso), last, ack_type) for first, last, ack_type in batches if last >= self._spso]
         if not live:
-            return "NONE"
+            return Error.NONE
         planned = [(first, last, target, count)
                    for first, last, ack_type in live
                    for first, last, target, count in self._planned(first, last, _ACK_TARGETS[ack_type])]
         error = self._persist(planned, now_ms)
-        if error != "NONE":
+        if error != Error.NONE:
             return error
         for first, last, ack_type in live:
             self._transition(first, last, _ACK_TARGETS[ack_type])
         self._advance_start()
-        return "NONE"
+        return Error.NONE
 
     def _planned(self, first: int, last: int, target: int) -> list[tuple[int, int, int, int]]:
         """(first, last, new state, count) of the ACQUIRED runs in [first, last] after a transition to target."""
@@ -687,7 +688,7 @@ class SharePartition:
 
     def _persist(self, planned: list[tuple[int, int, int, int]], now_ms: int) -> str:
         if self.store is None or not planned:
-            return "NONE"
+            return Error.NONE
         return persister_answer(self.store.write(self.key, self.state_epoch, self._spso, planned, now_ms))
 
     def _tick(self, now_ms: int) -> None:
@@ -713,15 +714,16 @@ class SharePartition:
 
 # Persister errors as the share-partition leader answers them (Kafka 4.2, SharePartition).
 _PERSISTER_ERRORS = {
-    "FENCED_STATE_EPOCH": "NOT_LEADER_OR_FOLLOWER", "FENCED_LEADER_EPOCH": "NOT_LEADER_OR_FOLLOWER",
-    "NOT_COORDINATOR": "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS": "COORDINATOR_NOT_AVAILABLE",
+    Error.FENCED_STATE_EPOCH: Error.NOT_LEADER_OR_FOLLOWER, Error.FENCED_LEADER_EPOCH: Error.NOT_LEADER_OR_FOLLOWER,
+    Error.NOT_COORDINATOR: Error.COORDINATOR_NOT_AVAILABLE,
+    Error.COORDINATOR_LOAD_IN_PROGRESS: Error.COORDINATOR_NOT_AVAILABLE,
 }
-_KEPT_ERRORS = {"NONE", "COORDINATOR_NOT_AVAILABLE", "GROUP_ID_NOT_FOUND", "UNKNOWN_TOPIC_OR_PARTITION"}
+_KEPT_ERRORS = {Error.NONE, Error.COORDINATOR_NOT_AVAILABLE, Error.GROUP_ID_NOT_FOUND, Error.UNKNOWN_TOPIC_OR_PARTITION}
 
 
 def persister_answer(error: str) -> str:
     """A share coordinator's error as the share-partition leader answers it (Kafka 4.2's fetchPersisterError)."""
-    return _PERSISTER_ERRORS.get(error, error if error in _KEPT_ERRORS else "UNKNOWN_SERVER_ERROR")
+    return _PERSISTER_ERRORS.get(error, error if error in _KEPT_ERRORS else Error.UNKNOWN_SERVER_ERROR)
 
 
 def _coalesce(acquired: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:

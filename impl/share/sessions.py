@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from kipcheck.impl.share.config import ShareConfig
+from kipcheck.model.errors import Error
 
 Ack = tuple[str, int, int, str]   # (tp, first, last, ack_type)
 MAX_EPOCH = 2**31 - 1
@@ -127,14 +128,14 @@ class ShareSessionCache:
 
     def _traced_release(self, answer: SessionAnswer) -> list[str] | None:
         """The `released` a kafka-4.2 trace records (spec SS-30): where the answer releases records."""
-        if self._kip or answer.error != "NONE":
+        if self._kip or answer.error != Error.NONE:
             return None
         return sorted(answer.released or ()) if answer.release else []
 
     def share_acknowledge(self, group: str, member: str, epoch: int, acks: Sequence[Ack] = (),
                           now_ms: int = 0) -> SessionAnswer:
         if epoch == 0:
-            answer = SessionAnswer("INVALID_SHARE_SESSION_EPOCH")
+            answer = SessionAnswer(Error.INVALID_SHARE_SESSION_EPOCH)
         elif epoch == FINAL_EPOCH:
             answer = self._close_final(group, member, False)
         else:
@@ -148,9 +149,9 @@ class ShareSessionCache:
         """The member's connection closed (or it left the group): drop its session, release its records."""
         session = self._sessions.pop((group, member), None)
         if session is None:
-            return SessionAnswer("NONE", release=True, released=None if self._kip else frozenset())
+            return SessionAnswer(Error.NONE, release=True, released=None if self._kip else frozenset())
         group_empty = not self._kip and not any(owner == group for owner, _ in self._sessions)
-        answer = SessionAnswer("NONE", release=True, closed=True, group_empty=group_empty,
+        answer = SessionAnswer(Error.NONE, release=True, closed=True, group_empty=group_empty,
                                released=None if self._kip else frozenset(session.partitions))
         if self._trace_writer is not None:   # SS-17; kafka-4.2: SS-30, SS-31
             self._trace_writer.sessions(group).disconnect(now_ms, member, self._traced_release(answer),
@@ -165,35 +166,35 @@ class ShareSessionCache:
 
     def _open(self, group: str, member: str, add: list[str], has_acks: bool) -> SessionAnswer:
         if has_acks:
-            return SessionAnswer("INVALID_REQUEST")
+            return SessionAnswer(Error.INVALID_REQUEST)
         key = (group, member)
         existing = self._sessions.pop(key, None)
         if not self._kip and len(self._sessions) >= self.config.max_share_sessions:
             # Kafka removes the old session before it tries to create the new one (SS-5).
-            return SessionAnswer("SHARE_SESSION_LIMIT_REACHED", closed=existing is not None)
+            return SessionAnswer(Error.SHARE_SESSION_LIMIT_REACHED, closed=existing is not None)
         session = _Session(1, set(add))
         self._sessions[key] = session
         # kip: the old session's records are released; Kafka 4.2 keeps them locked until timeout.
-        return SessionAnswer("NONE", process=True, release=existing is not None and self._kip,
+        return SessionAnswer(Error.NONE, process=True, release=existing is not None and self._kip,
                              partitions=frozenset(session.partitions), opened=True)
 
     def _advance(self, group: str, member: str, epoch: int, add: Iterable[str], forget: Iterable[str]) -> SessionAnswer:
         # An epoch below -1 is incremental and never matches (SS-7), as in Kafka 4.2.
         session = self._sessions.get((group, member))
         if session is None:
-            return SessionAnswer("SHARE_SESSION_NOT_FOUND")
+            return SessionAnswer(Error.SHARE_SESSION_NOT_FOUND)
         if session.epoch != epoch:
-            return SessionAnswer("INVALID_SHARE_SESSION_EPOCH")
+            return SessionAnswer(Error.INVALID_SHARE_SESSION_EPOCH)
         session.partitions.update(add)
         session.partitions.difference_update(forget)
         session.epoch = 1 if epoch == MAX_EPOCH else epoch + 1
-        return SessionAnswer("NONE", process=True, partitions=frozenset(session.partitions))
+        return SessionAnswer(Error.NONE, process=True, partitions=frozenset(session.partitions))
 
     def _close_final(self, group: str, member: str, has_topics: bool) -> SessionAnswer:
         if self._kip and has_topics:
-            return SessionAnswer("INVALID_REQUEST")
+            return SessionAnswer(Error.INVALID_REQUEST)
         session = self._sessions.pop((group, member), None)
         if session is None:
-            return SessionAnswer("SHARE_SESSION_NOT_FOUND")
-        return SessionAnswer("NONE", process=True, release=True, partitions=frozenset(session.partitions),
+            return SessionAnswer(Error.SHARE_SESSION_NOT_FOUND)
+        return SessionAnswer(Error.NONE, process=True, release=True, partitions=frozenset(session.partitions),
                              closed=True, released=None if self._kip else frozenset(session.partitions))

@@ -33,18 +33,9 @@ Files in `directory`, one per machine instance:
   is judged against everything written before it.
 
 Headers carry the engine's profile and config (start_offset,
-delivery_count_limit, record_lock_duration_ms, max_inflight_records).
-`at_ms` is the clock the engine was given; a value below the previous step's
-is written as the previous value (the format demands a clock that never goes
-back). Each line is one write to the operating system (through impl/storage),
-so a killed process leaves at most a partial last line, which the checker
-reports as malformed and a resuming writer cuts off.
-
-A trace is a faithful record or none: a line the disk refuses is cut back
-(never half-written), and that trace is given up: renamed to
-`<name>.jsonl.incomplete` (never judged, never resumed), with an error in the
-broker's log; the broker's answers do not depend on its traces. JSON is
-written with msgspec here: impl/ never imports oracle/.
+delivery_count_limit, record_lock_duration_ms, max_inflight_records). Every
+file is written through impl/tracing.py's Trace (the clock, whole lines, a
+trace the disk refuses set aside as `.incomplete`).
 
 A key whose escaped name is longer than NAME_MAX_CHARS (group ids have no
 length limit; a topic name may have 249 characters) is cut and ends in `~`
@@ -55,7 +46,6 @@ back to their keys.
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import re
 import urllib.parse
@@ -64,59 +54,11 @@ from pathlib import Path
 import msgspec
 
 from kipcheck.impl.share.config import ShareConfig
-from kipcheck.impl.storage import AppendFile, Storage, StorageError
+from kipcheck.impl.storage import AppendFile, Storage
+from kipcheck.impl.tracing import Trace, new_incarnation
 
-FORMAT, VERSION = "kipcheck-trace", 1
-INCOMPLETE_SUFFIX = ".incomplete"
 NAME_MAX_CHARS = 200  # of a key in a file name: the prefix, an incarnation and ".jsonl" fit in 255 bytes
 LONG_NAMES = "long-names.ndjson"  # {"name", "key"} lines for keys whose file name ends in a hash
-
-log = logging.getLogger("kipcheck.share")
-
-
-class Trace:
-    """One trace file: a header, then numbered steps."""
-
-    def __init__(self, path: Path, header: dict, storage: Storage | None = None) -> None:
-        """`storage`: the writer's storage (a broker's bounds its open files); a client's trace may have its own."""
-        self.path = path
-        self._storage = storage = storage or Storage()
-        self._step, self._clock_ms, self._file = _resume(path, storage)
-        self.complete = True
-        if self._file.size == 0:
-            self._write({"format": FORMAT, "version": VERSION, **header})
-
-    def step(self, at_ms: int, actor: str, op: str, args: dict, observed: dict | None = None) -> None:
-        self._step += 1
-        self._clock_ms = max(self._clock_ms, at_ms)
-        record = {"step": self._step, "at_ms": self._clock_ms, "actor": actor, "op": op, "args": args}
-        if observed is not None:
-            record["observed"] = observed
-        self._write(record)
-
-    def _write(self, record: dict) -> None:
-        if not self.complete:
-            return
-        try:
-            self._file.append(msgspec.json.encode(record) + b"\n")
-        except StorageError as error:
-            self._give_up(error)
-
-    def _give_up(self, error: StorageError) -> None:
-        """A trace missing a step would be judged wrongly: set it aside, whole lines only."""
-        self.complete = False
-        target = self.path.with_name(self.path.name + INCOMPLETE_SUFFIX)
-        try:
-            if self._file.exists:
-                self._storage.rename(self.path, target)
-        except StorageError as rename_error:
-            log.error("trace %s incomplete (%s) and not renamed: %s", self.path, error, rename_error)
-            return
-        log.error("trace %s incomplete from step %d (%s): set aside as %s", self.path.name, self._step, error,
-                  target.name)
-
-    def close(self) -> None:
-        self._file.close()
 
 
 class SessionTrace(Trace):
@@ -165,7 +107,7 @@ class TraceWriter:
         runs (first, last, state name, delivery_count); written as `config.initial_state` (SP-26).
         """
         config = config or self.config
-        path = self._new_incarnation(f"share-partition.{self._file_name(key)}")
+        path = new_incarnation(self.directory, f"share-partition.{self._file_name(key)}")
         trace_config = config.trace_config(start_offset)
         if loaded_states:
             trace_config["initial_state"] = [list(run) for run in loaded_states]
@@ -179,7 +121,7 @@ class TraceWriter:
             return trace
         header = {"machine": "share-session", "profile": self.config.profile,
                   "config": {"max_sessions": self.config.max_share_sessions}}
-        path = self._new_incarnation(f"share-session.{self._file_name(group)}")
+        path = new_incarnation(self.directory, f"share-session.{self._file_name(group)}")
         return self._open(f"sessions:{group}", path, header, SessionTrace)
 
     def state(self, key: str, config: dict | None = None) -> Trace:
@@ -201,14 +143,6 @@ class TraceWriter:
         self._traces.clear()
         self._long_names_file.close()
 
-    def _new_incarnation(self, stem: str) -> Path:
-        """`<stem>.jsonl`, or `<stem>.<n>.jsonl` with the first n >= 2 not yet taken."""
-        path, incarnation = self.directory / f"{stem}.jsonl", 1
-        while path.exists():
-            incarnation += 1
-            path = self.directory / f"{stem}.{incarnation}.jsonl"
-        return path
-
     def _state_path(self, key: str) -> Path:
         return self.directory / f"share-state.{self._file_name(key)}.jsonl"
 
@@ -229,20 +163,6 @@ class TraceWriter:
         if trace is None:
             trace = self._traces[name] = kind(path, header, self._storage)
         return trace
-
-
-def _resume(path: Path, storage: Storage):
-    """(last step number, last at_ms, the file) of a trace; an existing one loses a partial last line."""
-    if not path.exists():
-        return 0, 0, storage.append_file(path)
-    data = path.read_bytes()
-    complete = data.rfind(b"\n") + 1
-    file = storage.append_file(path, complete, len(data))
-    lines = data[:complete].splitlines()
-    if len(lines) <= 1:
-        return 0, 0, file
-    last = msgspec.json.decode(lines[-1])
-    return last["step"], last["at_ms"], file
 
 
 def _acks_json(acks: list) -> list[dict]:

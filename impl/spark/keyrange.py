@@ -38,6 +38,7 @@ from kipcheck.impl.spark.commit import RangeCommitter
 from kipcheck.impl.spark.options import Option, OptionError, boolean, one_of, parse, positive_int
 from kipcheck.impl.spark.rows import arrow_schema, consumer_record_batch, ddl
 from kipcheck.impl.spark.traces import IcTraces, now_ms
+from kipcheck.model.errors import Error
 from kipcheck.model.key_hash import in_ranges, record_hash
 from kipcheck.model.key_range_assign import split
 
@@ -211,10 +212,10 @@ def read_slice(settings: dict, piece: KeyRangeSlice, fetched_bytes: list[int] | 
 
 
 def read_error(error: kio.KafkaError, tp: kio.TopicPartition) -> KafkaException:
-    if error.error == "OFFSET_OUT_OF_RANGE":
+    if error.error == Error.OFFSET_OUT_OF_RANGE:
         return KafkaException(f"{NAME}: the offsets to read from {tp} are out of range (data lost to retention "
                               f"or a deleted topic); set failOnDataLoss=false to go on without them: {error}")
-    if error.error == "TOPIC_RANGE_FETCH_NOT_ALLOWED":
+    if error.error == Error.TOPIC_RANGE_FETCH_NOT_ALLOWED:
         return KafkaException(f"{NAME}: topic {tp.topic} does not accept key-range fetch: set its topic config "
                               f"accept.range.fetch=true, or the option keyRangeFetch=client: {error}")
     return KafkaException(f"{NAME}: reading {tp} failed: {error}")
@@ -309,7 +310,7 @@ def commit_below(committer: RangeCommitter, traces: IcTraces | None, end: dict) 
         return
     errors = committer.commit(ranges)
     for key, error in errors.items():
-        if error != "NONE":
+        if error != Error.NONE:
             log.warning("%s: committing offsets of %s:%s answered %s", NAME, *key, error)
         if traces is not None:
             traces.committed(at_ms, *key, [list(pair) for pair in ranges[key]], error)

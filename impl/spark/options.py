@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from kipcheck.impl.settings import parse_boolean
+
 TRACE_PROFILES = ("kafka-4.2", "kip")
 # Spark Kafka source options these connectors do not take, with what to use instead.
 NOT_SUPPORTED = {
@@ -55,10 +57,10 @@ def positive_int(name: str, value: str) -> int:
 
 
 def boolean(name: str, value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered not in ("true", "false"):
-        raise OptionError(f"option {name} must be true or false, found {value!r}")
-    return lowered == "true"
+    try:
+        return parse_boolean(name, value)
+    except ValueError as error:
+        raise OptionError(f"option {error}") from None
 
 
 def topics(name: str, value: str) -> tuple[str, ...]:

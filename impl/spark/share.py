@@ -37,6 +37,7 @@ from kipcheck.impl.spark.options import Option, OptionError, boolean, one_of, pa
 from kipcheck.impl.spark.rows import arrow_schema, ddl, record_batch
 from kipcheck.impl.spark.staging import StagedBatchMissing, StagingStore
 from kipcheck.impl.spark.traces import ShareTraces, now_ms
+from kipcheck.model.errors import Error
 
 NAME = "kipcheck-share"
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ class KipcheckShare(DataSource):
 
 def error_name(outcome) -> str:
     """A commit result (None or KafkaException) as Kafka's error name."""
-    return "NONE" if outcome is None else outcome.args[0].name()
+    return Error.NONE if outcome is None else outcome.args[0].name()
 
 
 def runs_by_partition(messages) -> dict[tuple[str, int], list[tuple[int, int, int]]]:
@@ -148,7 +149,7 @@ class ShareAcquirer:
         results = {(tp.topic, tp.partition): error_name(outcome) for tp, outcome in self.consumer.commit_sync().items()}
         for key, partition_runs in runs.items():
             error = results.get(key)
-            if error != "NONE":
+            if error != Error.NONE:
                 log.warning("%s: accepting records of %s:%s answered %s", NAME, *key, error)
             if self.traces is not None:
                 self.traces.partition(*key).acknowledged(at_ms, accepted_batches(partition_runs), error)

@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import os
 import time
-import urllib.parse
 from pathlib import Path
 
 import msgspec
 
-from kipcheck.impl.share.tracing import Trace
+from kipcheck.impl.tracing import Trace, quoted_name
 
 LOG_ACTOR = "log"
 
@@ -40,7 +39,7 @@ def now_ms() -> int:
 def trace_path(location: str | os.PathLike, machine: str, key: str) -> Path:
     directory = Path(location)
     directory.mkdir(parents=True, exist_ok=True)
-    return directory / f"{machine}.{urllib.parse.quote(key, safe='')}.jsonl"
+    return directory / f"{machine}.{quoted_name(key)}.jsonl"
 
 
 def _history(path: Path) -> tuple[int | None, set[str]]:

@@ -39,7 +39,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", "-q", action="store_true", help="print only the verdicts that are not ok")
     parser.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     parser.add_argument("--reference", action="store_true",
-                        help="judge with the plain models, not the fast acceptors of impl/fastcheck/ (slower; "
+                        help="judge with the plain models, not the fast acceptors of oracle/judges/fast/ (slower; "
                              "the two give the same verdicts)")
     parser.add_argument("--spark", action="store_true",
                         help="judge the traces in parallel on Spark, one trace per task (needs the spark extra and Java)")

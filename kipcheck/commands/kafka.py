@@ -23,10 +23,19 @@ into Maven's cache on first use.
   kipcheck kafka run-class [--version 4.2] CLASS ARGS...
       runs a class from the same jars: Kafka's own command-line tools, e.g.
       org.apache.kafka.tools.consumer.group.ShareGroupCommand --bootstrap-server 127.0.0.1:9092 --list
+  kipcheck kafka share-state --bootstrap HOST:PORT --trace-dir DIR [--version 4.2] [--set NAME=VALUE ...]
+      reads back what Kafka's share coordinator stored in __share_group_state
+      (a plain consumer, Kafka's own record serde) and writes one share-state
+      trace per share-partition, to judge with `kipcheck check DIR`. The
+      coordinator settings the records are judged with are asked of the
+      brokers; --set gives them where the brokers do not say, e.g.
+      share.coordinator.cold.partition.snapshot.interval.ms=300000.
   kipcheck kafka fetch [--version 4.2 ...]
-      fetches the jars (what `make test` does) and prints each classpath's size.
+      fetches the jars and builds kipcheck's Java programs against them (what
+      `make test` does), and prints each classpath's size.
 
-exit status: 0 done, 1 Kafka failed, 2 bad arguments or Kafka cannot run here (no Java 17+, no Maven)."""
+exit status: 0 done, 1 Kafka failed (or its records could not be read), 2 bad arguments or Kafka cannot run
+here (no Java 17+, no JDK for kipcheck's Java programs, no Maven)."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +52,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     _version(run_class)
     run_class.add_argument("main_class", metavar="CLASS")
     run_class.add_argument("arguments", nargs=argparse.REMAINDER, metavar="ARGS")
-    fetch = actions.add_parser("fetch", help="fetch Kafka's jars through Maven")
+    share_state = actions.add_parser("share-state", help="read the share coordinator's records back as share-state traces")
+    _version(share_state)
+    share_state.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="the cluster's bootstrap servers")
+    share_state.add_argument("--trace-dir", required=True, type=Path, help="where the traces are written")
+    share_state.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                             help="a share coordinator setting to judge with instead of the brokers' "
+                                  "(share.coordinator.snapshot.update.records.per.snapshot, "
+                                  "share.coordinator.cold.partition.snapshot.interval.ms)")
+    fetch = actions.add_parser("fetch", help="fetch Kafka's jars through Maven and build kipcheck's Java programs")
     fetch.add_argument("--version", action="append", dest="lines", metavar="LINE",
                        help="a release line (repeatable; default every pinned one)")
 
@@ -57,19 +74,58 @@ def run(args: argparse.Namespace) -> int:
     from kipcheck.oracle.kafka.runtime import KafkaUnavailable
 
     try:
-        return {"start": _start, "run-class": _run_class, "fetch": _fetch}[args.action](args)
+        return {"start": _start, "run-class": _run_class, "fetch": _fetch, "share-state": _share_state}[args.action](args)
     except KafkaUnavailable as error:
         print(f"kipcheck kafka: {error}", file=sys.stderr)
         return 2
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from kipcheck.oracle.kafka.runtime import KafkaRuntime, release_lines
+    from kipcheck.oracle.kafka.runtime import KafkaRuntime, programs_jar, release_lines
 
     for line in args.lines or sorted(release_lines()):
         runtime = KafkaRuntime.resolve(line)
-        print(f"Apache Kafka {runtime.release}: {len(runtime.classpath.split(os.pathsep))} jars")
+        programs_jar(line)
+        print(f"Apache Kafka {runtime.release}: {len(runtime.classpath.split(os.pathsep))} jars, "
+              f"kipcheck's Java programs built against them")
     return 0
+
+
+def _share_state(args: argparse.Namespace) -> int:
+    from kipcheck.oracle.kafka.share_state_topic import SETTING_DEFAULTS, ReadBackFailed, read_back
+
+    settings = _settings(args.set)
+    if settings is None:
+        return 2
+    unknown = sorted(set(settings) - set(SETTING_DEFAULTS))
+    if unknown or not all(value.isdigit() for value in settings.values()):
+        print(f"kipcheck kafka: --set takes {' or '.join(SETTING_DEFAULTS)} with a whole number, not "
+              f"{', '.join(unknown) or settings}", file=sys.stderr)
+        return 2
+    try:
+        done = read_back(args.bootstrap, args.trace_dir, args.line, {name: int(value) for name, value in settings.items()})
+    except (ReadBackFailed, OSError) as error:
+        print(f"kipcheck kafka: {error}", file=sys.stderr)
+        return 1
+    pruned = f"; {done.pruned_keys} keys start after pruning ({done.skipped} records before their first snapshot " \
+             f"not judged)" if done.pruned_keys else ""
+    unknown_types = f"; {done.unknown} records of unknown types skipped" if done.unknown else ""
+    print(f"{done.records} records of {done.keys} share-partitions read back from __share_group_state{pruned}"
+          f"{unknown_types}")
+    print(f"{len(done.paths)} traces in {args.trace_dir} (judge them: kipcheck check {args.trace_dir})")
+    return 0
+
+
+def _settings(items: list[str]) -> dict[str, str] | None:
+    """--set NAME=VALUE items as a dict; None (the reason printed) when one is not NAME=VALUE."""
+    settings = {}
+    for item in items:
+        name, equals, value = item.partition("=")
+        if not equals or not name:
+            print(f"kipcheck kafka: --set takes NAME=VALUE, not {item!r}", file=sys.stderr)
+            return None
+        settings[name] = value
+    return settings
 
 
 def _run_class(args: argparse.Namespace) -> int:
@@ -86,13 +142,9 @@ def _run_class(args: argparse.Namespace) -> int:
 def _start(args: argparse.Namespace) -> int:
     from kipcheck.oracle.kafka.cluster import KafkaCluster, KafkaFailed
 
-    settings = {}
-    for item in args.set:
-        name, equals, value = item.partition("=")
-        if not equals or not name:
-            print(f"kipcheck kafka: --set takes NAME=VALUE, not {item!r}", file=sys.stderr)
-            return 2
-        settings[name] = value
+    settings = _settings(args.set)
+    if settings is None:
+        return 2
     if not 0 <= args.port <= 65535 - args.brokers or not 1 <= args.brokers <= 9 or args.heap_mb < 128:
         print("kipcheck kafka: --port must be a TCP port, --brokers 1 to 9, --heap-mb at least 128", file=sys.stderr)
         return 2

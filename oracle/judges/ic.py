@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kipcheck.model.key_hash import HASH_MAX
-from kipcheck.model.ic import ERROR_CLAUSES, NONE, NOT_COORDINATOR, IndividualCommit
+from kipcheck.model.errors import Error
+from kipcheck.model.ic import ERROR_CLAUSES, IndividualCommit
 from kipcheck.model.key_handoff import KeyHandoff
+from kipcheck.model.key_hash import HASH_MAX
 from kipcheck.model.violation import Violation
 from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.trace import Malformed, Step
@@ -46,13 +47,13 @@ class IcJudge(Judge):
         self.handoff.commit(step.actor, ranges)
         error = self.observed(step, "error", str)
         # IC-13: a commit the coordinator could not write is refused and changes nothing.
-        result = self.model.unwritten() if error == NOT_COORDINATOR else self.model.commit(ranges)
+        result = self.model.unwritten() if error == Error.NOT_COORDINATOR else self.model.commit(ranges)
         self.handoff.forget(self.model.committed)
         # A wrong error is judged by the clause of the error that should have been, or, when
         # the commit should have applied, by the clause of the error that was answered.
-        clause = result.clause if result.error != NONE else ERROR_CLAUSES.get(error or NONE, "IC-2")
+        clause = result.clause if result.error != Error.NONE else ERROR_CLAUSES.get(error or Error.NONE, "IC-2")
         self.expect(clause, "error", result.error, error)
-        unwritten = error == NOT_COORDINATOR
+        unwritten = error == Error.NOT_COORDINATOR
         self.expect("IC-13" if unwritten else "IC-3", "stable_offset", result.stable_offset,
                     self.observed(step, "stable_offset", int))
         self.expect("IC-13" if unwritten else "IC-2", "ranges", result.ranges, self._ranges_observed(step, "ranges"))

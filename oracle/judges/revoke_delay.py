@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 
-from kipcheck.model.revoke_delay import COORDINATOR, ILLEGAL_GENERATION, VIEWS, RevokeDelayConsumer
+from kipcheck.model.errors import Error
+from kipcheck.model.revoke_delay import COORDINATOR, VIEWS, RevokeDelayConsumer
 from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.trace import Malformed, Step
 
@@ -90,6 +91,6 @@ class RevokeDelayJudge(Judge):
         if offset < 0:
             raise Malformed(step.line, f"args.offset of 'commit' must be >= 0, found {offset}")
         observed = self.observed(step, "error", str)
-        if observed == ILLEGAL_GENERATION and self.model.commit_may_be_refused(partition):
+        if observed == Error.ILLEGAL_GENERATION and self.model.commit_may_be_refused(partition):
             return  # RD-13: the coordinator already lost the partition for this consumer
         self.expect("RD-10", "error", self.model.commit(partition), observed)

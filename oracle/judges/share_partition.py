@@ -3,7 +3,7 @@
 Every step first fires the locks that expired by its `at_ms` (SP-20), then
 applies its op to the model. The checker must keep up with recorded traces of
 millions of steps (bench/bench_check.py), so by default it judges with the fast
-acceptor impl/fastcheck/share_partition.py, which gives the model's verdicts
+acceptor fast/share_partition.py, which gives the model's verdicts
 (tests/test_fastcheck_share_partition.py diffs the two); `reference=True`
 (`kipcheck check --reference`) judges with model/share_partition.py itself. The
 hot ops (append, acquire, acknowledge) read their fields directly and fall back
@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import NoReturn
 
-from kipcheck.impl.fastcheck import share_partition as fastcheck
 from kipcheck.model import share_partition as reference_model
 from kipcheck.model.share_partition import ACK_TYPES, STATES, waited_fetch_violation
 from kipcheck.model.share_partition_log import kafka_only
 from kipcheck.model.violation import STORAGE_ERRORS
 from kipcheck.oracle.judge import Judge, op
+from kipcheck.oracle.judges.fast import share_partition as fastcheck
 from kipcheck.oracle.trace import Malformed, Step
 
 _STATE_NAMES = {state: state for state in STATES}
@@ -188,7 +188,7 @@ class SharePartitionJudge(Judge):
             self._lock_duration(step)
         observed = step.observed
         error = observed.get("error") if observed is not None else None
-        if type(error) is str and error in STORAGE_ERRORS:  # SP-27: the state could not be written: no change
+        if isinstance(error, str) and error in STORAGE_ERRORS:  # SP-27: the state could not be written: no change
             self.model.storage_failure(step.at_ms, step.actor, requests, renew)
             return
         ruled = self.model.acknowledge(step.at_ms, step.actor, requests, renew, received_ms)

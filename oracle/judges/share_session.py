@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kipcheck.model.share_session import NONE, SHARE_SESSION_LIMIT_REACHED, Answer, ShareSessionCache
+from kipcheck.model.errors import Error
+from kipcheck.model.share_session import Answer, ShareSessionCache
 from kipcheck.model.violation import STORAGE_ERRORS
 from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.trace import Malformed, Step
@@ -56,7 +57,7 @@ class ShareSessionJudge(Judge):
             return
         if not all(isinstance(partition, str) for partition in observed):
             raise Malformed(step.line, f'observed.released must list "topic:partition" strings, found {observed!r}')
-        expected = sorted(answer.released) if answer.error == NONE and answer.releases else []
+        expected = sorted(answer.released) if answer.error == Error.NONE and answer.releases else []
         self.expect("SS-30", "released", expected, sorted(observed))
 
     @op(observed=["sessions"])
@@ -85,7 +86,7 @@ class ShareSessionJudge(Judge):
     def _expect_error(self, step: Step, answer: Answer) -> None:
         observed = self.observed(step, "error", str)
         clause = answer.clause
-        if observed == SHARE_SESSION_LIMIT_REACHED and answer.error == NONE and self.profile == "kafka-4.2":
+        if observed == Error.SHARE_SESSION_LIMIT_REACHED and answer.error == Error.NONE and self.profile == "kafka-4.2":
             clause = "SS-5"  # the rule that says when the limit refuses: the cache had room
         self.expect(clause, "error", answer.error, observed)
 

@@ -26,6 +26,7 @@ from kipcheck.impl.consumer.connection import BrokerConnection, ConnectionFailed
 from kipcheck.oracle.kafka.runtime import LOG4J_CONFIG, KafkaRuntime
 
 START_TIMEOUT_S = 120.0
+PORT_ATTEMPTS = 3
 STOP_TIMEOUT_S = 60.0
 HEAP_MB = 512
 # Two cores: few threads of each kind, and a collector that does not take both cores from the clients.
@@ -50,6 +51,7 @@ class KafkaCluster:
         self.settings = dict(settings or {})
         self.brokers = brokers
         self.heap_mb = heap_mb
+        self.ports_chosen = not port  # by kipcheck: chosen again when another process takes one first
         self.ports = list(range(port, port + brokers)) if port else _free_ports(brokers)
         self.controller_port = _free_ports(1)[0]
         self.processes: dict[int, subprocess.Popen] = {}
@@ -74,7 +76,22 @@ class KafkaCluster:
         return self.work_dir / f"node-{node}"
 
     def start(self) -> None:
-        """Format the nodes' storage the first time, start every node and wait until each serves clients."""
+        """Format the nodes' storage the first time, start every node and wait until each serves clients.
+
+        Free ports are found before Kafka binds them, so another process may take one in between: a first start
+        that fails so, on ports kipcheck chose, starts again on new ones (a restart keeps its clients' addresses)."""
+        for attempt in range(PORT_ATTEMPTS):
+            try:
+                return self._start()
+            except KafkaFailed as failure:
+                taken = "Address already in use" in str(failure) or any(
+                    "Address already in use" in self.log_tail(node) for node in range(1, self.brokers + 1))
+                if not (taken and self.ports_chosen and self.starts == 1) or attempt == PORT_ATTEMPTS - 1:
+                    raise
+                self.starts = 0
+                self.ports, self.controller_port = _free_ports(self.brokers), _free_ports(1)[0]
+
+    def _start(self) -> None:
         log4j = self.work_dir / "log4j2.properties"
         self.work_dir.mkdir(parents=True, exist_ok=True)
         log4j.write_text(LOG4J_CONFIG)
@@ -183,15 +200,13 @@ class KafkaCluster:
             raise KafkaFailed(f"formatting {properties.parent.name} failed:\n{done.stdout}{done.stderr}")
 
     def _wait_ready(self) -> None:
-        """Every node answers ApiVersions, and node 1's metadata lists every broker."""
+        """Every node answers with this cluster's id (not another process that took its port) and lists every
+        broker in its metadata."""
         deadline = time.monotonic() + START_TIMEOUT_S
+        cluster_id = self._cluster_id()
         for node, port in enumerate(self.ports, start=1):
-            while not _answers(port, lambda connection: connection.request(18, 2)):
+            while not _answers(port, lambda connection: _ready(connection, cluster_id, self.brokers)):
                 self._check_running(node, deadline)
-        while not _answers(self.ports[0], lambda connection: len(connection.request(
-                3, 12, topics=[], allow_auto_topic_creation=False,
-                include_topic_authorized_operations=False).brokers) == self.brokers):
-            self._check_running(1, deadline)
 
     def _check_running(self, node: int, deadline: float) -> None:
         if self.processes[node].poll() is not None:
@@ -203,6 +218,12 @@ class KafkaCluster:
             raise KafkaFailed(f"node {node} did not serve clients within {START_TIMEOUT_S:.0f} s\n"
                               f"{self.log_tail(node)}")
         time.sleep(0.2)
+
+
+def _ready(connection: BrokerConnection, cluster_id: str, brokers: int) -> bool:
+    metadata = connection.request(3, 12, topics=[], allow_auto_topic_creation=False,
+                                  include_topic_authorized_operations=False)
+    return metadata.cluster_id == cluster_id and len(metadata.brokers) == brokers
 
 
 def _answers(port: int, ask) -> bool:

@@ -5,6 +5,7 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kipcheck.model import ic
+from kipcheck.model.errors import Error
 
 OFFSETS_MAX = 60
 RANGES_MAX = 5  # IC-6: a small cap, so that commits meet it
@@ -56,13 +57,15 @@ class IndividualCommitMachine(RuleBasedStateMachine):
         before = self.coordinator.fetch()
         result = self.coordinator.commit([list(pair) for pair in ranges])
         if all(last <= before[0] for _, last in ranges):  # IC-5: wholly at or below the stable offset
-            assert result.error == ic.TOO_OLD, f"IC-5: {ranges} at or below stable offset {before[0]} answered {result.error}"
-        valid = result.error not in (ic.TOO_OLD, ic.INVALID_REQUEST, ic.NOT_ALLOWED)
+            assert result.error == Error.INDIVIDUAL_COMMIT_TOO_OLD, \
+                f"IC-5: {ranges} at or below stable offset {before[0]} answered {result.error}"
+        valid = result.error not in (Error.INDIVIDUAL_COMMIT_TOO_OLD, Error.INVALID_REQUEST,
+                                     Error.INDIVIDUAL_COMMIT_NOT_ALLOWED)
         held_after = runs_above(before[0], self.union | {o for first, last in ranges for o in range(first, last + 1)})
         if valid:  # IC-6: refused exactly when the state after it would hold more than the cap
-            assert (result.error == ic.MAX_REACHED) == (held_after > RANGES_MAX), (
+            assert (result.error == Error.MAX_INDIVIDUAL_COMMIT_REACHED) == (held_after > RANGES_MAX), (
                 f"IC-6: {held_after} ranges after the commit, cap {RANGES_MAX}, answered {result.error}")
-        if result.error == ic.NONE:
+        if result.error == Error.NONE:
             self.accepted.append(ranges)
             self.union |= {offset for first, last in ranges for offset in range(first, last + 1)}
             self.appends += result.appends
@@ -74,7 +77,8 @@ class IndividualCommitMachine(RuleBasedStateMachine):
     def recommit_is_idempotent(self, data):
         before = self.coordinator.fetch()
         result = self.coordinator.commit(data.draw(st.sampled_from(self.accepted)))
-        assert result.error in (ic.NONE, ic.TOO_OLD) and self.coordinator.fetch() == before, "IC-2: a repeated commit changed the state"
+        assert result.error in (Error.NONE, Error.INDIVIDUAL_COMMIT_TOO_OLD) and self.coordinator.fetch() == before, \
+            "IC-2: a repeated commit changed the state"
         self.appends += result.appends
 
     @precondition(lambda self: len(self.accepted) > 1)

@@ -2,9 +2,10 @@
 completed or a loss, revocations complete only at the start of a poll, delayRevoke never reaches past loss."""
 
 from hypothesis import settings, strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kipcheck.model import revoke_delay as rd
+from kipcheck.model.errors import Error
 
 PARTITION_SETS = st.frozensets(st.sampled_from(("orders:0", "orders:1", "orders:2", "clicks:0")), min_size=1)
 
@@ -55,12 +56,18 @@ class RevokeDelayMachine(RuleBasedStateMachine):
             self.expected_revoked = self.expected_revoked - partitions
         assert self.consumer.owned == owned, "RD-3: a revoke completed outside the start of a poll"
 
+    @precondition(lambda self: self.consumer.revoke_next)
+    @rule(others=PARTITION_SETS)
+    def delay_pending_revokes(self, others):
+        """RD-9 where it matters: the partitions whose revoke is next, with others that may be gone."""
+        self.delay_revoke(frozenset(self.consumer.revoke_next) | others)
+
     @rule(partitions=PARTITION_SETS)
     def commit(self, partitions):
         for partition in partitions:
             error = self.consumer.commit(partition)
             if partition in self.gone:  # RD-10: refused after completion or loss
-                assert error == rd.ILLEGAL_GENERATION, f"RD-10: commit on {partition} after it was gone"
+                assert error == Error.ILLEGAL_GENERATION, f"RD-10: commit on {partition} after it was gone"
 
     @invariant()
     def revoke_lists_within_the_assignment(self):

@@ -6,6 +6,7 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kipcheck.model import share_partition as sp
+from kipcheck.model.errors import Error
 
 ACTORS = st.sampled_from(("c1", "c2", "c3"))
 LIMIT, LOCK_MS, INFLIGHT_MAX = 2, 100, 12
@@ -92,8 +93,8 @@ class SharePartitionMachine(RuleBasedStateMachine):
         self.step(acknowledge, finished)
         mine = all(before.get(o, (None, 0, None))[2] == actor for o in range(first, last + 1))
         # SP-15: only the owner of every record in the batch may acknowledge it.
-        assert (answer.value == sp.NONE) == mine, f"{answer.clause}: [{first}, {last}] by {actor} answered {answer.value}"
-        if answer.value != sp.NONE:
+        assert (answer.value == Error.NONE) == mine, f"{answer.clause}: [{first}, {last}] by {actor} answered {answer.value}"
+        if answer.value != Error.NONE:
             assert self.window() == before, f"{answer.clause}: a refused acknowledgement changed records"
 
     @rule(elapsed=st.integers(1, 2 * LOCK_MS))

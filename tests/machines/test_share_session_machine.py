@@ -5,6 +5,7 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from kipcheck.model import share_session as ss
+from kipcheck.model.errors import Error
 
 MEMBERS = st.sampled_from(("m1", "m2", "m3"))
 PARTITIONS = st.frozensets(st.sampled_from(("orders:0", "orders:1", "clicks:0")), max_size=2)
@@ -31,7 +32,7 @@ class ShareSessionMachine(RuleBasedStateMachine):
             assert member not in after and len(after) >= self.cache.max_sessions, f"SS-5: cache {after}"
             assert {m: e for m, e in before.items() if m != member} == after, "SS-5: other sessions changed"
             return
-        if answer.error != ss.NONE:
+        if answer.error != Error.NONE:
             # SS-15: a refused request changes nothing.
             assert after == before and self.cache.by_member == self.saved, f"{answer.clause}: refusal changed the cache"
             return

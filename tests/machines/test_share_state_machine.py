@@ -6,6 +6,7 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from kipcheck.model import share_state as sst
+from kipcheck.model.errors import Error
 
 PERSISTED = ("available", "acknowledged", "archived")
 STATE_IDS = {"available": 0, "acquired": 1, "acknowledged": 2, "archived": 4}  # the persisted DeliveryState ids
@@ -33,7 +34,7 @@ class ShareStateMachine(RuleBasedStateMachine):
 
     @rule(state_epoch=st.integers(0, 3), start_offset=st.integers(0, 10))
     def initialize(self, state_epoch, start_offset):
-        if self.coordinator.initialize(state_epoch, start_offset).error == sst.NONE:  # ST-2
+        if self.coordinator.initialize(state_epoch, start_offset).error == Error.NONE:  # ST-2
             self.shadow = (state_epoch, start_offset, {})  # ST-2: a new state replaces the old
 
     def wins(self, new, old):
@@ -44,7 +45,7 @@ class ShareStateMachine(RuleBasedStateMachine):
         written = data.draw(batches(self.STATES))
         epoch = self.shadow[0] if self.shadow and data.draw(st.booleans()) else data.draw(st.integers(-1, 3))
         start_offset = data.draw(st.sampled_from([sst.UNCHANGED, 0, 5, 12]))
-        if self.coordinator.write(epoch, start_offset, written).error != sst.NONE:
+        if self.coordinator.write(epoch, start_offset, written).error != Error.NONE:
             return
         state_epoch, start, offsets = self.shadow
         for batch in written:
@@ -61,7 +62,7 @@ class ShareStateMachine(RuleBasedStateMachine):
     @rule()
     def read(self):
         answer = self.coordinator.read()
-        assert (answer.error == sst.NONE) == (self.shadow is not None), f"{answer.clause}: read before/after initialize"
+        assert (answer.error == Error.NONE) == (self.shadow is not None), f"{answer.clause}: read before/after initialize"
 
     @invariant()
     def replay_equals_memory_equals_shadow(self):

@@ -21,6 +21,7 @@ from hypothesis import Phase, Verbosity, settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from kipcheck.model import expansion, ic, key_range_assign, revoke_delay, share_partition, share_session, share_state
+from kipcheck.model.errors import Error
 from kipcheck.oracle import proofs
 
 MACHINES = Path(__file__).resolve().parent.parent / "machines"
@@ -81,10 +82,10 @@ def _leave_keeps_records(self, at_ms, actor):
 def _incremental_without_epoch_check(self, member, epoch, clause, add=frozenset(), forget=frozenset()):
     session = self.by_member.get(member)
     if session is None:
-        return share_session.Answer(share_session.SHARE_SESSION_NOT_FOUND, "SS-6")
+        return share_session.Answer(Error.SHARE_SESSION_NOT_FOUND, "SS-6")
     # SS-7 broken: the request epoch is not compared with the cached one.
     self.by_member[member] = share_session.Session(share_session.next_epoch(session.epoch), (session.partitions | add) - forget)
-    return share_session.Answer(share_session.NONE, clause, acknowledges=True)
+    return share_session.Answer(Error.NONE, clause, acknowledges=True)
 
 
 def _merge_ignoring_adjacency(ranges):
@@ -150,7 +151,7 @@ def _mismatch_drops_session(self, member, epoch, clause, add=frozenset(), forget
     session = self.by_member.get(member)
     if session is not None and session.epoch != epoch:
         del self.by_member[member]  # SS-15 broken: a refused request changes the cache
-        return share_session.Answer(share_session.INVALID_SHARE_SESSION_EPOCH, "SS-7")
+        return share_session.Answer(Error.INVALID_SHARE_SESSION_EPOCH, "SS-7")
     return _incremental(self, member, epoch, clause, add, forget)
 
 
@@ -159,8 +160,8 @@ _incremental = share_session.ShareSessionCache._incremental
 
 def _close_keeps_session(self, member):
     if member not in self.by_member:
-        return share_session.Answer(share_session.SHARE_SESSION_NOT_FOUND, "SS-6")
-    return share_session.Answer(share_session.NONE, "SS-12", acknowledges=True, releases=True)  # SS-12 broken
+        return share_session.Answer(Error.SHARE_SESSION_NOT_FOUND, "SS-6")
+    return share_session.Answer(Error.NONE, "SS-12", acknowledges=True, releases=True)  # SS-12 broken
 
 
 def _clip_ignoring_start_offset(batches, start_offset):
@@ -181,7 +182,7 @@ _compaction_appends = ic.compaction_appends
 def _too_old_accepted(self, ranges):
     request = [tuple(pair) for pair in ranges]
     if request and all(last <= self.stable_offset for _, last in request) and all(0 <= f <= l for f, l in request):
-        return self._answer(ic.NONE)  # IC-5 broken: a commit at or below the stable offset is accepted
+        return self._answer(Error.NONE)  # IC-5 broken: a commit at or below the stable offset is accepted
     return _commit(self, ranges)
 
 

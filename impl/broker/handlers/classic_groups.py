@@ -16,9 +16,10 @@ from __future__ import annotations
 import asyncio
 
 from kipcheck.impl.broker.clock import now_ms
-from kipcheck.impl.broker.codec import reply
 from kipcheck.impl.groups.classic import JoinRequest
 from kipcheck.impl.groups.classic_group import DEAD, STABLE, JoinAnswer, Pending
+from kipcheck.impl.wire.codec import reply
+from kipcheck.model.errors import Error
 
 
 def handlers(broker) -> dict:
@@ -29,9 +30,9 @@ def handlers(broker) -> dict:
         session_ms = _ms(body.session_timeout)
         config = broker.config.groups
         if not body.group_id:
-            answer = JoinAnswer("INVALID_GROUP_ID", body.member_id)
+            answer = JoinAnswer(Error.INVALID_GROUP_ID, body.member_id)
         elif not config.min_session_timeout_ms <= session_ms <= config.max_session_timeout_ms:
-            answer = JoinAnswer("INVALID_SESSION_TIMEOUT", body.member_id)
+            answer = JoinAnswer(Error.INVALID_SESSION_TIMEOUT, body.member_id)
         else:
             answer = await answer_of(coordinator.join(JoinRequest(
                 body.group_id, body.member_id, getattr(body, "group_instance_id", None), body.protocol_type,
@@ -50,7 +51,7 @@ def handlers(broker) -> dict:
     async def sync_group(connection, request):
         body = request.body
         if not body.group_id:
-            return reply(request, throttle_time=0, error_code="INVALID_GROUP_ID", assignment=b"")
+            return reply(request, throttle_time=0, error_code=Error.INVALID_GROUP_ID, assignment=b"")
         assignments = {assignment.member_id: assignment.assignment for assignment in body.assignments}
         answer = await answer_of(coordinator.sync(
             body.group_id, body.member_id, getattr(body, "group_instance_id", None), body.generation_id,
@@ -60,7 +61,7 @@ def handlers(broker) -> dict:
 
     async def heartbeat(connection, request):
         body = request.body
-        error = "INVALID_GROUP_ID" if not body.group_id else coordinator.heartbeat(
+        error = Error.INVALID_GROUP_ID if not body.group_id else coordinator.heartbeat(
             body.group_id, body.member_id, getattr(body, "group_instance_id", None), body.generation_id, now_ms())
         return reply(request, throttle_time=0, error_code=error)
 
@@ -69,11 +70,11 @@ def handlers(broker) -> dict:
         identities = [(body.member_id, None)] if version < 3 else \
             [(member.member_id, member.group_instance_id) for member in body.members]
         if not body.group_id:
-            error, errors = "INVALID_GROUP_ID", []
+            error, errors = Error.INVALID_GROUP_ID, []
         else:
             error, errors = coordinator.leave(body.group_id, identities, now_ms())
         if version < 3:
-            return reply(request, throttle_time=0, error_code=error if error != "NONE" else errors[0])
+            return reply(request, throttle_time=0, error_code=error if error != Error.NONE else errors[0])
         return reply(request, throttle_time=0, error_code=error, members=[
             {"member_id": member_id, "group_instance_id": instance_id, "error_code": member_error}
             for (member_id, instance_id), member_error in zip(identities, errors)])
@@ -89,7 +90,7 @@ def _admin_handlers(broker) -> dict:
         groups = [group for group in _listed(broker)
                   if (not states or group["group_state"].lower() in states)
                   and (not types or group["group_type"] in types)]
-        return reply(request, throttle_time=0, error_code="NONE", groups=groups)
+        return reply(request, throttle_time=0, error_code=Error.NONE, groups=groups)
 
     async def describe_groups(connection, request):
         return reply(request, throttle_time=0, groups=[_described(broker, group_id, request.api_version)
@@ -133,7 +134,7 @@ def _described(broker, group_id: str, version: int) -> dict:
     coordinator = broker.consumer_groups
     if coordinator.group_type(group_id) != "classic":
         return {"group_id": group_id, "group_state": DEAD, "protocol_type": "", "protocol_data": "", "members": [],
-                "error_code": "GROUP_ID_NOT_FOUND" if version >= 6 else "NONE",
+                "error_code": Error.GROUP_ID_NOT_FOUND if version >= 6 else Error.NONE,
                 "error_message": f"Group {group_id} not found." if version >= 6 else None}
     group = coordinator.classic.groups.get(group_id)
     stable = group is not None and group.state == STABLE
@@ -141,7 +142,7 @@ def _described(broker, group_id: str, version: int) -> dict:
         {"member_id": member.member_id, "group_instance_id": member.instance_id, "client_id": member.client_id,
          "client_host": member.client_host, "member_metadata": member.metadata(group.protocol_name) if stable else b"",
          "member_assignment": member.assignment if stable else b""} for member in group.members.values()]
-    return {"group_id": group_id, "error_code": "NONE", "error_message": None,
+    return {"group_id": group_id, "error_code": Error.NONE, "error_message": None,
             "group_state": group.state if group else "Empty",
             "protocol_type": (group.protocol_type if group else None) or "",
             "protocol_data": (group.protocol_name or "") if stable else "", "members": members}

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kipcheck.impl.broker.codec import reply
 from kipcheck.impl.broker.metadata import TOPIC_CONFIGS, TopicError
 from kipcheck.impl.broker.server import api_version_list
+from kipcheck.impl.wire.codec import reply
+from kipcheck.model.errors import Error
 
 CLUSTER_ID = "kipcheck-reference-broker"
 MAX_PARTITIONS_PER_REQUEST = 10_000  # Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH (not a setting)
@@ -30,7 +31,7 @@ MAX_PARTITIONS_PER_REQUEST = 10_000  # Kafka's ReplicationControlManager.MAX_PAR
 
 def handlers(broker) -> dict:
     async def api_versions(connection, request):
-        return reply(request, error_code="NONE", api_keys=api_version_list(broker.server.supported), throttle_time=0)
+        return reply(request, error_code=Error.NONE, api_keys=api_version_list(broker.server.supported), throttle_time=0)
 
     async def metadata(connection, request):
         return reply(request, throttle_time=0, brokers=[_node(broker)], cluster_id=CLUSTER_ID,
@@ -43,12 +44,12 @@ def handlers(broker) -> dict:
         results = []
         for wanted in wanted_topics:
             partitions = broker.config.default_partitions if wanted.num_partitions == -1 else wanted.num_partitions
-            error, message, topic = "NONE", None, None
+            error, message, topic = Error.NONE, None, None
             try:
                 if too_many:
-                    raise TopicError("POLICY_VIOLATION", "Excessively large number of partitions per request.")
+                    raise TopicError(Error.POLICY_VIOLATION, "Excessively large number of partitions per request.")
                 if names[wanted.name] > 1:
-                    raise TopicError("INVALID_REQUEST", "Duplicate topic name.")
+                    raise TopicError(Error.INVALID_REQUEST, "Duplicate topic name.")
                 topic = _create_topic(broker, wanted, partitions, request.body.validate_only)
             except TopicError as failure:
                 error, message = failure.error, str(failure)
@@ -59,13 +60,13 @@ def handlers(broker) -> dict:
 
     async def find_coordinator(connection, request):
         node = _node(broker)
-        return reply(request, throttle_time=0, error_code="NONE", error_message=None, **node)
+        return reply(request, throttle_time=0, error_code=Error.NONE, error_message=None, **node)
 
     async def init_producer_id(connection, request):
         if request.body.transactional_id is not None:
             error, producer_id, epoch = broker.transactions.init_producer_id(request.body.transactional_id)
             return reply(request, throttle_time=0, error_code=error, producer_id=producer_id, producer_epoch=epoch)
-        return reply(request, throttle_time=0, error_code="NONE", producer_id=broker.transactions.new_producer_id(),
+        return reply(request, throttle_time=0, error_code=Error.NONE, producer_id=broker.transactions.new_producer_id(),
                      producer_epoch=0)
 
     return {
@@ -93,9 +94,9 @@ def _requested_partitions(broker, wanted_topics) -> int:
 def _create_topic(broker, wanted, partitions: int, validate_only: bool):
     """The new topic (None when only validating); TopicError as Kafka's controller would answer."""
     if wanted.assignments:
-        raise TopicError("INVALID_REQUEST", "manual replica assignment is not supported")
+        raise TopicError(Error.INVALID_REQUEST, "manual replica assignment is not supported")
     if partitions <= 0:
-        raise TopicError("INVALID_PARTITIONS", "Number of partitions was set to an invalid non-positive value.")
+        raise TopicError(Error.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
     if validate_only:
         broker.check_partition_budget(partitions)
         return None
@@ -119,13 +120,13 @@ def _metadata_topics(broker, body) -> list[dict]:
         if name is None:
             topic = broker.topics.get_by_id(getattr(wanted, "topic_id", None))
             if topic is None:
-                entries.append({"error_code": "UNKNOWN_TOPIC_ID", "name": None, "topic_id": wanted.topic_id,
+                entries.append({"error_code": Error.UNKNOWN_TOPIC_ID, "name": None, "topic_id": wanted.topic_id,
                                 "partitions": []})
                 continue
         else:
             topic = broker.topic(name, create=allow_create)
             if topic is None:
-                entries.append({"error_code": "UNKNOWN_TOPIC_OR_PARTITION", "name": name, "topic_id": None,
+                entries.append({"error_code": Error.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "topic_id": None,
                                 "partitions": []})
                 continue
         entries.append(_topic_entry(broker, topic))
@@ -134,7 +135,7 @@ def _metadata_topics(broker, body) -> list[dict]:
 
 def _topic_entry(broker, topic) -> dict:
     node = broker.config.node_id
-    return {"error_code": "NONE", "name": topic.name, "topic_id": topic.topic_id, "is_internal": False,
-            "partitions": [{"error_code": "NONE", "partition_index": partition, "leader_id": node, "leader_epoch": 0,
+    return {"error_code": Error.NONE, "name": topic.name, "topic_id": topic.topic_id, "is_internal": False,
+            "partitions": [{"error_code": Error.NONE, "partition_index": partition, "leader_id": node, "leader_epoch": 0,
                             "replica_nodes": [node], "isr_nodes": [node], "offline_replicas": []}
                            for partition in range(topic.partitions)]}

@@ -22,9 +22,10 @@ INVALID_REQUEST naming the types it serves.
 
 from __future__ import annotations
 
-from kipcheck.impl.broker.codec import reply
 from kipcheck.impl.broker.metadata import TOPIC_CONFIGS, TopicError
 from kipcheck.impl.share.group_configs import NAMES
+from kipcheck.impl.wire.codec import reply
+from kipcheck.model.errors import Error
 
 TOPIC, GROUP = 2, 32                                      # ConfigResource.Type
 SET_OPERATION, DELETE_OPERATION = 0, 1                    # AlterConfigOp.OpType
@@ -39,7 +40,7 @@ def handlers(broker) -> dict:
         for resource in request.body.resources:
             alter = _ALTER.get(resource.resource_type)
             error, message = (alter(broker, resource, request.body.validate_only) if alter
-                              else ("INVALID_REQUEST", _unserved(resource)))
+                              else (Error.INVALID_REQUEST, _unserved(resource)))
             responses.append({"error_code": error, "error_message": message,
                               "resource_type": resource.resource_type, "resource_name": resource.resource_name})
         return reply(request, throttle_time=0, responses=responses)
@@ -49,7 +50,7 @@ def handlers(broker) -> dict:
         for resource in request.body.resources:
             describe = _DESCRIBE.get(resource.resource_type)
             error, message, configs = (describe(broker, resource) if describe
-                                       else ("INVALID_REQUEST", _unserved(resource), []))
+                                       else (Error.INVALID_REQUEST, _unserved(resource), []))
             results.append({"error_code": error, "error_message": message, "resource_type": resource.resource_type,
                             "resource_name": resource.resource_name, "configs": configs})
         return reply(request, throttle_time=0, results=results)
@@ -73,8 +74,8 @@ def _topic(broker, resource):
     """(topic, error, message) of a TOPIC resource."""
     topic = broker.topics.get(resource.resource_name)
     if topic is None:
-        return None, "UNKNOWN_TOPIC_OR_PARTITION", f"topic {resource.resource_name!r} does not exist"
-    return topic, "NONE", None
+        return None, Error.UNKNOWN_TOPIC_OR_PARTITION, f"topic {resource.resource_name!r} does not exist"
+    return topic, Error.NONE, None
 
 
 def _describe_topic(broker, resource):
@@ -95,7 +96,7 @@ def _alter_topic(broker, resource, validate_only: bool):
             changes = {}
             for config in resource.configs:
                 if config.config_operation not in (SET_OPERATION, DELETE_OPERATION):
-                    raise TopicError("INVALID_CONFIG", f"{config.name} is not a list: only SET and DELETE apply")
+                    raise TopicError(Error.INVALID_CONFIG, f"{config.name} is not a list: only SET and DELETE apply")
                 changes[config.name] = config.value if config.config_operation == SET_OPERATION else None
             if not validate_only:
                 broker.topics.alter(topic.name, changes)
@@ -108,22 +109,22 @@ def _alter_topic(broker, resource, validate_only: bool):
 
 def _describe_group(broker, resource):
     if not resource.resource_name:
-        return "INVALID_REQUEST", "a group config needs a group id", []
+        return Error.INVALID_REQUEST, "a group config needs a group id", []
     keys = set(resource.configuration_keys or NAMES)
-    return "NONE", None, [
+    return Error.NONE, None, [
         _entry(name, value, GROUP_CONFIG if from_group else DEFAULT_CONFIG, GROUP_CONFIG_TYPES[NAMES[name]])
         for name, value, from_group in broker.engine.group_configs.describe(resource.resource_name) if name in keys]
 
 
 def _alter_group(broker, resource, validate_only: bool):
     if not resource.resource_name:
-        return "INVALID_REQUEST", "a group config needs a group id"
+        return Error.INVALID_REQUEST, "a group config needs a group id"
     changes = [(config.name, config.config_operation, config.value) for config in resource.configs]
     try:
         refused = broker.engine.group_configs.alter(resource.resource_name, changes, validate_only)
     except OSError as error:   # the config could not be written: nothing changed
-        refused = ("KAFKA_STORAGE_ERROR", f"group configs not written: {error}")
-    return refused or ("NONE", None)
+        refused = (Error.KAFKA_STORAGE_ERROR, f"group configs not written: {error}")
+    return refused or (Error.NONE, None)
 
 
 _DESCRIBE = {TOPIC: _describe_topic, GROUP: _describe_group}

@@ -18,10 +18,11 @@ from __future__ import annotations
 import uuid
 
 from kipcheck.impl.broker.clock import now_ms
-from kipcheck.impl.broker.codec import reply
 from kipcheck.impl.broker.metadata import topic_id_of
 from kipcheck.impl.groups.assignors import Assignment, KeyShare
 from kipcheck.impl.groups.consumer import HeartbeatRequest
+from kipcheck.impl.wire.codec import reply
+from kipcheck.model.errors import Error
 from kipcheck.model.key_range_assign import shares_from_wire, shares_to_wire
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648  # Kafka's value when the client did not ask for them
@@ -38,7 +39,7 @@ def handlers(broker) -> dict:
         try:
             owned = None if body.topic_partitions is None else _owned(broker, body.topic_partitions)
         except ValueError as error:
-            return reply(request, throttle_time=0, error_code="INVALID_REQUEST", error_message=str(error),
+            return reply(request, throttle_time=0, error_code=Error.INVALID_REQUEST, error_message=str(error),
                          member_id=None, member_epoch=0, heartbeat_interval=0, assignment=None)
         answer = coordinator.consumer_heartbeat(HeartbeatRequest(
             body.group_id, member_id, body.member_epoch, body.instance_id, body.rack_id,
@@ -46,7 +47,7 @@ def handlers(broker) -> dict:
             None if body.subscribed_topic_names is None else tuple(body.subscribed_topic_names),
             getattr(body, "subscribed_topic_regex", None), body.server_assignor, owned,
             request.header.client_id or "", connection.peer), now_ms())
-        if answer.error != "NONE":
+        if answer.error != Error.NONE:
             return reply(request, throttle_time=0, error_code=answer.error, error_message=answer.message,
                          member_id=None, member_epoch=0, heartbeat_interval=0, assignment=None)
         assignment = None
@@ -54,7 +55,7 @@ def handlers(broker) -> dict:
             assignment = {"topic_partitions": [{"topic_id": topic_id_of(topic), **to_wire(units)}
                                                for topic, units in sorted(answer.assignment.items())]}
         interval = broker.config.groups.consumer_heartbeat_interval_ms if answer.member_epoch >= 0 else 0
-        return reply(request, throttle_time=0, error_code="NONE", error_message=None, member_id=answer.member_id,
+        return reply(request, throttle_time=0, error_code=Error.NONE, error_message=None, member_id=answer.member_id,
                      member_epoch=answer.member_epoch, heartbeat_interval=interval, assignment=assignment)
 
     async def consumer_group_describe(connection, request):
@@ -94,7 +95,7 @@ def _described(broker, group_id: str) -> dict:
     coordinator = broker.consumer_groups
     group = coordinator.consumer.groups.get(group_id)
     if group is None:
-        return {"error_code": "GROUP_ID_NOT_FOUND", "error_message": f"Group {group_id} not found.",
+        return {"error_code": Error.GROUP_ID_NOT_FOUND, "error_message": f"Group {group_id} not found.",
                 "group_id": group_id, "group_state": "Dead", "group_epoch": -1, "assignment_epoch": -1,
                 "assignor_name": "", "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
     members = [{"member_id": member.member_id, "instance_id": member.instance_id, "rack_id": member.rack_id,
@@ -105,7 +106,7 @@ def _described(broker, group_id: str) -> dict:
                 "target_assignment": _assignment(group.target.get(member.member_id, {})),
                 "member_type": 1}  # 1: the consumer protocol (0 would be a classic member)
                for member in group.members.values()]
-    return {"error_code": "NONE", "error_message": None, "group_id": group_id, "group_state": group.state(),
+    return {"error_code": Error.NONE, "error_message": None, "group_id": group_id, "group_state": group.state(),
             "group_epoch": group.epoch, "assignment_epoch": group.assignment_epoch,
             "assignor_name": coordinator.consumer.assignor_name(group.members.values()), "members": members,
             "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}

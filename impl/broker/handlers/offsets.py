@@ -9,7 +9,7 @@ several groups at once; before v8 it asks for one and, before v2, reports a
 group error on every partition. A partition without a committed offset
 answers offset -1 and metadata "" (Kafka's INVALID_OFFSET).
 
-Individual commit (spec/ic.md, impl/ic/wire.py for the fields): a partition
+Individual commit (spec/ic.md, impl/wire/schemas.py for the fields): a partition
 carrying OffsetRanges goes, once the group has validated the member as for any
 commit, to the IC coordinator, and answers its error and LastStableOffset; a
 plain commit of a partition that is individually committed is the IC commit
@@ -22,11 +22,12 @@ individually committed partition answers INVALID_REQUEST for it (IC-19).
 from __future__ import annotations
 
 from kipcheck.impl.broker.clock import now_ms
-from kipcheck.impl.broker.codec import reply
 from kipcheck.impl.broker.metadata import topic_id_of
 from kipcheck.impl.groups.coordinator import OffsetCommit
 from kipcheck.impl.groups.offsets import CommittedOffset
-from kipcheck.impl.ic.wire import flat, pairs
+from kipcheck.impl.wire.codec import reply
+from kipcheck.impl.wire.schemas import flat, pairs
+from kipcheck.model.errors import Error
 
 NO_OFFSET = -1
 
@@ -47,9 +48,9 @@ def handlers(broker) -> dict:
                 key = (name or "", part.partition_index)
                 rows.append((fields, part.partition_index, key))
                 if not known:
-                    errors[key] = "UNKNOWN_TOPIC_ID" if name is None else "UNKNOWN_TOPIC_OR_PARTITION"
+                    errors[key] = Error.UNKNOWN_TOPIC_ID if name is None else Error.UNKNOWN_TOPIC_OR_PARTITION
                 elif not 0 <= part.partition_index < broker.topics.get(name).partitions:
-                    errors[key] = "UNKNOWN_TOPIC_OR_PARTITION"
+                    errors[key] = Error.UNKNOWN_TOPIC_OR_PARTITION
                 elif getattr(part, "offset_ranges", ()):
                     individual[key] = part.offset_ranges
                 elif broker.ic.individually_committed((body.group_id, *key)):
@@ -81,16 +82,17 @@ def handlers(broker) -> dict:
         body = request.body
         keys = [(topic.name, part.partition_index) for topic in body.topics for part in topic.partitions]
         # IC-19: an individually committed partition's offset is its IC state's; deleting it is not served.
-        individual = {key: "INVALID_REQUEST" for key in keys if broker.ic.individually_committed((body.group_id, *key))}
+        individual = {key: Error.INVALID_REQUEST for key in keys
+                      if broker.ic.individually_committed((body.group_id, *key))}
         error, errors = coordinator.delete_offsets(body.group_id, [key for key in keys if key not in individual]) \
-            if body.group_id else ("INVALID_GROUP_ID", {})
+            if body.group_id else (Error.INVALID_GROUP_ID, {})
         errors = {**errors, **individual}
-        if error != "NONE":
+        if error != Error.NONE:
             return reply(request, throttle_time=0, error_code=error, topics=[])
         topics: dict[str, list[dict]] = {}
         for name, partition in keys:
             topics.setdefault(name, []).append({"partition_index": partition, "error_code": errors[name, partition]})
-        return reply(request, throttle_time=0, error_code="NONE",
+        return reply(request, throttle_time=0, error_code=Error.NONE,
                      topics=[{"name": name, "partitions": parts} for name, parts in topics.items()])
 
     return {8: (2, 10, offset_commit), 9: (1, 10, offset_fetch), 47: (0, 0, offset_delete)}
@@ -103,7 +105,7 @@ def _commit_individually(broker, body, version: int, individual: dict, errors: d
         body.group_id, body.member_id, getattr(body, "group_instance_id", None), body.generation_id_or_member_epoch,
         version, {}), at_ms)
     for (topic, partition), ranges_or_offset in individual.items():
-        if error != "NONE":
+        if error != Error.NONE:
             errors[topic, partition] = error
             continue
         if type(ranges_or_offset) is int:
@@ -112,7 +114,7 @@ def _commit_individually(broker, body, version: int, individual: dict, errors: d
             try:
                 ranges = pairs(ranges_or_offset)
             except ValueError:
-                errors[topic, partition] = "INVALID_REQUEST"
+                errors[topic, partition] = Error.INVALID_REQUEST
                 continue
             answer = broker.ic.commit(body.group_id, topic, partition, ranges, body.member_id, at_ms)
         errors[topic, partition], stable[topic, partition] = answer.error, answer.stable_offset
@@ -145,7 +147,7 @@ def _fetched_group(broker, group_id: str, member_id: str | None, member_epoch: i
             rows += [(fields, partition, None if name is None else (name, partition))
                      for partition in topic.partition_indexes]
     if not group_id:
-        error, offsets = "INVALID_GROUP_ID", {}
+        error, offsets = Error.INVALID_GROUP_ID, {}
     else:
         error, offsets = broker.consumer_groups.fetch(
             group_id, member_id, member_epoch, None if rows is None else [key for _, _, key in rows if key])
@@ -153,17 +155,17 @@ def _fetched_group(broker, group_id: str, member_id: str | None, member_epoch: i
         fields_of: dict[str, dict] = {}
         rows = [(fields_of.setdefault(name, {"name": name, "topic_id": topic_id_of(name)}), partition,
                  (name, partition)) for name, partition in sorted(offsets)]
-    partition_error = error if version < 2 else "NONE"
+    partition_error = error if version < 2 else Error.NONE
 
     def partition_fields(partition: int, key) -> dict:
         committed = offsets.get(key)
         held = broker.ic.fetch(group_id, *key, member=member_id or "", now_ms=now_ms())[1] \
             if key is not None and broker.ic.individually_committed((group_id, *key)) else []
         return {"partition_index": partition, "committed_range_offsets": flat(held),
-                "error_code": "UNKNOWN_TOPIC_ID" if key is None else partition_error,
+                "error_code": Error.UNKNOWN_TOPIC_ID if key is None else partition_error,
                 "committed_offset": committed.offset if committed else NO_OFFSET,
                 "committed_leader_epoch": committed.leader_epoch if committed else -1,
                 "metadata": committed.metadata if committed else ""}
 
     return {"group_id": group_id, "error_code": error,
-            "topics": [] if error != "NONE" and version >= 2 else _by_topic(rows, partition_fields)}
+            "topics": [] if error != Error.NONE and version >= 2 else _by_topic(rows, partition_fields)}

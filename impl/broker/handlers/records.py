@@ -17,7 +17,7 @@ and answers session id 0, which clients accept. DeleteRecords (v0-2, profile
 kafka-4.2) moves a partition's log start offset, durably; reads below it are
 OFFSET_OUT_OF_RANGE and share-partitions move their SPSO (spec SP-64).
 
-A Fetch v12 partition carrying KeyRanges (impl/ic/wire.py) gets only the
+A Fetch v12 partition carrying KeyRanges (impl/wire/schemas.py) gets only the
 records whose key hash lies in them (KR-10: impl/ic/filtering.py, with the
 broker's bounded KeyRangeCache, `max.bytes.key.range.cache`), if the topic's
 `accept.range.fetch` is true, else TOPIC_RANGE_FETCH_NOT_ALLOWED (KR-11); a
@@ -29,16 +29,18 @@ from __future__ import annotations
 
 import logging
 
-from kipcheck.impl.broker.broker import MAX_WAIT_MS
 from kipcheck.impl.broker.clock import now_ms
-from kipcheck.impl.broker.codec import reply
-from kipcheck.impl.broker.log import InvalidBatch, ProducerEpochError, SequenceError, read_header
+from kipcheck.impl.broker.limits import MAX_WAIT_MS
+from kipcheck.impl.broker.log import ProducerEpochError, SequenceError
 from kipcheck.impl.broker.server import NO_RESPONSE
 from kipcheck.impl.ic.compression import BatchDecodeError
 from kipcheck.impl.ic.filtering import filter_batches
-from kipcheck.impl.ic.wire import pairs
 from kipcheck.impl.storage import StorageError
-from kipcheck.model.key_hash import NONE, range_fetch_error
+from kipcheck.impl.wire.batches import InvalidBatch, read_header
+from kipcheck.impl.wire.codec import reply
+from kipcheck.impl.wire.schemas import pairs
+from kipcheck.model.errors import Error
+from kipcheck.model.key_hash import range_fetch_error
 
 LATEST_TIMESTAMP, EARLIEST_TIMESTAMP = -1, -2
 
@@ -62,7 +64,7 @@ def handlers(broker) -> dict:
             topics, total_bytes = _read(broker, body)
             remaining_ms = deadline_ms - now_ms()
             if total_bytes >= body.min_bytes or remaining_ms <= 0:
-                return reply(request, throttle_time=0, error_code="NONE", session_id=0, responses=topics)
+                return reply(request, throttle_time=0, error_code=Error.NONE, session_id=0, responses=topics)
             await broker.wait_changed(int(remaining_ms))
 
     async def list_offsets(connection, request):
@@ -84,16 +86,16 @@ def handlers(broker) -> dict:
 
 
 def _delete_records(broker, topic: str, partition: int, offset: int) -> dict:
-    result = {"partition_index": partition, "low_watermark": -1, "error_code": "NONE"}
+    result = {"partition_index": partition, "low_watermark": -1, "error_code": Error.NONE}
     if broker.find_log(topic, partition) is None:
-        return result | {"error_code": "UNKNOWN_TOPIC_OR_PARTITION"}
+        return result | {"error_code": Error.UNKNOWN_TOPIC_OR_PARTITION}
     try:
         return result | {"low_watermark": broker.delete_records(topic, partition, offset)}
     except ValueError:
-        return result | {"error_code": "OFFSET_OUT_OF_RANGE"}
+        return result | {"error_code": Error.OFFSET_OUT_OF_RANGE}
     except StorageError as error:
         log.warning("records of %s-%d not deleted: %s", topic, partition, error)
-        return result | {"error_code": "KAFKA_STORAGE_ERROR"}
+        return result | {"error_code": Error.KAFKA_STORAGE_ERROR}
 
 
 def _produce_result(index: int, error: str, base_offset: int, message: str | None = None, start: int = -1) -> dict:
@@ -104,29 +106,29 @@ def _produce_result(index: int, error: str, base_offset: int, message: str | Non
 def _append(broker, topic: str, partition: int, records: bytes | None, transactional_id: str | None) -> dict:
     partition_log = broker.find_log(topic, partition)
     if partition_log is None:
-        return _produce_result(partition, "UNKNOWN_TOPIC_OR_PARTITION", -1)
+        return _produce_result(partition, Error.UNKNOWN_TOPIC_OR_PARTITION, -1)
     try:
         if transactional_id is not None:
             header = read_header(records or b"")
             error = broker.transactions.in_transaction(transactional_id, header.producer_id, header.producer_epoch,
                                                        topic, partition)
-            if error != "NONE":
+            if error != Error.NONE:
                 return _produce_result(partition, error, -1)
         end_before = partition_log.end_offset
         base_offset = partition_log.append(records or b"")
     except InvalidBatch as error:
-        return _produce_result(partition, "CORRUPT_MESSAGE", -1, str(error))
+        return _produce_result(partition, Error.CORRUPT_MESSAGE, -1, str(error))
     except SequenceError as error:
-        return _produce_result(partition, "OUT_OF_ORDER_SEQUENCE_NUMBER", -1, str(error))
+        return _produce_result(partition, Error.OUT_OF_ORDER_SEQUENCE_NUMBER, -1, str(error))
     except ProducerEpochError as error:
-        return _produce_result(partition, "INVALID_PRODUCER_EPOCH", -1, str(error))
+        return _produce_result(partition, Error.INVALID_PRODUCER_EPOCH, -1, str(error))
     except StorageError as error:
         log.warning("produce to %s-%d not stored: %s", topic, partition, error)
-        return _produce_result(partition, "KAFKA_STORAGE_ERROR", -1, str(error))
+        return _produce_result(partition, Error.KAFKA_STORAGE_ERROR, -1, str(error))
     if partition_log.end_offset > end_before:
         broker.engine.on_produced(topic, partition, partition_log.batch_details(end_before))
         broker.notify_changed()
-    return _produce_result(partition, "NONE", base_offset, start=partition_log.start_offset)
+    return _produce_result(partition, Error.NONE, base_offset, start=partition_log.start_offset)
 
 
 def _read(broker, body) -> tuple[list[dict], int]:
@@ -137,19 +139,19 @@ def _read(broker, body) -> tuple[list[dict], int]:
         for part in topic.partitions:
             partition_log = broker.find_log(topic.topic, part.partition)
             if partition_log is None:
-                partitions.append(_fetch_result(part.partition, "UNKNOWN_TOPIC_OR_PARTITION", -1))
+                partitions.append(_fetch_result(part.partition, Error.UNKNOWN_TOPIC_OR_PARTITION, -1))
                 continue
             end, stable = partition_log.end_offset, partition_log.last_stable_offset
             if not partition_log.start_offset <= part.fetch_offset <= end:
-                partitions.append(_fetch_result(part.partition, "OFFSET_OUT_OF_RANGE", end, partition_log.start_offset,
-                                                stable=stable))
+                partitions.append(_fetch_result(part.partition, Error.OFFSET_OUT_OF_RANGE, end,
+                                                partition_log.start_offset, stable=stable))
                 continue
             key_ranges = getattr(part, "key_ranges", ())
             error = _key_ranges_error(broker, topic.topic, key_ranges)
             # read_committed (isolation level 1) reads below the last stable offset only.
             until = stable if body.isolation_level == 1 else end
             data, aborted = b"", None
-            if error == NONE and part.fetch_offset < until and budget > 0:
+            if error == Error.NONE and part.fetch_offset < until and budget > 0:
                 data = partition_log.read(part.fetch_offset, min(part.partition_max_bytes, budget), until)
                 if key_ranges:
                     try:
@@ -157,7 +159,7 @@ def _read(broker, body) -> tuple[list[dict], int]:
                                               cache=broker.key_range_cache, cache_key=(topic.topic, part.partition))
                     except BatchDecodeError as failure:
                         log.warning("fetch of %s-%d: %s", topic.topic, part.partition, failure)
-                        error, data = "CORRUPT_MESSAGE", b""
+                        error, data = Error.CORRUPT_MESSAGE, b""
                 budget -= len(data)
                 total += len(data)
                 if body.isolation_level == 1:
@@ -172,11 +174,11 @@ def _read(broker, body) -> tuple[list[dict], int]:
 def _key_ranges_error(broker, topic: str, key_ranges) -> str:
     """KR-11 at the broker: the topic's accept.range.fetch; INVALID_REQUEST for ill-formed ranges."""
     if not key_ranges:
-        return NONE
+        return Error.NONE
     try:
         ranges = pairs(key_ranges)
     except ValueError:
-        return "INVALID_REQUEST"
+        return Error.INVALID_REQUEST
     return range_fetch_error(ranges, broker.topics.get(topic).accept_range_fetch, True)
 
 
@@ -190,12 +192,12 @@ def _fetch_result(index: int, error: str, high_watermark: int, start: int = -1, 
 def _list_offset(broker, topic: str, part) -> dict:
     partition_log = broker.find_log(topic, part.partition_index)
     if partition_log is None:
-        return {"partition_index": part.partition_index, "error_code": "UNKNOWN_TOPIC_OR_PARTITION"}
+        return {"partition_index": part.partition_index, "error_code": Error.UNKNOWN_TOPIC_OR_PARTITION}
     if part.timestamp == LATEST_TIMESTAMP:
         offset = partition_log.end_offset
     elif part.timestamp == EARLIEST_TIMESTAMP:
         offset = partition_log.start_offset
     else:
         offset = partition_log.offset_for_timestamp(part.timestamp)
-    return {"partition_index": part.partition_index, "error_code": "NONE", "timestamp": -1, "offset": offset,
+    return {"partition_index": part.partition_index, "error_code": Error.NONE, "timestamp": -1, "offset": offset,
             "leader_epoch": 0}

@@ -59,11 +59,14 @@ from __future__ import annotations
 
 import itertools
 
-from kipcheck.impl.broker.broker import MAX_WAIT_MS
 from kipcheck.impl.broker.clock import now_ms
-from kipcheck.impl.broker.codec import error_code, reply
+from kipcheck.impl.broker.limits import MAX_WAIT_MS
 from kipcheck.impl.broker.metadata import topic_id_of
 from kipcheck.impl.share.partition import ACK_TYPES_BY_WIRE, PersisterError
+from kipcheck.impl.topic_partition import TopicPartition
+from kipcheck.impl.wire.codec import reply
+from kipcheck.impl.wire.errors import error_code
+from kipcheck.model.errors import Error
 
 MEMBER_ID_MAX_CHARS = 36
 RENEW = 4   # the acknowledge type of KIP-1222
@@ -93,57 +96,58 @@ def handlers(broker) -> dict:
         body = request.body
         group, member = body.group_id or "", body.member_id or ""
         if not _valid_member_id(member):
-            return _share_fetch_reply(broker, request, "INVALID_REQUEST", {}, [])
+            return _share_fetch_reply(broker, request, Error.INVALID_REQUEST, {}, [])
         renew = _renews(request)
         if renew and (body.max_bytes or body.min_bytes or body.max_records or body.max_wait.total_seconds()):
-            return _share_fetch_reply(broker, request, "INVALID_REQUEST", {}, [])   # KIP-1222: all must be 0
+            return _share_fetch_reply(broker, request, Error.INVALID_REQUEST, {}, [])   # KIP-1222: all must be 0
         acquire_mode = body.share_acquire_mode if request.api_version >= 2 else BATCH_OPTIMIZED
         if acquire_mode not in (BATCH_OPTIMIZED, RECORD_LIMIT):
-            return _share_fetch_reply(broker, request, "INVALID_REQUEST", {}, [])
+            return _share_fetch_reply(broker, request, Error.INVALID_REQUEST, {}, [])
         wanted, unknown = _partitions(broker, body.topics)
-        forget = [f"{topic.name}:{partition}" for forgotten in body.forgotten_topics_data
+        forget = [str(TopicPartition(topic.name, partition)) for forgotten in body.forgotten_topics_data
                   if (topic := broker.topics.get_by_id(forgotten.topic_id)) for partition in forgotten.partitions]
         acks = _acknowledgements(wanted, request.api_version)
         at_ms = now_ms()
-        answer = broker.engine.share_fetch_session(group, member, body.share_session_epoch, list(wanted), forget,
-                                                   _flatten(acks), at_ms)
-        if answer.error != "NONE" or not answer.process:
+        answer = broker.engine.share_fetch_session(group, member, body.share_session_epoch, list(map(str, wanted)),
+                                                   forget, _flatten(acks), at_ms)
+        if answer.error != Error.NONE or not answer.process:
             return _share_fetch_reply(broker, request, answer.error, {}, unknown)
         results = _apply_session_answer(broker, connection, group, member, answer, acks, at_ms,
                                         "acknowledge_error_code", renew)
         if not answer.closed and not renew:   # a renewing ShareFetch fetches nothing (KIP-1222)
             readable = []
-            for tp in sorted(answer.partitions):
+            for tp in map(TopicPartition.parse, sorted(answer.partitions)):   # in the order of the session's names
                 if broker.engine.initialized(group, tp):
                     readable.append(tp)
                 else:
-                    results.setdefault(tp, {})["error_code"] = "UNKNOWN_SERVER_ERROR"
+                    results.setdefault(tp, {})["error_code"] = Error.UNKNOWN_SERVER_ERROR
             await _acquire(broker, group, member, readable, body, results, next(rotation), acquire_mode == RECORD_LIMIT)
-        return _share_fetch_reply(broker, request, "NONE", results, unknown)
+        return _share_fetch_reply(broker, request, Error.NONE, results, unknown)
 
     async def share_acknowledge(connection, request):
         body = request.body
         group, member = body.group_id or "", body.member_id or ""
         if not _valid_member_id(member):
-            return reply(request, throttle_time=0, error_code="INVALID_REQUEST", responses=[], node_endpoints=[])
+            return reply(request, throttle_time=0, error_code=Error.INVALID_REQUEST, responses=[], node_endpoints=[])
         wanted, unknown = _partitions(broker, body.topics)
         acks = _acknowledgements(wanted, request.api_version)
         at_ms = now_ms()
         answer = broker.engine.share_acknowledge_session(group, member, body.share_session_epoch, _flatten(acks), at_ms)
-        results: dict[str, dict] = {}
-        if answer.error == "NONE" and answer.process:
+        results: dict[TopicPartition, dict] = {}
+        if answer.error == Error.NONE and answer.process:
             results = _apply_session_answer(broker, connection, group, member, answer, acks, at_ms, "error_code",
                                             _renews(request))
-        responses = _by_topic(broker, results, unknown, {"error_code": "UNKNOWN_TOPIC_ID"})
-        lock_ms = broker.engine.lock_duration_ms(group) if answer.error == "NONE" else 0   # v2 only
+        responses = _by_topic(broker, results, unknown, {"error_code": Error.UNKNOWN_TOPIC_ID})
+        lock_ms = broker.engine.lock_duration_ms(group) if answer.error == Error.NONE else 0   # v2 only
         return reply(request, throttle_time=0, error_code=answer.error, responses=responses, node_endpoints=[],
                      acquisition_lock_timeout=lock_ms)
 
     async def describe_offsets(connection, request):
-        groups = [{"group_id": group.group_id, "error_code": "NONE", "topics": [
+        groups = [{"group_id": group.group_id, "error_code": Error.NONE, "topics": [
                       {"topic_name": topic.topic_name, "topic_id": topic_id_of(topic.topic_name),
-                       "partitions": [{"partition_index": index, "leader_epoch": 0, "error_code": "NONE",
-                                       "start_offset": broker.engine.start_offset(group.group_id, f"{topic.topic_name}:{index}")}
+                       "partitions": [{"partition_index": index, "leader_epoch": 0, "error_code": Error.NONE,
+                                       "start_offset": broker.engine.start_offset(
+                                           group.group_id, TopicPartition(topic.topic_name, index))}
                                       for index in topic.partitions]}
                       for topic in group.topics or ()]}
                   for group in request.body.groups]
@@ -159,7 +163,7 @@ def _renews(request) -> bool:
 
 
 def _apply_session_answer(broker, connection, group: str, member: str, answer, acks: dict, at_ms: int,
-                          error_field: str, renew: bool) -> dict[str, dict]:
+                          error_field: str, renew: bool) -> dict[TopicPartition, dict]:
     """After an accepted session request: its acknowledgements (per-partition errors under
     `error_field`), then the release of the member's records if the session closed."""
     broker.engine.session_used(connection, group, member, answer)
@@ -172,7 +176,7 @@ def _apply_session_answer(broker, connection, group: str, member: str, answer, a
 
 
 def _partitions(broker, topics) -> tuple[dict, list]:
-    """{"topic:partition": (topic, request partition)} for known topic ids, and the unknown (topic id, partition)s."""
+    """{TopicPartition: (topic, request partition)} for known topic ids, and the unknown (topic id, partition)s."""
     wanted, unknown = {}, []
     for requested in topics:
         topic = broker.topics.get_by_id(requested.topic_id)
@@ -180,7 +184,7 @@ def _partitions(broker, topics) -> tuple[dict, list]:
             if topic is None or not 0 <= part.partition_index < topic.partitions:
                 unknown.append((requested.topic_id, part.partition_index))
             else:
-                wanted[f"{topic.name}:{part.partition_index}"] = (topic, part)
+                wanted[TopicPartition(topic.name, part.partition_index)] = (topic, part)
     return wanted, unknown
 
 
@@ -204,21 +208,23 @@ def acknowledgement_batches(wire_batches, version: int) -> list[tuple[int, int, 
     return batches
 
 
-def _acknowledgements(wanted: dict, version: int) -> dict[str, list[tuple[int, int, str]] | None]:
+def _acknowledgements(wanted: dict, version: int) -> dict[TopicPartition, list[tuple[int, int, str]] | None]:
     """{tp: batches} for the partitions that carry acknowledgements; None marks malformed ones."""
     return {tp: acknowledgement_batches(part.acknowledgement_batches, version)
             for tp, (_, part) in wanted.items() if part.acknowledgement_batches}
 
 
 def _flatten(acks: dict) -> list[tuple[str, int, int, str]]:
-    return [(tp, first, last, ack_type) for tp, batches in acks.items() for first, last, ack_type in batches or ()]
+    """The acknowledgements as the session names them: ("topic:partition", first, last, type)."""
+    return [(str(tp), first, last, ack_type) for tp, batches in acks.items() for first, last, ack_type in batches or ()]
 
 
-def _acknowledge(broker, group: str, member: str, tp: str, batches: list | None, at_ms: int, renew: bool) -> str:
+def _acknowledge(broker, group: str, member: str, tp: TopicPartition, batches: list | None, at_ms: int,
+                 renew: bool) -> str:
     if batches is None:
-        return "INVALID_REQUEST"
+        return Error.INVALID_REQUEST
     if not broker.engine.initialized(group, tp):
-        return "UNKNOWN_TOPIC_OR_PARTITION"  # SharePartitionManager.acknowledge: no such share-partition
+        return Error.UNKNOWN_TOPIC_OR_PARTITION  # SharePartitionManager.acknowledge: no such share-partition
     return broker.engine.acknowledge(group, member, tp, batches, at_ms, renew)
 
 
@@ -227,7 +233,7 @@ def _valid_member_id(member: str) -> bool:
     return 0 < len(member) <= MEMBER_ID_MAX_CHARS
 
 
-async def _acquire(broker, group: str, member: str, partitions: list[str], body, results: dict, turn: int,
+async def _acquire(broker, group: str, member: str, partitions: list[TopicPartition], body, results: dict, turn: int,
                    record_limit: bool) -> None:
     """Acquire up to max_records over the session's partitions (each gets what the ones before it left,
     as Kafka's ShareFetchUtils), waiting up to max_wait for some."""
@@ -258,31 +264,31 @@ async def _acquire(broker, group: str, member: str, partitions: list[str], body,
 def _share_fetch_reply(broker, request, error: str, results: dict, unknown: list):
     lock_ms = broker.engine.lock_duration_ms(request.body.group_id)
     partitions = {tp: _fetched_partition(broker, tp, result) for tp, result in results.items()}
-    responses = _by_topic(broker, partitions, unknown, {"error_code": "UNKNOWN_TOPIC_ID", "acknowledge_error_code": 0,
-                                                        "records": b"", "acquired_records": []})
-    return reply(request, throttle_time=0, error_code=error, acquisition_lock_timeout=lock_ms if error == "NONE" else 0,
-                 responses=responses, node_endpoints=[])
+    responses = _by_topic(broker, partitions, unknown, {"error_code": Error.UNKNOWN_TOPIC_ID,
+                                                        "acknowledge_error_code": 0, "records": b"",
+                                                        "acquired_records": []})
+    return reply(request, throttle_time=0, error_code=error,
+                 acquisition_lock_timeout=lock_ms if error == Error.NONE else 0, responses=responses, node_endpoints=[])
 
 
-def _fetched_partition(broker, tp: str, result: dict) -> dict:
-    topic, partition = tp.rsplit(":", 1)
+def _fetched_partition(broker, tp: TopicPartition, result: dict) -> dict:
     acquired = result.get("acquired", [])
     records = b""
     if acquired:
-        records = broker.partition_log(topic, int(partition)).read_range(acquired[0][0], acquired[-1][1])
-    return {"error_code": result.get("error_code", "NONE"),
-            "acknowledge_error_code": int(error_code(result.get("acknowledge_error_code", "NONE"))),
+        records = broker.partition_log(tp.topic, tp.partition).read_range(acquired[0][0], acquired[-1][1])
+    return {"error_code": result.get("error_code", Error.NONE),
+            "acknowledge_error_code": int(error_code(result.get("acknowledge_error_code", Error.NONE))),
             "records": records, "acquired_records": [{"first_offset": first, "last_offset": last, "delivery_count": count}
                                                      for first, last, count in acquired]}
 
 
-def _by_topic(broker, partitions: dict[str, dict], unknown: list, unknown_fields: dict) -> list[dict]:
+def _by_topic(broker, partitions: dict[TopicPartition, dict], unknown: list, unknown_fields: dict) -> list[dict]:
     """Group per-partition answers by topic id, adding the leader and the unknown topic ids' errors."""
     leader = {"leader_id": broker.config.node_id, "leader_epoch": 0}
     topics: dict = {}
     for tp, fields in partitions.items():
-        topic, partition = tp.rsplit(":", 1)
-        topics.setdefault(topic_id_of(topic), []).append({"partition_index": int(partition), "current_leader": leader, **fields})
+        topics.setdefault(topic_id_of(tp.topic), []).append({"partition_index": tp.partition, "current_leader": leader,
+                                                             **fields})
     for topic_id, partition in unknown:
         topics.setdefault(topic_id, []).append({"partition_index": partition, "current_leader": leader, **unknown_fields})
     return [{"topic_id": topic_id, "partitions": parts} for topic_id, parts in topics.items()]
@@ -291,7 +297,7 @@ def _by_topic(broker, partitions: dict[str, dict], unknown: list, unknown_fields
 def _describe_group(broker, group_id: str) -> dict:
     group = broker.groups.groups.get(group_id)
     if group is None:
-        return {"error_code": "GROUP_ID_NOT_FOUND", "error_message": f"share group {group_id!r} not found",
+        return {"error_code": Error.GROUP_ID_NOT_FOUND, "error_message": f"share group {group_id!r} not found",
                 "group_id": group_id, "group_state": "Dead", "group_epoch": -1, "assignment_epoch": -1,
                 "assignor_name": "simple", "members": []}
     members = [{"member_id": member.member_id, "rack_id": member.rack_id, "member_epoch": member.epoch,
@@ -300,5 +306,5 @@ def _describe_group(broker, group_id: str) -> dict:
                 "assignment": {"topic_partitions": [{"topic_id": topic_id_of(topic), "topic_name": topic,
                                                      "partitions": parts} for topic, parts in sorted(member.assignment.items())]}}
                for member in group.members.values()]
-    return {"error_code": "NONE", "group_id": group_id, "group_state": "Stable" if members else "Empty",
+    return {"error_code": Error.NONE, "group_id": group_id, "group_state": "Stable" if members else "Empty",
             "group_epoch": group.epoch, "assignment_epoch": group.epoch, "assignor_name": "simple", "members": members}

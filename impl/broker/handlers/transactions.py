@@ -10,7 +10,8 @@ commit_transaction, abort_transaction); AddOffsetsToTxn and TxnOffsetCommit
 
 from __future__ import annotations
 
-from kipcheck.impl.broker.codec import reply
+from kipcheck.impl.wire.codec import reply
+from kipcheck.model.errors import Error
 
 
 def handlers(broker) -> dict:
@@ -18,7 +19,7 @@ def handlers(broker) -> dict:
         body = request.body
         wanted = [(topic.name, partition) for topic in body.v3_and_below_topics for partition in topic.partitions]
         unknown = [(name, partition) for name, partition in wanted if broker.find_log(name, partition) is None]
-        error = "UNKNOWN_TOPIC_OR_PARTITION" if unknown else broker.transactions.add_partitions(
+        error = Error.UNKNOWN_TOPIC_OR_PARTITION if unknown else broker.transactions.add_partitions(
             body.v3_and_below_transactional_id, body.v3_and_below_producer_id, body.v3_and_below_producer_epoch, wanted)
         # Kafka answers a refused request's other partitions OPERATION_NOT_ATTEMPTED.
         results = [{"name": topic.name, "results_by_partition": [
@@ -29,8 +30,8 @@ def handlers(broker) -> dict:
     async def end_txn(connection, request):
         body = request.body
         error = broker.transactions.end(body.transactional_id, body.producer_id, body.producer_epoch, body.committed)
-        if error == "PRODUCER_FENCED" and request.api_version < 2:
-            error = "INVALID_PRODUCER_EPOCH"  # PRODUCER_FENCED is answered from EndTxn v2 on
+        if error == Error.PRODUCER_FENCED and request.api_version < 2:
+            error = Error.INVALID_PRODUCER_EPOCH  # PRODUCER_FENCED is answered from EndTxn v2 on
         return reply(request, throttle_time=0, error_code=error)
 
     return {24: (0, 3, add_partitions_to_txn), 26: (0, 3, end_txn)}
@@ -39,4 +40,4 @@ def handlers(broker) -> dict:
 def _partition_error(error: str, unknown: list[tuple[str, int]], topic: str, partition: int) -> str:
     if not unknown:
         return error
-    return "UNKNOWN_TOPIC_OR_PARTITION" if (topic, partition) in unknown else "OPERATION_NOT_ATTEMPTED"
+    return Error.UNKNOWN_TOPIC_OR_PARTITION if (topic, partition) in unknown else Error.OPERATION_NOT_ATTEMPTED

@@ -36,9 +36,11 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kipcheck.impl.broker.log import split_batches
 from kipcheck.impl.consumer.connection import BrokerConnection
+from kipcheck.impl.topic_partition import TopicPartition
+from kipcheck.impl.wire.batches import split_batches
 from kipcheck.model.cross_machine import reloaded_window
+from kipcheck.model.errors import Error
 from kipcheck.model.violation import Violation
 from kipcheck.oracle.check import check_file
 from kipcheck.oracle.conformance.probes.tolerance import Timers
@@ -207,10 +209,10 @@ class Probe:
     def _topics(self, tps: list[str], acks: dict[str, list[tuple[int, int, str]]]) -> list[dict]:
         topics: dict[str, list[dict]] = {}
         for tp in dict.fromkeys([*tps, *acks]):
-            topic, partition = tp.rsplit(":", 1)
+            topic, partition = TopicPartition.parse(tp)
             batches = [{"first_offset": first, "last_offset": last, "acknowledge_types": [ACK_CODES[kind]]}
                        for first, last, kind in acks.get(tp, [])]
-            topics.setdefault(topic, []).append({"partition_index": int(partition), "acknowledgement_batches": batches})
+            topics.setdefault(topic, []).append({"partition_index": partition, "acknowledgement_batches": batches})
         return [{"topic_id": self.topic_ids[topic], "partitions": parts} for topic, parts in topics.items()]
 
     def _timed(self, wait_ms: int, send):
@@ -238,7 +240,7 @@ class Probe:
         self.sessions.add(sent_ms, member.name, "share_fetch", {
             "epoch": epoch, "add": sorted(set(tps) | set(acks)), "forget": [], "acks": _session_acks(acks)},
             {"error": error, **observed})
-        if error != "NONE":
+        if error != Error.NONE:
             return {}
         if epoch == 0 and member.epoch != 0 and self.target.profile == "kip":
             self._left(sent_ms, member)  # SS-3: under kip, re-opening releases the old session's records
@@ -278,7 +280,7 @@ class Probe:
         error = answer.error_code.name.upper()
         self.sessions.add(sent_ms, member.name, "share_acknowledge", {"epoch": epoch, "acks": _session_acks(acks)},
                           {"error": error})
-        if error != "NONE":
+        if error != Error.NONE:
             return {}
         self._session_advanced(member, epoch, set(acks))
         results = self._partition_results(answer)
@@ -327,9 +329,9 @@ class Probe:
         """A `check` of the partition's SPSO, read with DescribeShareGroupOffsets (where the broker serves it)."""
         if not self.describes_offsets:
             return
-        topic, partition = tp.rsplit(":", 1)
+        topic, partition = TopicPartition.parse(tp)
         sent_ms, _, _, answer = self._timed(0, lambda _: self.admin.request(DESCRIBE_OFFSETS, 0, groups=[
-            {"group_id": self.group, "topics": [{"topic_name": topic, "partitions": [int(partition)]}]}]))
+            {"group_id": self.group, "topics": [{"topic_name": topic, "partitions": [partition]}]}]))
         part = answer.groups[0].topics[0].partitions[0]
         if part.error_code.name == "none" and part.start_offset >= 0:
             self.partitions[tp].add(sent_ms, "check", "check", {}, {"spso": part.start_offset})
@@ -354,8 +356,8 @@ class Probe:
             reloaded = reloaded_window(window)
             config = {**self.partitions[tp].header["config"], "start_offset": spso, "initial_state": reloaded}
             self.partitions[tp] = TraceBook({**self.partitions[tp].header, "config": config})
-            topic, partition = tp.rsplit(":", 1)
-            self.produce(topic, int(partition), [])  # the log past the reloaded window, as append steps
+            topic, partition = TopicPartition.parse(tp)
+            self.produce(topic, partition, [])  # the log past the reloaded window, as append steps
         # Sessions die with the broker: the share-session trace of the old process ends, a new one starts.
         self.finished.append(self.sessions)
         self.sessions = TraceBook(dict(self.sessions.header))

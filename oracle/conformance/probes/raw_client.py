@@ -5,7 +5,7 @@
     client.send(b"...")                                                  # raw bytes
     client.closed_by_peer()
 
-Request bodies are plain values, built by impl/broker/codec.build, and
+Request bodies are plain values, built by impl/wire/codec.build, and
 frames encoded and decoded as impl/consumer's BrokerConnection does.
 `sample_frame(api_key, version)` is a request frame with one of everything
 its schema has (every array one element long, every nullable struct and

@@ -39,6 +39,7 @@ from collections import deque
 
 from kipcheck.impl.consumer import CommitFailed, Consumer, KafkaError, TopicPartition
 from kipcheck.impl.consumer.offsets import ProcessedOffsets
+from kipcheck.model.errors import Error
 
 MODES = ("delay", "callback", "naive")
 QUEUE_HIGH, QUEUE_LOW = 40, 10  # defaults: a partition is paused at 40 waiting records, resumed at 10
@@ -201,13 +202,13 @@ class ProcessingApp:
             self.consumer.commit(offsets, asynchronous=asynchronous,
                                  on_commit=lambda answers: self._committed(offsets, answers))
             if not asynchronous:
-                self._committed(offsets, {tp: "NONE" for tp in offsets})
+                self._committed(offsets, {tp: Error.NONE for tp in offsets})
         except (CommitFailed, KafkaError) as error:
             self.log.write(event="commit", offsets={tp.partition: offset for tp, offset in offsets.items()},
                            error=str(error))
 
     def _committed(self, offsets, answers) -> None:
-        done = {tp: offset for tp, offset in offsets.items() if answers.get(tp) == "NONE"}
+        done = {tp: offset for tp, offset in offsets.items() if answers.get(tp) == Error.NONE}
         self.committed.update(done)
         self.log.write(event="commit", offsets={tp.partition: offset for tp, offset in done.items()},
                        error=None if len(done) == len(offsets) else str(answers))

@@ -58,8 +58,9 @@ from heapq import heappop, heappush
 from itertools import count as sequence
 from typing import Iterable, Sequence
 
+from kipcheck.model.errors import Error
 from kipcheck.model.share_partition import (
-    ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_LOCK_EXPIRED, LOCK_EXPIRED, NONE, NOT_ACQUIRED, LimitArchives,
+    ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_LOCK_EXPIRED, LOCK_EXPIRED, NOT_ACQUIRED, LimitArchives,
     acknowledged_in_progress, acknowledgement_answer, acquisition_violation, archived_runs, below_start_clause,
     cached_runs, check_compaction, check_config, check_log_start, loaded_runs, new_records_bounds, snapshot_violation,
     throttle_threshold,
@@ -568,7 +569,7 @@ class SharePartition:
         ruled, handled = acknowledgement_answer(batches, self.kafka, actor, self._spso, self._speo,
                                                 self._owner_error, self._holes, self.straddle_npe, renew)
         # SP-41: the renewals before a failing batch stand.
-        applied = batches if ruled.value == NONE else [batch for batch in batches[:handled] if batch[2] == "renew"]
+        applied = batches if ruled.value == Error.NONE else [batch for batch in batches[:handled] if batch[2] == "renew"]
         if applied:
             spso = self._spso
             for first, last, ack_type in applied:
@@ -713,6 +714,6 @@ class SharePartition:
 def _explained(violation: Violation | None) -> Violation:
     """The model's explanation of a refusal this acceptor detected; both must agree that there is one."""
     if violation is None:
-        raise AssertionError("the fast acceptor refused what the model allows: a bug in impl/fastcheck "
+        raise AssertionError("the fast acceptor refused what the model allows: a bug in oracle/judges/fast "
                              "(kipcheck check --reference judges with the model)")
     return violation

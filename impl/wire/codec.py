@@ -1,7 +1,7 @@
 """Kafka frames in and out, through kio: request decoding, response encoding, typed building.
 
 Every request and response goes through kio's generated schemas (with the
-individual-commit tagged fields of impl/ic/wire.py); this module
+individual-commit tagged fields of schemas.py); this module
 adds only the frame length prefix and `build`, which turns plain Python values
 (ints, strings, dicts, lists) into a version's own kio dataclasses. kio does not
 check types when a message is built, so `build` converts by the schema's type
@@ -25,8 +25,9 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32Timedelta
 
-from kipcheck.impl.broker.frame_check import FrameError, check_frame
-from kipcheck.impl.ic.wire import error_code_of, request_schema, response_schema
+from kipcheck.impl.wire.errors import error_code, error_code_of
+from kipcheck.impl.wire.frame_check import FrameError, check_frame
+from kipcheck.impl.wire.schemas import request_schema, response_schema
 
 API_VERSIONS_KEY = 18
 
@@ -48,15 +49,6 @@ class Request:
     correlation_id: int
     header: Any
     body: Any
-
-
-def error_code(name_or_code: str | int | ErrorCode) -> ErrorCode:
-    """Kafka's error by its name ("INVALID_RECORD_STATE") or number."""
-    if isinstance(name_or_code, ErrorCode):
-        return name_or_code
-    if isinstance(name_or_code, str):
-        return ErrorCode[name_or_code.lower()]
-    return ErrorCode(name_or_code)
 
 
 def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Request:
@@ -136,7 +128,7 @@ def _convert(hint: Any, value: Any) -> Any:
         return tuple(_convert(typing.get_args(hint)[0], item) for item in value)
     if hint is ErrorCode:
         return error_code(value)
-    if hint is i16 and isinstance(value, str):   # an error code kio's ErrorCode does not know (impl/ic/wire.py)
+    if hint is i16 and isinstance(value, str):   # an error code kio's ErrorCode does not know (errors.py)
         return i16(error_code_of(value))
     if isinstance(hint, type) and issubclass(hint, datetime.timedelta):
         delta = value if isinstance(value, datetime.timedelta) else datetime.timedelta(milliseconds=value)

@@ -3,7 +3,6 @@
     request_schema(8, 9)       # OffsetCommitRequest v9 whose partitions carry `offset_ranges`
     response_schema(9, 8)      # OffsetFetchResponse v8 whose partitions carry `committed_range_offsets`
     pairs((0, 4, 9, 9)) -> [(0, 4), (9, 9)];  flat([(0, 4), (9, 9)]) -> (0, 4, 9, 9)   # model/ic.py, IC-20
-    error_code_of("INDIVIDUAL_COMMIT_TOO_OLD") -> 1091;  error_name(1091) -> "INDIVIDUAL_COMMIT_TOO_OLD"
 
 The seed's new fields ride as tagged fields of the flexible versions, so a
 client that does not know them (librdkafka, the Java client) skips them and
@@ -21,9 +20,9 @@ Tag TAG (1000), far above the tags Kafka uses, in each of:
   (spec/key-range-assign.md KR-14).
 
 The response partitions' `error_code` is read and written as a plain int16,
-since kio's ErrorCode enum does not know the seed's codes (IC-17). kio's
-reader refuses tags it does not know, so both ends use these schemas: the
-broker's codec and the Python consumer.
+since kio's ErrorCode enum does not know the seed's codes (IC-17; errors.py
+names them). kio's reader refuses tags it does not know, so both ends use
+these schemas: the broker (through codec.py) and the Python consumer.
 """
 
 from __future__ import annotations
@@ -33,15 +32,12 @@ import typing
 from functools import cache
 
 from kio.index import load_request_schema, load_response_schema
-from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i64
 
-from kipcheck.model.ic import WIRE_CODES
 from kipcheck.model.ic import from_wire as pairs
 from kipcheck.model.ic import to_wire as flat
 
 TAG = 1000
-_NAMES = {code: name for name, code in WIRE_CODES.items()}
 
 
 def _ranges_field(name: str) -> tuple:
@@ -109,20 +105,4 @@ def _subclass(entity: type, fields: list[tuple]) -> type:
     return subclass
 
 
-def error_code_of(name: str) -> int:
-    """The int16 of an error name: Kafka's own, or the seed's (IC-17)."""
-    return WIRE_CODES[name] if name in WIRE_CODES else ErrorCode[name.lower()].value
-
-
-def error_name(code: int | ErrorCode) -> str:
-    if isinstance(code, ErrorCode):
-        return code.name.upper()
-    if code in _NAMES:
-        return _NAMES[code]
-    try:
-        return ErrorCode(code).name.upper()
-    except ValueError:
-        return f"UNKNOWN_ERROR_CODE_{code}"
-
-
-__all__ = ["TAG", "error_code_of", "error_name", "flat", "pairs", "request_schema", "response_schema"]
+__all__ = ["TAG", "flat", "pairs", "request_schema", "response_schema"]
