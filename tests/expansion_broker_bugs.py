@@ -1,0 +1,49 @@
+"""Seeded bugs in the reference broker's part of KIP-287 (CreatePartitions, the linear-hashing assignor). TEST-ONLY.
+
+Run as a script, this module is a `kipcheck broker` launcher that first patches one bug into the broker, in this
+process only (the production code is never edited):
+
+    python tests/expansion_broker_bugs.py BUG broker --port 0 ...   # what EmbeddedBroker(launcher=launcher(BUG)) runs
+
+- `grown-in-memory`: CreatePartitions grows the topic without writing topics.json: answered, lost by kill -9.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable
+
+HERE = Path(__file__).resolve()
+
+
+def launcher(bug: str) -> tuple[str, ...]:
+    return (sys.executable, str(HERE), bug, "broker")
+
+
+def _grown_in_memory() -> None:
+    from dataclasses import replace
+
+    from kipcheck.impl.broker.metadata import Topics
+
+    def grow(self, name, partitions):
+        grown = replace(self.by_name[name], partitions=partitions)
+        self._add(grown)
+        return grown
+
+    Topics.grow = grow
+
+
+BUGS: dict[str, Callable[[], None]] = {
+    "grown-in-memory": _grown_in_memory,
+}
+
+
+if __name__ == "__main__":
+    name, arguments = sys.argv[1], sys.argv[2:]
+    if name not in BUGS:
+        raise SystemExit(f"unknown bug {name!r} (known: {', '.join(BUGS)})")
+    BUGS[name]()
+    from kipcheck.cli import main
+
+    raise SystemExit(main(arguments))
