@@ -31,7 +31,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from kipcheck.impl.expansion.assignor import instance_id
 from kipcheck.impl.expansion.job import JobRecord
-from kipcheck.impl.expansion.store import QUIET, JobStore
+from kipcheck.impl.expansion.store import QUIET, JobStore, wait_for_partitions
 
 TIMEOUT_S = 30.0
 HANDOVER_WAIT_S = 300.0
@@ -53,6 +53,7 @@ class Expander:
     def start(self, initial: int) -> JobRecord:
         """The input topic (`initial` partitions) and the jobs topic; the job record, unless the job has one."""
         self._create_topic(NewTopic(self.topic, initial, 1))
+        wait_for_partitions(self.admin, self.topic, initial, self.timeout_s)
         self.store.create_topic()
         record = self.store.read()
         if record is None:
@@ -74,11 +75,7 @@ class Expander:
         if self._topic_partitions() < record.partitions:
             future = self.admin.create_partitions([NewPartitions(self.topic, record.partitions)])[self.topic]
             future.result(self.timeout_s)
-        deadline = time.monotonic() + self.timeout_s
-        while self._topic_partitions() < record.partitions:  # Kafka's brokers learn the count a moment later
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.topic} grew to {record.partitions} partitions, Metadata still says less")
-            time.sleep(0.1)
+        wait_for_partitions(self.admin, self.topic, record.partitions, self.timeout_s)
         for producer in self.producers:
             producer.resume(record)
         return record

@@ -31,6 +31,20 @@ TIMEOUT_S = 30.0
 QUIET = {"log_level": 0}
 
 
+def wait_for_partitions(admin: AdminClient, topic: str, partitions: int, timeout_s: float) -> None:
+    """Until Metadata shows `topic` with `partitions` partitions or more (Kafka's brokers learn a new topic or
+    partition count a moment after the controller answered)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if found is not None and found.error is None and len(found.partitions) >= partitions:
+            return
+        if time.monotonic() > deadline:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"Metadata does not show {topic} with "
+                                                                  f"{partitions} partitions"))
+        time.sleep(0.1)
+
+
 class JobStore:
     def __init__(self, bootstrap: str, group: str, topic: str = JOBS_TOPIC, timeout_s: float = TIMEOUT_S) -> None:
         if not group:
@@ -49,6 +63,7 @@ class JobStore:
         except KafkaException as error:
             if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
+        wait_for_partitions(admin, self.topic, 1, self.timeout_s)
 
     def write(self, record: JobRecord) -> None:
         """The job's new record, acknowledged by the broker (acks=all, idempotent) before this returns."""
