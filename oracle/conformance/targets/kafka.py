@@ -33,6 +33,7 @@ class KafkaTarget(Target):
                                "pins, e.g. kafka:4.2 or kafka:4.4), started here;\n"
                                "x3: a cluster of three brokers"}
     can_restart = True
+    broker_traces_label = "the share coordinator's records, read back"
 
     def __init__(self, text: str, options: TargetOptions):
         from kipcheck.oracle.kafka.runtime import KafkaUnavailable, release_lines
