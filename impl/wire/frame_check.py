@@ -16,7 +16,11 @@ or compact encodings by `__flexible__`, the request header's legacy
   one byte), cannot fit in the bytes left;
 - a string or bytes length, or a tagged-field count, beyond the bytes left;
 - a negative length other than null's -1, a varint longer than 5 bytes, an
-  unknown tag (kio refuses all three too), or a frame that ends inside a field.
+  unknown tag (kio refuses all three too), or a frame that ends inside a field;
+- null (-1) for an array, string or bytes field the schema does not make
+  nullable, as Kafka's generated readers refuse it ("non-nullable field ...
+  was serialized as null"): kio would hand the handler None where it expects
+  a sequence.
 It builds no values; kio decodes the frame afterwards.
 """
 
@@ -106,22 +110,23 @@ def _merge_fixed(shapes: list[Shape]) -> list[Shape]:
 
 def _field_shape(field: dataclasses.Field, flexible: bool, is_header: bool) -> Shape:
     if is_header and field.name == "client_id":  # Kafka keeps the header's client id a legacy string
-        return _sized(flexible=False, prefix_bytes=2)
+        return _sized(flexible=False, prefix_bytes=2, null_refused=None)
     kind = classify_field(field)
+    null_refused = None if is_optional(field) else field.name
     if isinstance(kind, (EntityField, EntityTupleField)):
         element = struct_shape(kind.type_, isinstance(kind, EntityField) and is_optional(field))
     else:
-        element = _primitive_shape(get_schema_field_type(field), flexible)
-    return _array(element, flexible) if kind.is_array else element
+        element = _primitive_shape(get_schema_field_type(field), flexible, None if kind.is_array else null_refused)
+    return _array(element, flexible, null_refused) if kind.is_array else element
 
 
-def _primitive_shape(kafka_type: str, flexible: bool) -> Shape:
+def _primitive_shape(kafka_type: str, flexible: bool, null_refused: str | None) -> Shape:
     if kafka_type in FIXED_SIZES:
         return _fixed(FIXED_SIZES[kafka_type])
     if kafka_type == "string":
-        return _sized(flexible, prefix_bytes=2)
+        return _sized(flexible, prefix_bytes=2, null_refused=null_refused)
     if kafka_type in ("bytes", "records"):
-        return _sized(flexible, prefix_bytes=4)
+        return _sized(flexible, prefix_bytes=4, null_refused=null_refused)
     raise ValueError(f"unknown kafka_type {kafka_type!r}")
 
 
@@ -131,18 +136,23 @@ def _fixed(size: int) -> Shape:
 
 
 @lru_cache(maxsize=None)
-def _sized(flexible: bool, prefix_bytes: int) -> Shape:
-    """A string or bytes: a length (compact varint + 1, or int16/int32 with -1 for null), then that many bytes."""
+def _sized(flexible: bool, prefix_bytes: int, null_refused: str | None) -> Shape:
+    """A string or bytes: a length (compact varint + 1, or int16/int32 with -1 for null), then that many bytes;
+    null refused for the field named `null_refused` (None: nullable)."""
     def skip(frame: bytes, offset: int) -> int:
         length, offset = _read_count(frame, offset, flexible, prefix_bytes)
         if length > len(frame) - offset:
             raise _too_long(frame, offset, length, "length")
-        return offset if length == -1 else offset + length
+        if length == -1:
+            if null_refused is not None:
+                raise _null(null_refused, offset)
+            return offset
+        return offset + length
 
     return Shape(skip, 1 if flexible else prefix_bytes, False)
 
 
-def _array(element: Shape, flexible: bool) -> Shape:
+def _array(element: Shape, flexible: bool, null_refused: str | None) -> Shape:
     minimum_size = max(element.min_size, 1)  # Kafka's rule: every element takes at least one byte
 
     def skip(frame: bytes, offset: int) -> int:
@@ -150,6 +160,8 @@ def _array(element: Shape, flexible: bool) -> Shape:
         if count * minimum_size > len(frame) - offset:  # KAFKA-14063
             raise _too_long(frame, offset, count, "array count")
         if count == -1:
+            if null_refused is not None:
+                raise _null(null_refused, offset)
             return offset
         if element.fixed:
             return offset + count * element.min_size
@@ -194,6 +206,10 @@ def _read_uvarint(frame: bytes, offset: int) -> tuple[int, int]:
         if byte < 0x80:
             return value, offset + index + 1
     raise FrameError(f"varint at byte {offset} longer than {VARINT_MAX_BYTES} bytes")
+
+
+def _null(field_name: str, offset: int) -> FrameError:
+    return FrameError(f"non-nullable field {field_name} was serialized as null (byte {offset})")
 
 
 def _too_long(frame: bytes, offset: int, count: int, what: str) -> FrameError:
