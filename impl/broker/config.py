@@ -44,6 +44,10 @@ _PROPERTIES = {
     "group.share.heartbeat.interval.ms": "heartbeat_interval_ms",
     "group.share.max.size": "max_group_size",
     "advertised.listeners": "advertised_listener",
+    "message.max.bytes": "max_message_bytes",
+    "log.message.timestamp.after.max.ms": "timestamp_after_max_ms",
+    "log.message.timestamp.before.max.ms": "timestamp_before_max_ms",
+    "num.io.threads": "io_threads",
 }
 
 
@@ -74,6 +78,12 @@ class BrokerConfig:
     max_group_size: int = 200
     # PLAINTEXT://HOST:PORT given to clients in Metadata and FindCoordinator; empty: the address listened on.
     advertised_listener: str = ""
+    # Kafka's defaults: the largest produced batch, and how far a record's timestamp may lie ahead or behind.
+    max_message_bytes: int = 1048588
+    timestamp_after_max_ms: int = 3600000
+    timestamp_before_max_ms: int = 2**63 - 1
+    # Threads that decode large requests and read produced and filtered records, off the event loop.
+    io_threads: int = 8
     groups: GroupConfig = field(default_factory=GroupConfig)
     ic: IcConfig = field(default_factory=IcConfig)
 

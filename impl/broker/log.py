@@ -75,6 +75,10 @@ class SequenceError(Exception):
     """An idempotent producer's batch out of sequence (OUT_OF_ORDER_SEQUENCE_NUMBER)."""
 
 
+class TransactionStateError(Exception):
+    """A producer's non-transactional batch while its transaction is open here (INVALID_TXN_STATE)."""
+
+
 class ProducerEpochError(Exception):
     """An idempotent producer's batch of an epoch older than its last stored one (INVALID_PRODUCER_EPOCH)."""
 
@@ -164,7 +168,7 @@ class PartitionLog:
         """Append a produce request's record set; returns the base offset of its first batch.
 
         The whole record set is one write to one segment (Kafka rolls per append
-        too). Raises InvalidBatch, SequenceError or ProducerEpochError without
+        too). Raises InvalidBatch, SequenceError, ProducerEpochError or TransactionStateError without
         writing anything, and StorageError (KAFKA_STORAGE_ERROR) with the segment
         as it was.
         """
@@ -172,6 +176,11 @@ class PartitionLog:
         duplicate = self._check_sequences(batches)
         if duplicate is not None:
             return duplicate
+        header = batches[0][1]
+        if header.control_type is None and not header.transactional and header.producer_id in self.open_transactions:
+            # ProducerAppendInfo: a producer whose transaction is open here writes only transactional batches.
+            raise TransactionStateError(f"Expected transactional write from producer {header.producer_id} at offset "
+                                        f"{self.end_offset} in partition {self.directory.name}")
         base_offset = offset = self.end_offset
         stamped = []
         for batch, header in batches:

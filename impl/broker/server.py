@@ -42,6 +42,7 @@ import socket
 import struct
 import time
 import traceback
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -84,8 +85,9 @@ class Server:
     """
 
     def __init__(self, handlers: dict[int, tuple[int, int, Handler]], config: BrokerConfig,
-                 on_close: Callable[[Connection], None]):
+                 on_close: Callable[[Connection], None], workers: Executor | None = None):
         self.handlers = handlers
+        self.workers = workers
         self.supported = {key: (low, high) for key, (low, high, _) in handlers.items()}
         self.config = config
         self.on_close = on_close
