@@ -90,7 +90,8 @@ def malformed_batches(codec: int) -> list[tuple[str, bytes]]:
     cases = [
         ("header count 2^31-1", record(0, header_count=2**31 - 1) + record(1) + record(2), 3),
         ("record length 2^31-1", record(0, length=2**31 - 1) + record(1) + record(2), 3),
-        ("negative key length", record(0, key=b"", key_length=-5) + record(1) + record(2), 3),
+        ("negative header key length",
+         record(0, headers=((b"", b"x"),)).replace(b"\x02\x00\x02x", b"\x02\x05\x02x") + record(1) + record(2), 3),
         ("negative header count", record(0, header_count=-2) + record(1) + record(2), 3),
         ("record length short by one", record(0, length=len(record(0)) - 2) + record(1) + record(2), 3),
         ("record length long by one", record(0, length=len(record(0))) + record(1) + record(2), 3),

@@ -5,19 +5,21 @@
 
 A record (Kafka's DefaultRecord) is a varint length, then attributes, a
 varlong timestamp delta, a varint offset delta, key and value (varint length,
--1 or any negative for null, then the bytes), a varint header count and the
-headers (a key that may not be null, a value that may). The reader follows
+-1 for null, then the bytes), a varint header count and the headers (a key
+that may not be null, a value that may). The reader follows
 DefaultRecord.readFrom and DefaultRecordBatch's iterator, and raises
 InvalidRecord (Kafka's InvalidRecordException, INVALID_RECORD) where they
 throw: a varint longer than 5 bytes (10 for a varlong), a length that runs
 past the record, a negative header count or header key length, a record
 whose fields do not add up to its length, fewer records than the batch
-counts, or bytes after the last. Two rules go further than Kafka 4.2, which
-stores such batches although consumers cannot read them (spec/kafka-findings.md,
-"The reference broker under attack"): a compressed record's length is checked
-too (Kafka skips the fields of compressed records without it), and offset
-deltas must run 0, 1, 2, ... (Kafka rewrites a compressed batch whose deltas
-do not, and stores an uncompressed one as it came).
+counts, or bytes after the last. Three rules go further than Kafka 4.2, which
+stores such batches although librdkafka consumers cannot read them or read
+wrong offsets (spec/kafka-findings.md, "The reference broker under attack"):
+a compressed record's length is checked too (Kafka skips the fields of
+compressed records without it), a null is -1 only (Kafka reads any negative
+key or value length as null, librdkafka stops at it), and offset deltas must
+run 0, 1, 2, ... (Kafka rewrites a compressed batch whose deltas do not, and
+stores an uncompressed one as it came).
 
 The payload is decompressed through compression.decompressed_chunks, CHUNK_BYTES
 at a time; key and value bytes are skipped, not held, by check_records, so
@@ -173,7 +175,7 @@ def _record_fields(stream: RecordStream, index: int) -> tuple[int, int]:
     offset_delta = stream.varint()
     if offset_delta != index:
         raise InvalidRecord(f"Record {index} has offset delta {offset_delta}: the deltas of a batch run 0, 1, 2, ...")
-    for _ in range(2):  # key, value: negative lengths are null
+    for _ in range(2):  # key, value
         _skip_within(stream, stream.varint(), end)
     headers = stream.varint()
     if headers < 0:
@@ -194,6 +196,9 @@ def _record_fields(stream: RecordStream, index: int) -> tuple[int, int]:
 
 
 def _skip_within(stream: RecordStream, length: int, end: int) -> None:
+    """Step over a nullable key, value or header value of `length` bytes inside a record ending at `end`."""
+    if length < -1:
+        raise InvalidRecord(f"Invalid negative length {length}: only -1 stands for null")
     if length > end - stream.position:
         raise InvalidRecord("Found invalid record structure: a field runs past its record")
     if length > 0:

@@ -1,0 +1,150 @@
+"""A hostile client cannot destroy another client's data or poison a partition (spec/kafka-findings.md,
+"The reference broker under attack"): each attack against a real reference broker, with real clients as
+the victims.
+
+- A forged transaction marker (a control batch with the victim's producer id and epoch, read from a Fetch)
+  is refused, and the victim's committed records are read by a read_committed consumer;
+- a transactional batch with a made-up producer id and no transactional id is refused, so no transaction
+  nobody will end holds the last stable offset;
+- malformed records inside a CRC-valid batch, for every codec, are refused with Kafka's error and leave
+  nothing in the log: librdkafka consumers read every good record produced afterwards, and only those;
+- Kafka 4.2 answers the same bytes with the same errors (tests/test_produce_differential.py).
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from kipcheck.impl.wire.batches import split_batches
+from kipcheck.oracle.conformance.probes.raw_client import RawClient
+from kipcheck.oracle.conformance.scenarios.clients import QUIET, create_topic, produce, read_plain
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from crafted_batches import CODECS, CODEC_NAMES, CONTROL, TRANSACTIONAL, batch, good_records, malformed_batches, record  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+PRODUCE, FETCH = 0, 1
+TIMEOUT_S = 60
+ABORT_KEY, MARKER_VALUE = struct.pack(">hh", 0, 0), struct.pack(">hi", 0, 0)
+
+
+def produce_raw(port: int, topic: str, records: bytes, transactional_id: str | None = None):
+    """The partition answer of one Produce v9 of `records` to partition 0."""
+    client = RawClient(port)
+    answer = client.request(PRODUCE, 9, transactional_id=transactional_id, acks=-1, timeout=5000, topic_data=[
+        {"name": topic, "partition_data": [{"index": 0, "records": records}]}])
+    client.close()
+    return answer.responses[0].partition_responses[0]
+
+
+def stored_batches(port: int, topic: str):
+    """(batch, header) of every batch in partition 0, read uncommitted, as a Fetch sees them."""
+    client = RawClient(port)
+    answer = client.request(FETCH, 12, replica_id=-1, max_wait=0, min_bytes=0, max_bytes=1 << 24, isolation_level=0,
+                            session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[], topics=[
+                                {"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1,
+                                                                 "fetch_offset": 0, "last_fetched_epoch": -1,
+                                                                 "log_start_offset": -1,
+                                                                 "partition_max_bytes": 1 << 24}]}])
+    client.close()
+    records = bytes(answer.responses[0].partitions[0].records or b"")
+    return split_batches(records) if records else []
+
+
+def read_committed(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                         "enable.auto.commit": False, **QUIET})
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    try:
+        for _ in range(TIMEOUT_S):
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+            if len(values) >= expected and message is None:
+                break
+    finally:
+        consumer.close()
+    return values
+
+
+def test_a_forged_abort_marker_is_refused_and_the_victims_commit_is_read(start_broker):
+    """Before: the forged ABORT was stored and answered NONE; the victim's commit then succeeded, yet a
+    read_committed consumer read none of its 50 records."""
+    broker = start_broker(share_auto_offset_reset="earliest")
+    create_topic(broker.bootstrap, "ledger", 1)
+    victim = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "ledger-writer", **QUIET})
+    victim.init_transactions(TIMEOUT_S)
+    victim.begin_transaction()
+    for index in range(50):
+        victim.produce("ledger", value=b"entry-%d" % index, partition=0)
+    victim.flush(TIMEOUT_S)
+    (_, header), = stored_batches(broker.port, "ledger")  # the victim's producer id and epoch, as anyone sees them
+    marker = record(0, key=ABORT_KEY, value=MARKER_VALUE)
+    for attributes, transactional_id, error in ((TRANSACTIONAL | CONTROL, None, "transactional_id_authorization_failed"),
+                                                (CONTROL, None, "invalid_record"),
+                                                (TRANSACTIONAL | CONTROL, "ledger-writer", "invalid_record")):
+        forged = batch(marker, 1, producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+                       attributes=attributes)
+        answer = produce_raw(broker.port, "ledger", forged, transactional_id)
+        assert answer.error_code.name == error, (attributes, transactional_id, answer)
+    victim.commit_transaction(TIMEOUT_S)
+    assert read_committed(broker.bootstrap, "ledger", 50) == [b"entry-%d" % index for index in range(50)]
+
+
+def test_a_made_up_transactional_batch_cannot_hold_the_last_stable_offset(start_broker):
+    """Before: the batch was stored and opened a transaction nobody would end; no read_committed reader
+    saw any later record of the partition."""
+    broker = start_broker()
+    create_topic(broker.bootstrap, "orders", 1)
+    made_up = batch(good_records(3), 3, producer_id=424242, producer_epoch=0, base_sequence=0,
+                    attributes=TRANSACTIONAL)
+    assert produce_raw(broker.port, "orders", made_up).error_code.name == "transactional_id_authorization_failed"
+    produce(broker.bootstrap, "orders", [(0, b"k", b"later-%d" % index) for index in range(5)])
+    assert read_committed(broker.bootstrap, "orders", 5) == [b"later-%d" % index for index in range(5)]
+
+
+EXPECTED_ERRORS = {"invalid_record", "unknown_server_error"}
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=[CODEC_NAMES[codec] for codec in CODECS])
+def test_malformed_records_are_refused_and_never_poison_the_partition(start_broker, codec):
+    """Before: every malformed batch was stored and answered NONE; after the bad lengths librdkafka consumers
+    read none of the good records produced afterwards."""
+    broker = start_broker()
+    topic = f"poison-{CODEC_NAMES[codec]}"
+    create_topic(broker.bootstrap, topic, 1)
+    for name, data in malformed_batches(codec):
+        answer = produce_raw(broker.port, topic, data)
+        assert answer.error_code.name in EXPECTED_ERRORS, (name, answer)
+        assert answer.error_message, name
+    assert stored_batches(broker.port, topic) == [], "nothing of a refused batch is stored"
+    good = [(0, b"k%d" % index, b"good-%d" % index) for index in range(20)]
+    produce(broker.bootstrap, topic, good, **{"compression.type": "none" if codec == 0 else CODEC_NAMES[codec]})
+    read = read_plain(broker.bootstrap, topic, 1, 20, timeout_s=30)
+    assert [message.value() for message in read] == [value for _, _, value in good]
+    assert len(stored_batches(broker.port, topic)) >= 1
+
+
+def test_nulls_are_stored_and_read_and_only_minus_one_is_null(start_broker):
+    """A null key, value or header value (-1) is stored and read. Kafka reads any negative key length as null
+    and stores it, but librdkafka reads nothing of the partition past such a record: refused (INVALID_RECORD),
+    the partition stays readable."""
+    broker = start_broker()
+    create_topic(broker.bootstrap, "nulls", 1)
+    records = record(0, key=None) + record(1, key=b"k", value=None) + record(2, headers=((b"h", None),))
+    assert produce_raw(broker.port, "nulls", batch(records, 3)).error_code.name == "none"
+    minus_five = batch(record(0, key=b"", key_length=-5), 1)
+    assert produce_raw(broker.port, "nulls", minus_five).error_code.name == "invalid_record"
+    produce(broker.bootstrap, "nulls", [(0, b"k", b"after")])
+    read = read_plain(broker.bootstrap, "nulls", 1, 4, timeout_s=30)
+    assert [(message.key(), message.value()) for message in read] == [
+        (None, b"v"), (b"k", None), (b"k", b"v"), (b"k", b"after")]
