@@ -22,11 +22,14 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from kipcheck.impl.wire.batches import split_batches
+from kipcheck.impl.wire.errors import error_name
 from kipcheck.oracle.conformance.probes.raw_client import RawClient
 from kipcheck.oracle.conformance.scenarios.clients import QUIET, create_topic, produce, read_plain
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from crafted_batches import CODECS, CODEC_NAMES, CONTROL, TRANSACTIONAL, batch, good_records, malformed_batches, record  # noqa: E402
+from crafted_batches import (  # noqa: E402
+    CODECS, CODEC_NAMES, CONTROL, GZIP, TRANSACTIONAL, ZSTD, batch, good_records, malformed_batches, record)
+from stall_probe import StallProbe  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -148,3 +151,47 @@ def test_nulls_are_stored_and_read_and_only_minus_one_is_null(start_broker):
     read = read_plain(broker.bootstrap, "nulls", 1, 4, timeout_s=30)
     assert [(message.key(), message.value()) for message in read] == [
         (None, b"v"), (b"k", None), (b"k", b"v"), (b"k", b"after")]
+
+
+def fetch_key_range(port: int, topic: str, partitions: int):
+    """A Fetch v12 of every partition of `topic` for half the key-hash space: {partition: (error, records)}."""
+    client = RawClient(port, timeout_s=600)
+    answer = client.request(FETCH, 12, replica_id=-1, max_wait=0, min_bytes=0, max_bytes=1 << 26, isolation_level=0,
+                            session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[], topics=[
+                                {"topic": topic, "partitions": [
+                                    {"partition": partition, "current_leader_epoch": -1, "fetch_offset": 0,
+                                     "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1 << 24,
+                                     "key_ranges": [0, HALF_HASH]} for partition in range(partitions)]}])
+    client.close()
+    if answer is None:
+        return None
+    return {part.partition_index: (error_name(part.error_code), bytes(part.records or b""))
+            for part in answer.responses[0].partitions}
+
+
+HALF_HASH = 2**62 - 1
+STALL_MAX_S = 1.0
+
+
+def many_tiny_records(count: int) -> bytes:
+    return b"".join(record(index, key=b"", value=b"") for index in range(count))
+
+
+@pytest.mark.parametrize("codec, count, records", [
+    (ZSTD, 1_200_000, many_tiny_records),                                 # 1.2 million records in 0.9 MB
+    (GZIP, 1, lambda count: record(0, key=b"k", value=bytes(256 << 20))),  # 256 MiB of zeros in 0.3 MB
+], ids=["zstd-many-records", "gzip-zeros"])
+def test_a_compression_bomb_through_key_range_fetch_is_an_error_for_its_partition(start_broker, codec, count, records):
+    """Before: filtering ran on the event loop (1.2 million records: seconds in which no other client was
+    served) and a batch decompressing past max.bytes.fetcher.filtering closed the fetching connection."""
+    broker = start_broker()
+    create_topic(broker.bootstrap, "bombed", 2, configs={"accept.range.fetch": "true"})
+    bomb = batch(records(count), count, codec=codec)
+    with StallProbe(broker.port) as probe:
+        assert produce_raw(broker.port, "bombed", bomb).error_code.name == "none"
+        produce(broker.bootstrap, "bombed", [(1, b"k", b"beside the bomb")])
+        answers = fetch_key_range(broker.port, "bombed", 2)
+    assert answers is not None, "the fetching connection was closed"
+    assert answers[0] == ("MESSAGE_TOO_LARGE", b"")
+    assert answers[1][0] == "NONE" and len(split_batches(answers[1][1])) == 1
+    assert probe.unanswered == 0 and probe.longest_s < STALL_MAX_S, probe.longest_s

@@ -21,13 +21,16 @@ A Fetch v12 partition carrying KeyRanges (impl/wire/schemas.py) gets only the
 records whose key hash lies in them (KR-10: impl/ic/filtering.py, with the
 broker's bounded KeyRangeCache, `max.bytes.key.range.cache`), if the topic's
 `accept.range.fetch` is true, else TOPIC_RANGE_FETCH_NOT_ALLOWED (KR-11); a
-batch that cannot be decoded answers CORRUPT_MESSAGE. `min_bytes` counts the
-bytes sent, after filtering.
+batch that cannot be decoded answers CORRUPT_MESSAGE, one that would cost
+more than `max.bytes.fetcher.filtering` to filter MESSAGE_TOO_LARGE, for that
+partition (the filter runs on a worker thread). `min_bytes` counts the bytes
+sent, after filtering.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 
@@ -35,8 +38,7 @@ from kipcheck.impl.broker.clock import now_ms
 from kipcheck.impl.broker.limits import MAX_WAIT_MS
 from kipcheck.impl.broker.log import ProducerEpochError, SequenceError, TransactionStateError
 from kipcheck.impl.broker.server import NO_RESPONSE
-from kipcheck.impl.ic.compression import BatchDecodeError
-from kipcheck.impl.ic.filtering import filter_batches
+from kipcheck.impl.ic.filtering import BatchDecodeError, FilterLimitExceeded, filter_batches
 from kipcheck.impl.storage import StorageError
 from kipcheck.impl.wire.batches import ATTRIBUTES_OFFSET, COMPRESSION_MASK, TRANSACTIONAL, InvalidBatch, produced_batch
 from kipcheck.impl.wire.compression import Undecompressable
@@ -74,7 +76,7 @@ def handlers(broker) -> dict:
         body = request.body
         deadline_ms = now_ms() + min(body.max_wait.total_seconds() * 1000, MAX_WAIT_MS)
         while True:
-            topics, total_bytes = _read(broker, body)
+            topics, total_bytes = await _read(broker, body)
             remaining_ms = deadline_ms - now_ms()
             if total_bytes >= body.min_bytes or remaining_ms <= 0:
                 return reply(request, throttle_time=0, error_code=Error.NONE, session_id=0, responses=topics)
@@ -197,7 +199,7 @@ def _append(broker, topic: str, partition: int, checked, transactional_id: str |
     return _produce_result(partition, Error.NONE, base_offset, start=partition_log.start_offset)
 
 
-def _read(broker, body) -> tuple[list[dict], int]:
+async def _read(broker, body) -> tuple[list[dict], int]:
     budget = body.max_bytes
     topics, total = [], 0
     for topic in body.topics:
@@ -220,12 +222,7 @@ def _read(broker, body) -> tuple[list[dict], int]:
             if error == Error.NONE and part.fetch_offset < until and budget > 0:
                 data = partition_log.read(part.fetch_offset, min(part.partition_max_bytes, budget), until)
                 if key_ranges:
-                    try:
-                        data = filter_batches(data, pairs(key_ranges), limit_bytes=broker.config.ic.filtering_bytes,
-                                              cache=broker.key_range_cache, cache_key=(topic.topic, part.partition))
-                    except BatchDecodeError as failure:
-                        log.warning("fetch of %s-%d: %s", topic.topic, part.partition, failure)
-                        error, data = Error.CORRUPT_MESSAGE, b""
+                    error, data = await _filtered(broker, topic.topic, part.partition, data, pairs(key_ranges))
                 budget -= len(data)
                 total += len(data)
                 if body.isolation_level == 1:
@@ -235,6 +232,21 @@ def _read(broker, body) -> tuple[list[dict], int]:
                                             stable, aborted))
         topics.append({"topic": topic.topic, "partitions": partitions})
     return topics, total
+
+
+async def _filtered(broker, topic: str, partition: int, data: bytes, ranges: list) -> tuple[str, bytes]:
+    """(error, the records of `data` in `ranges`): filtered on a worker thread; a batch too costly to filter
+    answers MESSAGE_TOO_LARGE for this partition, one that cannot be read CORRUPT_MESSAGE."""
+    try:
+        return Error.NONE, await broker.off_loop(functools.partial(
+            filter_batches, data, ranges, limit_bytes=broker.config.ic.filtering_bytes, cache=broker.key_range_cache,
+            cache_key=(topic, partition)))
+    except FilterLimitExceeded as failure:
+        log.warning("fetch of %s-%d: %s (max.bytes.fetcher.filtering)", topic, partition, failure)
+        return Error.MESSAGE_TOO_LARGE, b""
+    except BatchDecodeError as failure:
+        log.warning("fetch of %s-%d: %s", topic, partition, failure)
+        return Error.CORRUPT_MESSAGE, b""
 
 
 def _key_ranges_error(broker, topic: str, key_ranges) -> str:
