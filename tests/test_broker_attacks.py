@@ -13,6 +13,7 @@ the victims.
 
 from __future__ import annotations
 
+import socket
 import struct
 import sys
 import uuid
@@ -20,8 +21,11 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
+from kio.index import load_request_schema
 
+from kipcheck.impl.consumer.connection import encode_entity
 from kipcheck.impl.wire.batches import split_batches
+from kipcheck.impl.wire.codec import build
 from kipcheck.impl.wire.errors import error_name
 from kipcheck.oracle.conformance.probes.raw_client import RawClient
 from kipcheck.oracle.conformance.scenarios.clients import QUIET, create_topic, produce, read_plain
@@ -33,7 +37,7 @@ from stall_probe import StallProbe  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-PRODUCE, FETCH = 0, 1
+PRODUCE, FETCH, METADATA = 0, 1, 3
 TIMEOUT_S = 60
 ABORT_KEY, MARKER_VALUE = struct.pack(">hh", 0, 0), struct.pack(">hi", 0, 0)
 
@@ -195,3 +199,38 @@ def test_a_compression_bomb_through_key_range_fetch_is_an_error_for_its_partitio
     assert answers[0] == ("MESSAGE_TOO_LARGE", b"")
     assert answers[1][0] == "NONE" and len(split_batches(answers[1][1])) == 1
     assert probe.unanswered == 0 and probe.longest_s < STALL_MAX_S, probe.longest_s
+
+
+def metadata_by_topic_ids(count: int) -> bytes:
+    """A Metadata v12 frame asking for `count` topic ids nobody created."""
+    body = build(load_request_schema(METADATA, 12), allow_auto_topic_creation=False,
+                 include_topic_authorized_operations=False,
+                 topics=[{"topic_id": uuid.UUID(int=index + 1), "name": None} for index in range(count)])
+    return encode_entity(body, 1, "attacker")
+
+
+def send_and_read(port: int, frame: bytes) -> int | None:
+    """The size of the answer to one frame, None if the connection was closed instead."""
+    with socket.create_connection(("127.0.0.1", port), timeout=600) as connection:
+        connection.sendall(frame)
+        header = connection.recv(4, socket.MSG_WAITALL)
+        if len(header) < 4:
+            return None
+        size = struct.unpack(">i", header)[0]
+        return len(connection.recv(size, socket.MSG_WAITALL))
+
+
+@pytest.mark.parametrize("topic_ids, answered", [(80_000, True), (600_000, False)])
+def test_a_large_request_is_decoded_off_the_event_loop_and_refused_when_too_costly(start_broker, topic_ids, answered):
+    """Before: one 10 MiB Metadata request of 600,000 topic ids kept every other client waiting for about 9 s
+    while it was decoded and answered (99 MiB: 96 s, 2.9 GiB). Now a frame is decoded on a worker thread, and
+    one whose decoded form would take more than queued.max.request.bytes.per.connection closes its connection."""
+    broker = start_broker()
+    frame = metadata_by_topic_ids(topic_ids)
+    broker.reset_peak_memory()
+    before = broker.peak_memory_bytes()
+    with StallProbe(broker.port) as probe:
+        size = send_and_read(broker.port, frame)
+    assert (size is not None) == answered
+    assert probe.unanswered == 0 and probe.longest_s < STALL_MAX_S, probe.longest_s
+    assert broker.peak_memory_bytes() - before < 20 * len(frame) + (32 << 20)

@@ -21,11 +21,18 @@ Limits (BrokerConfig, Kafka's names; limits.py):
   frame trickling in counts as idle). A watchdog looks IDLE_CHECKS_PER_PERIOD
   times a period, at least once a second, so no timer is armed per read.
 
+Frames above INLINE_DECODE_BYTES are decoded, and their answers encoded, on
+the broker's worker threads (`num.io.threads`), so a large request does not
+keep the event loop from serving the other connections meanwhile.
+
 What closes a connection (logged; the broker keeps serving the others):
 - a frame length below the header size or above `max_request_bytes`
   (Kafka's `socket.request.max.bytes`);
 - a frame kio cannot decode, or that claims more than it
-  holds (frame_check);
+  holds (frame_check), or whose decoded form would hold more than
+  `queued.max.request.bytes.per.connection` (codec.DECODED_ELEMENT_BYTES an
+  array element: Kafka decodes anything that fits its frame, but kio's
+  objects take eight times the bytes of a small element);
 - an API key or version the broker does not serve, except ApiVersions, which
   gets a v0 answer with UNSUPPORTED_VERSION and the supported versions (so a
   client can pick one, as Kafka does);
@@ -59,6 +66,7 @@ STREAM_BUFFER_BYTES = 1 << 20
 ACCEPT_RETRY_S = 0.1  # after an accept that failed for want of file descriptors
 IDLE_CHECKS_PER_PERIOD = 4
 IDLE_CHECK_MAX_S = 1.0
+INLINE_DECODE_BYTES = 64 * 1024  # a larger frame is decoded, and its answer encoded, on a worker thread
 
 
 @dataclass(eq=False)
@@ -190,9 +198,10 @@ class Server:
         try:
             frame = await reader.readexactly(size)
             connection.active_at = time.monotonic()
-            request = self._decode(frame, connection)
+            off_loop = size > INLINE_DECODE_BYTES and self.workers is not None
+            request = await self._decode(frame, connection, off_loop)
             if isinstance(request, Request):
-                task = asyncio.create_task(self._answer(connection, request))
+                task = asyncio.create_task(self._answer(connection, request, off_loop))
                 connection.handling += 1
                 task.add_done_callback(lambda _: self._done(connection, size))
                 handed_off = True
@@ -227,10 +236,16 @@ class Server:
             return None
         return size
 
-    def _decode(self, frame: bytes, connection: Connection) -> Request | bytes | None:
-        """The request, a ready answer (bytes), or None (logged) to close the connection."""
+    async def _decode(self, frame: bytes, connection: Connection, off_loop: bool) -> Request | bytes | None:
+        """The request, a ready answer (bytes), or None (logged) to close the connection. A large frame is
+        decoded on a worker thread; one whose decoded form would take more than a connection's queued bytes
+        is refused."""
+        max_decoded_bytes = self.config.connection_queued_max_request_bytes
         try:
-            return decode_request(frame, self.supported)
+            if off_loop:
+                return await asyncio.get_running_loop().run_in_executor(
+                    self.workers, decode_request, frame, self.supported, max_decoded_bytes)
+            return decode_request(frame, self.supported, max_decoded_bytes)
         except UnsupportedApi as error:
             if error.api_key == API_VERSIONS_KEY:
                 return self._unsupported_api_versions(error.correlation_id)
@@ -239,13 +254,17 @@ class Server:
             log.warning("closing %s: malformed request: %s", connection.peer, error)
         return None
 
-    async def _answer(self, connection: Connection, request: Request) -> bytes | object | None:
+    async def _answer(self, connection: Connection, request: Request, off_loop: bool) -> bytes | object | None:
+        """The answer frame; a large request's is encoded on a worker thread, as it was decoded."""
         _, _, handler = self.handlers[request.api_key]
         try:
             body = await handler(connection, request)
             if body is NO_RESPONSE:
                 return NO_RESPONSE
-            return encode_response(request.api_key, request.api_version, request.correlation_id, body)
+            arguments = (request.api_key, request.api_version, request.correlation_id, body)
+            if off_loop:
+                return await asyncio.get_running_loop().run_in_executor(self.workers, encode_response, *arguments)
+            return encode_response(*arguments)
         except Exception:
             log.error("closing %s: api key %d v%d failed:\n%s", connection.peer, request.api_key,
                       request.api_version, traceback.format_exc())

@@ -21,13 +21,16 @@ or compact encodings by `__flexible__`, the request header's legacy
   nullable, as Kafka's generated readers refuse it ("non-nullable field ...
   was serialized as null"): kio would hand the handler None where it expects
   a sequence.
-It builds no values; kio decodes the frame afterwards.
+It builds no values; kio decodes the frame afterwards. It returns the number of
+array elements the frame holds, which is what decoding it costs (codec.py
+refuses a frame whose decoded form would be too large).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import struct
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
@@ -40,6 +43,7 @@ FIXED_SIZES = {"int8": 1, "uint8": 1, "bool": 1, "int16": 2, "uint16": 2, "error
                "uuid": 16}
 VARINT_MAX_BYTES = 5
 TAGGED_FIELD_MIN_BYTES = 2  # a tag and a size, one varint byte each
+_elements = threading.local()  # the array elements counted by the check running on this thread
 
 
 class FrameError(Exception):
@@ -55,8 +59,10 @@ class Shape:
     fixed: bool    # always exactly min_size bytes
 
 
-def check_frame(request_class: type, frame: bytes) -> None:
-    """Raise FrameError if `frame` (header and body, no length prefix) claims more than it holds."""
+def check_frame(request_class: type, frame: bytes) -> int:
+    """The array elements of `frame` (header and body, no length prefix); FrameError if it claims more than
+    it holds."""
+    _elements.count = 0
     try:
         offset = struct_shape(request_class.__header_schema__).skip(frame, 0)
         offset = struct_shape(request_class).skip(frame, offset)
@@ -64,6 +70,7 @@ def check_frame(request_class: type, frame: bytes) -> None:
         offset = len(frame) + 1
     if offset > len(frame):
         raise FrameError("the frame ends inside a field")
+    return _elements.count
 
 
 @lru_cache(maxsize=None)
@@ -163,6 +170,7 @@ def _array(element: Shape, flexible: bool, null_refused: str | None) -> Shape:
             if null_refused is not None:
                 raise _null(null_refused, offset)
             return offset
+        _elements.count += count
         if element.fixed:
             return offset + count * element.min_size
         for _ in range(count):
