@@ -16,6 +16,7 @@ from __future__ import annotations
 import socket
 import struct
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -234,3 +235,22 @@ def test_a_large_request_is_decoded_off_the_event_loop_and_refused_when_too_cost
     assert (size is not None) == answered
     assert probe.unanswered == 0 and probe.longest_s < STALL_MAX_S, probe.longest_s
     assert broker.peak_memory_bytes() - before < 20 * len(frame) + (32 << 20)
+
+
+def test_slowloris_connections_do_not_lock_new_clients_out(start_broker):
+    """Before: connections each trickling a byte of a frame now and then held every max.connections slot
+    until connections.max.idle.ms (10 minutes by default), and no new client was served meanwhile."""
+    broker = start_broker(max_connections=50)
+    trickling = [socket.create_connection(("127.0.0.1", broker.port)) for _ in range(50)]
+    try:
+        for connection in trickling:
+            connection.sendall(struct.pack(">i", 100) + b"\x00")  # a 100-byte frame, one byte of it
+        started = time.monotonic()
+        client = RawClient(broker.port, timeout_s=30)
+        answer = client.request(18, 3, client_software_name="newcomer", client_software_version="1")
+        client.close()
+        assert answer is not None and answer.error_code.name == "none"
+        assert time.monotonic() - started < STALL_MAX_S
+    finally:
+        for connection in trickling:
+            connection.close()

@@ -131,21 +131,30 @@ def test_an_idle_connection_is_closed_but_one_waiting_for_an_answer_is_not():
     asyncio.run(scenario())
 
 
-def test_max_connections_waits_for_a_free_slot_and_per_ip_drops():
+def test_max_connections_closes_the_longest_idle_or_waits_and_per_ip_drops():
+    """At max.connections a new connection closes the one idle the longest (one trickling a frame in counts as
+    idle); when every connection has a request being handled it waits for a slot. Before: it always waited,
+    so connections trickling one byte of a frame now and then locked every new client out."""
     async def scenario():
         async with Harness(max_connections=2) as harness:
-            harness.go.set()
-            (_, first), (second_reader, second) = await harness.connect(), await harness.connect()
-            third_reader, third = await harness.connect()  # queued in the kernel: the acceptor waits
+            (first_reader, first), (second_reader, second) = await harness.connect(), await harness.connect()
+            first.write(api_versions_frame(1)[:5])  # one byte of the frame after its length: idle
+            second.write(api_versions_frame(2))     # handled until `go`: busy
+            await harness.wait_started(1)
+            third_reader, third = await harness.connect()
+            async with asyncio.timeout(DEADLINE_S):
+                assert await first_reader.read() == b"", "the idle connection is closed"
             third.write(api_versions_frame(3))
+            await harness.wait_started(2)
+            fourth_reader, fourth = await harness.connect()  # the other two are busy: it waits
+            fourth.write(api_versions_frame(4))
             await asyncio.sleep(SETTLE_S)
-            assert harness.started == []
-            first.close()
-            assert await read_answers(third_reader, 1) == [3]
-            second.write(api_versions_frame(2))
-            assert await read_answers(second_reader, 1) == [2]
-            second.close()
-            third.close()
+            assert harness.started == [2, 3]
+            harness.go.set()
+            assert await read_answers(second_reader, 1) == [2] and await read_answers(third_reader, 1) == [3]
+            assert await read_answers(fourth_reader, 1) == [4], "room was made by closing one idle again"
+            for writer in (second, third, fourth):
+                writer.close()
         async with Harness(max_connections_per_ip=1) as harness:
             harness.go.set()
             _, first = await harness.connect()

@@ -11,8 +11,11 @@ long-polling fetch does not outlive its connection) before the broker is told
 the connection closed.
 
 Limits (BrokerConfig, Kafka's names; limits.py):
-- `max.connections`: the acceptor waits for a free slot; `max.connections.per.ip`:
-  a connection beyond it is closed at once;
+- `max.connections`: a new connection closes the one idle the longest (Kafka's
+  KIP-402 eviction), or waits for a free slot when every connection has a
+  request being handled, so connections that trickle a frame in, or do
+  nothing, cannot lock new clients out; `max.connections.per.ip`: a
+  connection beyond it is closed at once;
 - `queued.max.request.bytes` and `queued.max.request.bytes.per.connection`: a
   frame's length is reserved before its body is read, and the connection
   reads nothing until it fits; the bytes are freed when the answer is ready;
@@ -42,6 +45,7 @@ What closes a connection (logged; the broker keeps serving the others):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import itertools
 import logging
@@ -66,6 +70,7 @@ STREAM_BUFFER_BYTES = 1 << 20
 ACCEPT_RETRY_S = 0.1  # after an accept that failed for want of file descriptors
 IDLE_CHECKS_PER_PERIOD = 4
 IDLE_CHECK_MAX_S = 1.0
+ROOM_CHECK_S = 0.1  # at max.connections with every connection busy, how often to look for one gone idle
 INLINE_DECODE_BYTES = 64 * 1024  # a larger frame is decoded, and its answer encoded, on a worker thread
 
 
@@ -128,13 +133,13 @@ class Server:
     async def _accept_forever(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            await self.slots.wait_for_slot()
             try:
                 client, address = await loop.sock_accept(self.listener)
             except OSError as error:  # EMFILE/ENFILE: wait for a descriptor to be freed
                 log.error("accept failed: %s", error)
                 await asyncio.sleep(ACCEPT_RETRY_S if error.errno in (errno.EMFILE, errno.ENFILE) else 0)
                 continue
+            await self._make_room()
             if not self.slots.admit(address[0]):
                 log.warning("closing %s:%d: max.connections.per.ip (%d) reached", address[0], address[1],
                             self.config.max_connections_per_ip)
@@ -145,6 +150,25 @@ class Server:
             task = asyncio.create_task(self._serve(client, address, connection))
             self.connections[task] = connection
             task.add_done_callback(self.connections.pop)
+
+    async def _make_room(self) -> None:
+        """At max.connections, close the connection idle the longest (no request being handled: a frame
+        trickling in counts as idle) to make room for the new one, as Kafka's KIP-402 closes the least
+        recently used connection; only when every connection is busy does the new one wait for a slot."""
+        while self.slots.open_connections >= self.config.max_connections:
+            idle = [(connection.active_at, task) for task, connection in self.connections.items()
+                    if not connection.handling and not connection.idle]
+            if not idle:  # wait for a slot, or for a connection to become idle
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self.slots.wait_for_slot(), ROOM_CHECK_S)
+                continue
+            _, task = min(idle, key=lambda pair: pair[0])
+            connection = self.connections[task]
+            connection.idle = True
+            log.warning("closing %s, idle the longest: max.connections (%d) reached", connection.peer,
+                        self.config.max_connections)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
     async def _close_idle_forever(self) -> None:
         idle_s = self.config.connections_max_idle_ms / 1000
