@@ -22,7 +22,7 @@ from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from crafted_batches import (  # noqa: E402
-    CODECS, CODEC_NAMES, CONTROL, GZIP, LZ4, NONE, SNAPPY, TRANSACTIONAL, ZSTD, batch, good_records,
+    CODECS, CODEC_NAMES, CONTROL, GZIP, LZ4, SNAPPY, TRANSACTIONAL, ZSTD, batch, good_records,
     malformed_batches, record)
 
 pytestmark = pytest.mark.slow

@@ -189,3 +189,30 @@ def test_frame_pool_grants_in_arrival_order_and_survives_cancellation():
         assert pool.used_bytes == 500
 
     asyncio.run(scenario())
+
+
+def test_frames_trickled_in_cannot_hold_the_broker_wide_pool():
+    """Two connections announce frames of 60% of queued.max.request.bytes each and send a few bytes of them:
+    the first holds its bytes, the second waits for room, and every frame after it waits behind it. A frame
+    that arrives slower than queued.request.min.bytes.per.second while others wait is closed, and the
+    waiting request is read. Before: it waited until connections.max.idle.ms (10 minutes)."""
+    async def scenario():
+        async with Harness(max_request_bytes=100_000, queued_max_request_bytes=100_000) as harness:
+            harness.go.set()
+            tricklers = []
+            for correlation_id in (1, 2):
+                reader, writer = await harness.connect()
+                writer.write(api_versions_frame(correlation_id, 60_000)[:20])
+                tricklers.append((reader, writer))
+                await asyncio.sleep(0.1)
+            reader, writer = await harness.connect()
+            writer.write(api_versions_frame(3, 30_000))
+            assert await read_answers(reader, 1) == [3]
+            async with asyncio.timeout(DEADLINE_S):
+                assert await tricklers[0][0].read() == b"", "the trickler holding the bytes is closed"
+            assert not tricklers[1][0].at_eof(), "the other now holds them, and nobody waits for room"
+            for _, trickler_writer in tricklers:
+                trickler_writer.close()
+            writer.close()
+
+    asyncio.run(scenario())

@@ -48,6 +48,7 @@ _PROPERTIES = {
     "log.message.timestamp.after.max.ms": "timestamp_after_max_ms",
     "log.message.timestamp.before.max.ms": "timestamp_before_max_ms",
     "num.io.threads": "io_threads",
+    "queued.request.min.bytes.per.second": "queued_request_min_bytes_per_second",
 }
 
 
@@ -64,6 +65,8 @@ class BrokerConfig:
     # this broker reads pipelined requests ahead); a frame alone on its connection is always admitted.
     connection_queued_max_request_bytes: int = 16777216
     connections_max_idle_ms: int = 600000
+    # This broker's own: while others wait for queued.max.request.bytes, a frame arriving slower is closed.
+    queued_request_min_bytes_per_second: int = 1048576
     # Kafka's defaults are unbounded; these fit the file descriptors of a process whose hard limit is 4096.
     max_connections: int = 1000
     max_connections_per_ip: int = 2147483647

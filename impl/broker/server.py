@@ -22,7 +22,11 @@ Limits (BrokerConfig, Kafka's names; limits.py):
 - `connections.max.idle.ms`: a connection with no request being handled that
   has completed no frame and been sent no answer for that long is closed (a
   frame trickling in counts as idle). A watchdog looks IDLE_CHECKS_PER_PERIOD
-  times a period, at least once a second, so no timer is armed per read.
+  times a period, at least once a second, so no timer is armed per read;
+- `queued.request.min.bytes.per.second` (this broker's own): while a reader
+  waits for room in `queued.max.request.bytes`, a connection whose frame has
+  arrived slower than this since its bytes were granted is closed, so frames
+  trickled in cannot hold the pool and lock every large request out.
 
 Frames above INLINE_DECODE_BYTES are decoded, and their answers encoded, on
 the broker's worker threads (`num.io.threads`), so a large request does not
@@ -84,7 +88,9 @@ class Connection:
     attachments: dict[str, Any] = field(default_factory=dict)
     active_at: float = field(default_factory=time.monotonic)  # last frame read, answer sent or request done
     handling: int = 0  # requests whose handler has not finished
-    idle: bool = False  # closed by the idle watchdog
+    closing: str = ""  # why the broker closes it (idle, evicted, too slow), once it does
+    frame_started_at: float | None = None  # the frame being read: when its bytes were granted
+    frame_received: int = 0                # and how many of them have arrived
 
 
 Handler = Callable[[Connection, Request], Awaitable[Any]]
@@ -157,17 +163,13 @@ class Server:
         recently used connection; only when every connection is busy does the new one wait for a slot."""
         while self.slots.open_connections >= self.config.max_connections:
             idle = [(connection.active_at, task) for task, connection in self.connections.items()
-                    if not connection.handling and not connection.idle]
+                    if not connection.handling and not connection.closing]
             if not idle:  # wait for a slot, or for a connection to become idle
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self.slots.wait_for_slot(), ROOM_CHECK_S)
                 continue
             _, task = min(idle, key=lambda pair: pair[0])
-            connection = self.connections[task]
-            connection.idle = True
-            log.warning("closing %s, idle the longest: max.connections (%d) reached", connection.peer,
-                        self.config.max_connections)
-            task.cancel()
+            self._close(task, f"idle the longest when max.connections ({self.config.max_connections}) was reached")
             await asyncio.gather(task, return_exceptions=True)
 
     async def _close_idle_forever(self) -> None:
@@ -176,9 +178,26 @@ class Server:
             await asyncio.sleep(min(idle_s / IDLE_CHECKS_PER_PERIOD, IDLE_CHECK_MAX_S))
             now = time.monotonic()
             for task, connection in list(self.connections.items()):
-                if not connection.handling and now - connection.active_at >= idle_s and not connection.idle:
-                    connection.idle = True
-                    task.cancel()
+                if connection.closing:
+                    continue
+                if not connection.handling and now - connection.active_at >= idle_s:
+                    self._close(task, f"idle for {self.config.connections_max_idle_ms} ms (connections.max.idle.ms)")
+                elif self.frames.waiting and self._too_slow(connection, now):
+                    self._close(task, f"its frame arrives at less than "
+                                      f"{self.config.queued_request_min_bytes_per_second} bytes/s while others wait "
+                                      f"for queued.max.request.bytes (queued.request.min.bytes.per.second)")
+
+    def _close(self, task: asyncio.Task, reason: str) -> None:
+        self.connections[task].closing = reason
+        task.cancel()
+
+    def _too_slow(self, connection: Connection, now: float) -> bool:
+        """A frame holding queued bytes that arrives slower than queued.request.min.bytes.per.second (judged
+        after its first second)."""
+        started = connection.frame_started_at
+        if started is None or now - started < 1:
+            return False
+        return connection.frame_received < (now - started) * self.config.queued_request_min_bytes_per_second
 
     async def _serve(self, client: socket.socket, address: tuple, connection: Connection) -> None:
         try:
@@ -193,9 +212,8 @@ class Server:
             while not sender.done() and await self._read_and_start(reader, connection, answers):
                 pass
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
-            if connection.idle:
-                log.info("closing %s: idle for %d ms (connections.max.idle.ms)", connection.peer,
-                         self.config.connections_max_idle_ms)
+            if connection.closing:
+                log.warning("closing %s: %s", connection.peer, connection.closing)
         finally:
             try:
                 await self._finish(answers, sender, writer)
@@ -220,7 +238,7 @@ class Server:
             raise
         handed_off = False
         try:
-            frame = await reader.readexactly(size)
+            frame = await self._read_body(reader, connection, size)
             connection.active_at = time.monotonic()
             off_loop = size > INLINE_DECODE_BYTES and self.workers is not None
             request = await self._decode(frame, connection, off_loop)
@@ -240,6 +258,21 @@ class Server:
         finally:
             if not handed_off:
                 self._release(connection, size)
+
+    async def _read_body(self, reader: asyncio.StreamReader, connection: Connection, size: int) -> bytes:
+        """The frame's `size` bytes, a read at a time, its progress kept for the slow-frame watchdog."""
+        body = bytearray()
+        connection.frame_started_at, connection.frame_received = time.monotonic(), 0
+        try:
+            while len(body) < size:
+                chunk = await reader.read(min(size - len(body), STREAM_BUFFER_BYTES))
+                if not chunk:
+                    raise asyncio.IncompleteReadError(bytes(body), size)
+                body += chunk
+                connection.frame_received = len(body)
+        finally:
+            connection.frame_started_at = None
+        return bytes(body)
 
     def _release(self, connection: Connection, size: int) -> None:
         connection.frames.release(size)
