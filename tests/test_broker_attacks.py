@@ -24,7 +24,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from kio.index import load_request_schema
 
-from kipcheck.impl.consumer.connection import encode_entity
+from kipcheck.impl.consumer.connection import decode_response, encode_entity, encode_request
 from kipcheck.impl.wire.batches import split_batches
 from kipcheck.impl.wire.codec import build
 from kipcheck.impl.wire.errors import error_name
@@ -38,7 +38,7 @@ from stall_probe import StallProbe  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-PRODUCE, FETCH, METADATA = 0, 1, 3
+PRODUCE, FETCH, METADATA, OFFSET_COMMIT = 0, 1, 3, 8
 TIMEOUT_S = 60
 ABORT_KEY, MARKER_VALUE = struct.pack(">hh", 0, 0), struct.pack(">hi", 0, 0)
 
@@ -254,3 +254,35 @@ def test_slowloris_connections_do_not_lock_new_clients_out(start_broker):
     finally:
         for connection in trickling:
             connection.close()
+
+
+def commit_ranges(port: int, topic: str, ranges_count: int) -> str | None:
+    """The error of one OffsetCommit v9 of `ranges_count` single-offset ranges for partition 0 (a group
+    with no member, as an admin commits), None if the connection was closed."""
+    flat_ranges = [offset for number in range(ranges_count) for offset in (2 * number, 2 * number)]
+    frame = encode_request(OFFSET_COMMIT, 9, 1, "attacker", {"group_id": "ledger-readers", "member_id": "",
+                           "generation_id_or_member_epoch": -1, "topics": [{"name": topic, "partitions": [
+                               {"partition_index": 0, "committed_offset": -1, "committed_metadata": None,
+                                "offset_ranges": flat_ranges}]}]})
+    with socket.create_connection(("127.0.0.1", port), timeout=600) as connection:
+        connection.sendall(frame)
+        header = connection.recv(4, socket.MSG_WAITALL)
+        if len(header) < 4:
+            return None
+        answer = connection.recv(struct.unpack(">i", header)[0], socket.MSG_WAITALL)
+    _, body = decode_response(OFFSET_COMMIT, 9, answer)
+    return error_name(body.topics[0].partitions[0].error_code)
+
+
+@pytest.mark.parametrize("ranges_count, error", [(60_000, "NONE"), (150_000, "INVALID_REQUEST"),
+                                                 (1_000_000, None)])
+def test_a_near_cap_individual_commit_does_not_stall_other_clients(start_broker, ranges_count, error):
+    """Before: one OffsetCommit of a million ranges (individual.commit.max.ranges is a million) kept every
+    other client waiting for about 6 s. Now a partition carrying more than individual.commit.max.ranges.per.commit
+    (100,000) ranges is INVALID_REQUEST before the coordinator plans it, and a request whose decoded form
+    would exceed queued.max.request.bytes.per.connection closes its connection before it is decoded."""
+    broker = start_broker()
+    create_topic(broker.bootstrap, "ledger", 1)
+    with StallProbe(broker.port) as probe:
+        assert commit_ranges(broker.port, "ledger", ranges_count) == error
+    assert probe.unanswered == 0 and probe.longest_s < STALL_MAX_S, probe.longest_s

@@ -37,9 +37,9 @@ What closes a connection (logged; the broker keeps serving the others):
   (Kafka's `socket.request.max.bytes`);
 - a frame kio cannot decode, or that claims more than it
   holds (frame_check), or whose decoded form would hold more than
-  `queued.max.request.bytes.per.connection` (codec.DECODED_ELEMENT_BYTES an
-  array element: Kafka decodes anything that fits its frame, but kio's
-  objects take eight times the bytes of a small element);
+  `queued.max.request.bytes.per.connection` (frame_check's estimate: Kafka
+  decodes anything that fits its frame, but kio's objects take eight times
+  the bytes of a small element);
 - an API key or version the broker does not serve, except ApiVersions, which
   gets a v0 answer with UNSUPPORTED_VERSION and the supported versions (so a
   client can pick one, as Kafka does);

@@ -30,9 +30,6 @@ from kipcheck.impl.wire.frame_check import FrameError, check_frame
 from kipcheck.impl.wire.schemas import request_schema, response_schema
 
 API_VERSIONS_KEY = 18
-# What one decoded array element holds in memory, at most (kio's dataclass with slots, a UUID or a string,
-# the tuple slot): 134 bytes measured for a Metadata v12 topic id, rounded up.
-DECODED_ELEMENT_BYTES = 160
 
 
 class TooCostly(FrameError):
@@ -63,9 +60,8 @@ def decode_request(frame: bytes, supported: dict[int, tuple[int, int]], max_deco
 
     Raises UnsupportedApi for a key/version outside `supported` and FrameError
     for anything kio cannot parse, or that claims more than the frame holds
-    (checked before kio allocates for it: frame_check); TooCostly if its array
-    elements would take more than `max_decoded_bytes` decoded
-    (DECODED_ELEMENT_BYTES each).
+    (checked before kio allocates for it: frame_check); TooCostly if its arrays
+    would hold more than `max_decoded_bytes` decoded (frame_check's estimate).
     """
     if len(frame) < 8:
         raise FrameError(f"frame of {len(frame)} bytes is shorter than a request header")
@@ -75,12 +71,12 @@ def decode_request(frame: bytes, supported: dict[int, tuple[int, int]], max_deco
         raise UnsupportedApi(api_key, api_version, correlation_id)
     request_class = request_schema(api_key, api_version)
     try:
-        elements = check_frame(request_class, frame)
+        decoded_bytes = check_frame(request_class, frame)
     except FrameError as error:
         raise FrameError(f"api key {api_key} v{api_version}: {error}") from None
-    if elements * DECODED_ELEMENT_BYTES > max_decoded_bytes:
-        raise TooCostly(f"api key {api_key} v{api_version}: {elements} array elements would take about "
-                        f"{elements * DECODED_ELEMENT_BYTES} bytes decoded, more than {max_decoded_bytes}")
+    if decoded_bytes > max_decoded_bytes:
+        raise TooCostly(f"api key {api_key} v{api_version}: its arrays would take about {decoded_bytes} bytes "
+                        f"decoded, more than {max_decoded_bytes}")
     try:
         header, header_size = entity_reader(request_class.__header_schema__)(frame, 0)
         body, _ = entity_reader(request_class)(frame, header_size)
