@@ -18,6 +18,7 @@ import struct
 import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ from stall_probe import StallProbe  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-PRODUCE, FETCH, METADATA, OFFSET_COMMIT = 0, 1, 3, 8
+PRODUCE, FETCH, METADATA, OFFSET_COMMIT, JOIN_GROUP = 0, 1, 3, 8, 11
 TIMEOUT_S = 60
 ABORT_KEY, MARKER_VALUE = struct.pack(">hh", 0, 0), struct.pack(">hi", 0, 0)
 
@@ -285,4 +286,31 @@ def test_a_near_cap_individual_commit_does_not_stall_other_clients(start_broker,
     create_topic(broker.bootstrap, "ledger", 1)
     with StallProbe(broker.port) as probe:
         assert commit_ranges(broker.port, "ledger", ranges_count) == error
+    assert probe.unanswered == 0 and probe.longest_s < STALL_MAX_S, probe.longest_s
+
+
+def join_with_metadata(port: int, group: str, metadata: bytes) -> int:
+    """One classic member joining `group` with `metadata`: the protocol metadata bytes its JoinGroup answer
+    lists (all members' for the leader)."""
+    client = RawClient(port, timeout_s=120)
+    body = dict(group_id=group, session_timeout=30000, rebalance_timeout=60000, member_id="", group_instance_id=None,
+                protocol_type="consumer", protocols=[{"name": "range", "metadata": metadata}], reason=None)
+    answer = client.request(JOIN_GROUP, 5, **body)
+    if answer.error_code.name == "member_id_required":
+        answer = client.request(JOIN_GROUP, 5, **{**body, "member_id": answer.member_id})
+    client.close()
+    return sum(len(member.metadata) for member in answer.members)
+
+
+def test_members_waiting_for_a_rebalance_do_not_hold_the_request_pool(start_broker):
+    """40 members join one classic group with 256 KiB of protocol metadata each, 10 MiB in all, more than
+    queued.max.request.bytes (8 MiB here). Before: the JoinGroups waiting for the rebalance held their
+    frames' bytes, the pool was full, and another client waited seconds for an answer (200 members of
+    512 KiB: 5.4 s). Now a request that starts to wait gives its frame's bytes back, as Kafka does."""
+    broker = start_broker(socket_request_max_bytes=1 << 20, queued_max_request_bytes=8 << 20,
+                          group_initial_rebalance_delay_ms=2000)
+    with StallProbe(broker.port) as probe, ThreadPoolExecutor(40) as members:
+        listed = list(members.map(lambda number: join_with_metadata(broker.port, "big", bytes([number]) * (256 << 10)),
+                                  range(40)))
+    assert max(listed) == 40 * (256 << 10), "the leader is told every member's metadata"
     assert probe.unanswered == 0 and probe.longest_s < STALL_MAX_S, probe.longest_s

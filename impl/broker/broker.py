@@ -45,7 +45,7 @@ from kipcheck.impl.broker.handlers import all_handlers
 from kipcheck.impl.broker.limits import reserve_file_descriptors
 from kipcheck.impl.broker.log import PartitionLog
 from kipcheck.impl.broker.metadata import Topic, TopicError, Topics
-from kipcheck.impl.broker.server import Connection, Server
+from kipcheck.impl.broker.server import Connection, Server, release_frame
 from kipcheck.impl.broker.share_engine import ShareEngine
 from kipcheck.impl.broker.transactions import TransactionCoordinator
 from kipcheck.impl.groups.coordinator import GroupCoordinator
@@ -232,6 +232,7 @@ class Broker:
     async def wait_changed(self, timeout_ms: int) -> None:
         if timeout_ms <= 0:
             return
+        release_frame()
         try:
             await asyncio.wait_for(self._change.wait(), timeout_ms / 1000)
         except asyncio.TimeoutError:

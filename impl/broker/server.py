@@ -18,7 +18,10 @@ Limits (BrokerConfig, Kafka's names; limits.py):
   connection beyond it is closed at once;
 - `queued.max.request.bytes` and `queued.max.request.bytes.per.connection`: a
   frame's length is reserved before its body is read, and the connection
-  reads nothing until it fits; the bytes are freed when the answer is ready;
+  reads nothing until it fits; the bytes are freed when the answer is ready,
+  or when its handler starts to wait (release_frame: a long poll, a JoinGroup
+  waiting for its rebalance), as Kafka frees a request's buffer once it is
+  dispatched;
 - `connections.max.idle.ms`: a connection with no request being handled that
   has completed no frame and been sent no answer for that long is closed (a
   frame trickling in counts as idle). A watchdog looks IDLE_CHECKS_PER_PERIOD
@@ -50,6 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import errno
 import itertools
 import logging
@@ -70,6 +74,8 @@ log = logging.getLogger("kipcheck.broker")
 
 MAX_PIPELINED = 64
 NO_RESPONSE = object()  # a handler's answer when Kafka sends none (Produce with acks=0)
+# The request being handled: how to give its frame's bytes back to the pools (once).
+_frame_release: contextvars.ContextVar[Callable[[], None]] = contextvars.ContextVar("frame_release")
 STREAM_BUFFER_BYTES = 1 << 20
 ACCEPT_RETRY_S = 0.1  # after an accept that failed for want of file descriptors
 IDLE_CHECKS_PER_PERIOD = 4
@@ -243,9 +249,12 @@ class Server:
             off_loop = size > INLINE_DECODE_BYTES and self.workers is not None
             request = await self._decode(frame, connection, off_loop)
             if isinstance(request, Request):
-                task = asyncio.create_task(self._answer(connection, request, off_loop))
+                release = _once(lambda: self._release(connection, size))
+                context = contextvars.copy_context()
+                context.run(_frame_release.set, release)
+                task = asyncio.create_task(self._answer(connection, request, off_loop), context=context)
                 connection.handling += 1
-                task.add_done_callback(lambda _: self._done(connection, size))
+                task.add_done_callback(lambda _: self._done(connection, release))
                 handed_off = True
                 try:
                     await answers.put(task)
@@ -278,11 +287,11 @@ class Server:
         connection.frames.release(size)
         self.frames.release(size)
 
-    def _done(self, connection: Connection, size: int) -> None:
+    def _done(self, connection: Connection, release: Callable[[], None]) -> None:
         """A handler finished: its frame's bytes are free, and the idle time starts again."""
         connection.handling -= 1
         connection.active_at = time.monotonic()
-        self._release(connection, size)
+        release()
 
     async def _read_length(self, reader: asyncio.StreamReader, connection: Connection) -> int | None:
         """The next frame's length; None (logged) if it is out of bounds."""
@@ -357,6 +366,26 @@ class Server:
         body = build(response_class(API_VERSIONS_KEY, 0), error_code=Error.UNSUPPORTED_VERSION,
                      api_keys=api_version_list(self.supported))
         return encode_response(API_VERSIONS_KEY, 0, correlation_id, body)
+
+
+def release_frame() -> None:
+    """Called by a handler about to wait (a long-polling fetch, a JoinGroup waiting for its rebalance): its
+    frame no longer counts against queued.max.request.bytes, as Kafka releases a request's buffer once its
+    handler has dispatched it. Parked requests holding the pool would keep every other frame unread."""
+    release = _frame_release.get(None)
+    if release is not None:
+        release()
+
+
+def _once(action: Callable[[], None]) -> Callable[[], None]:
+    done = False
+
+    def run() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            action()
+    return run
 
 
 def api_version_list(supported: dict[int, tuple[int, int]]) -> list[dict]:
