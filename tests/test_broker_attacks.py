@@ -314,3 +314,31 @@ def test_members_waiting_for_a_rebalance_do_not_hold_the_request_pool(start_brok
                                   range(40)))
     assert max(listed) == 40 * (256 << 10), "the leader is told every member's metadata"
     assert probe.unanswered == 0 and probe.longest_s < STALL_MAX_S, probe.longest_s
+
+
+def test_offset_commits_with_large_metadata_are_bounded_by_offset_metadata_max_bytes(start_broker):
+    """Metadata strings up to offset.metadata.max.bytes (4096) are kept and one byte more is
+    OFFSET_METADATA_TOO_LARGE for that partition; a commit whose offsets record would pass Kafka's
+    message.max.bytes (1000 partitions at the limit) is UNKNOWN_SERVER_ERROR, as Kafka answers it. Either way
+    another client waits less than a second. (This flood found nothing to fix: the limits were there.)"""
+    broker = start_broker()
+    create_topic(broker.bootstrap, "annotated", 1000)
+    client = RawClient(broker.port, timeout_s=120)
+
+    def commit(count: int) -> list[str]:
+        partitions = [{"partition_index": index, "committed_offset": 7, "committed_leader_epoch": -1,
+                       "committed_metadata": ("m" * 4096 if index else "m" * 4097)} for index in range(count)]
+        answer = client.request(OFFSET_COMMIT, 9, group_id="annotators", generation_id_or_member_epoch=-1,
+                                member_id="", group_instance_id=None,
+                                topics=[{"name": "annotated", "partitions": partitions}])
+        return [error_name(part.error_code) for part in answer.topics[0].partitions]
+
+    with StallProbe(broker.port) as probe:
+        assert commit(200) == ["OFFSET_METADATA_TOO_LARGE"] + ["NONE"] * 199
+        assert commit(1000) == ["OFFSET_METADATA_TOO_LARGE"] + ["UNKNOWN_SERVER_ERROR"] * 999
+    assert probe.unanswered == 0 and probe.longest_s < STALL_MAX_S, probe.longest_s
+    fetched = client.request(9, 8, require_stable=False, groups=[
+        {"group_id": "annotators", "topics": [{"name": "annotated", "partition_indexes": [0, 1, 500]}]}])
+    client.close()
+    assert [(part.committed_offset, len(part.metadata)) for part in fetched.groups[0].topics[0].partitions] == [
+        (-1, 0), (7, 4096), (-1, 0)]
