@@ -50,7 +50,9 @@ removed; Kafka 4.2 asks for 0 too from transactions-v2 producers.)
 Transactions: a transactional batch opens (or extends) its producer's
 transaction in this partition; the control batch the transaction coordinator
 appends (`append_marker`, one commit or abort record written by kio) closes
-it. The log keeps, rebuilt by the replay, the first offset of every open
+it (clients cannot write control batches: the Produce handler refuses them).
+While a producer's transaction is open here, a plain batch of that producer
+is TransactionStateError (INVALID_TXN_STATE), as in Kafka's ProducerAppendInfo. The log keeps, rebuilt by the replay, the first offset of every open
 transaction (the last stable offset is the earliest of them, else the log
 end) and the aborted transactions as Kafka's AbortedTxn (producer id, first
 offset, marker offset), which read_committed fetches are told about.

@@ -1,10 +1,17 @@
 """Record APIs for plain clients: Produce (v3-10), Fetch (v4-12), ListOffsets (v1-7).
 
-Produce stores each batch as raw bytes (log.PartitionLog), then tells the
-share engine about the new batches and wakes waiting fetches. A transactional
-produce writes only to partitions its transaction added (AddPartitionsToTxn),
-with the producer's current epoch (else INVALID_TXN_STATE or
-INVALID_PRODUCER_EPOCH, as Kafka). A read_committed Fetch reads below the last
+Produce checks each partition's batch as Kafka does (impl/wire/batches.produced_batch:
+one batch of magic 2, its size, CRC, base offset, counts, no control batch;
+impl/wire/records.check_records: every record, through a bounded streaming
+decompressor) and answers Kafka's error for a bad one; records are read on a
+worker thread (num.io.threads) when compressed or above INLINE_CHECK_BYTES. A
+connection's produce requests append in the order they came (idempotent
+sequences depend on it). Each batch is stored as raw bytes (log.PartitionLog),
+then the share engine is told and waiting fetches are woken. Transactional
+batches need a transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+for the whole request, as KafkaApis answers) and go only to partitions their
+transaction added (AddPartitionsToTxn), with the producer's current epoch
+(else INVALID_TXN_STATE or INVALID_PRODUCER_EPOCH, as Kafka). A read_committed Fetch reads below the last
 stable offset and is told the aborted transactions it meets. A write the disk
 refuses answers KAFKA_STORAGE_ERROR for that partition (retriable: clients
 retry) and stores nothing. acks=0 gets no
