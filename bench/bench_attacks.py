@@ -45,76 +45,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from confluent_kafka import Consumer, Producer  # noqa: E402
-from crafted_batches import CODECS, CONTROL, TRANSACTIONAL, ZSTD, batch, good_records, malformed_batches, record  # noqa: E402
-from kio.index import load_request_schema  # noqa: E402
+from attacks import (  # noqa: E402
+    commit_ranges, fetch_key_range, forged_abort, join_with_metadata, many_tiny_records, metadata_by_topic_ids,
+    produce_raw, read_committed, send_and_read, stored_batches, victim_transaction)
+from crafted_batches import CODECS, TRANSACTIONAL, ZSTD, batch, good_records, malformed_batches  # noqa: E402
 from stall_probe import StallProbe  # noqa: E402
 
-from kipcheck.impl.consumer.connection import encode_entity, encode_request  # noqa: E402
-from kipcheck.impl.wire.batches import split_batches  # noqa: E402
-from kipcheck.impl.wire.codec import build  # noqa: E402
 from kipcheck.oracle.conformance.probes.raw_client import RawClient  # noqa: E402
-from kipcheck.oracle.conformance.scenarios.clients import QUIET, create_topic, produce, read_plain  # noqa: E402
+from kipcheck.oracle.conformance.scenarios.clients import create_topic, produce, read_plain  # noqa: E402
 from kipcheck.oracle.conformance.targets.embedded import DEFAULT_LAUNCHER, EmbeddedBroker  # noqa: E402
 
-TIMEOUT_S = 60
 LOCKOUT_MAX_S = 20
-
-
-def produce_raw(port: int, topic: str, records: bytes, transactional_id: str | None = None):
-    client = RawClient(port, timeout_s=600)
-    answer = client.request(0, 9, transactional_id=transactional_id, acks=-1, timeout=30000, topic_data=[
-        {"name": topic, "partition_data": [{"index": 0, "records": records}]}])
-    client.close()
-    return answer
-
-
-def fetch_raw(port: int, topic: str, key_ranges: list[int] | None = None, isolation_level: int = 0):
-    client = RawClient(port, timeout_s=600)
-    partition = {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
-                 "log_start_offset": -1, "partition_max_bytes": 1 << 24}
-    if key_ranges is not None:
-        partition["key_ranges"] = key_ranges
-    answer = client.request(1, 12, replica_id=-1, max_wait=0, min_bytes=0, max_bytes=1 << 26,
-                            isolation_level=isolation_level, session_id=0, session_epoch=-1, rack_id="",
-                            forgotten_topics_data=[], topics=[{"topic": topic, "partitions": [partition]}])
-    client.close()
-    return answer
-
-
-def read_committed(bootstrap: str, topic: str, expected: int, timeout_s: float = 20) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
-                         "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-                         "enable.auto.commit": False, **QUIET})
-    consumer.subscribe([topic])
-    read, deadline = 0, time.monotonic() + timeout_s
-    try:
-        while read < expected and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            read += message is not None and message.error() is None
-    finally:
-        consumer.close()
-    return read
 
 
 # -- the attacks: each returns (bytes the attacker sent, what was lost) -------------------------------------
 
 def forged_marker(broker) -> tuple[int, str]:
     create_topic(broker.bootstrap, "ledger", 1)
-    victim = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "ledger-writer", **QUIET})
-    victim.init_transactions(TIMEOUT_S)
-    victim.begin_transaction()
-    for index in range(50):
-        victim.produce("ledger", value=b"entry-%d" % index, partition=0)
-    victim.flush(TIMEOUT_S)
-    answer = fetch_raw(broker.port, "ledger")
-    (_, header), = split_batches(bytes(answer.responses[0].partitions[0].records))
-    forged = batch(record(0, key=struct.pack(">hh", 0, 0), value=struct.pack(">hi", 0, 0)), 1,
-                   producer_id=header.producer_id, producer_epoch=header.producer_epoch,
-                   attributes=TRANSACTIONAL | CONTROL)
+    victim = victim_transaction(broker.bootstrap, "ledger", 50)
+    (_, header), = stored_batches(broker.port, "ledger")
+    forged = forged_abort(header.producer_id, header.producer_epoch)
     produce_raw(broker.port, "ledger", forged)
-    victim.commit_transaction(TIMEOUT_S)
-    return len(forged), f"{50 - read_committed(broker.bootstrap, 'ledger', 50)} of 50 committed records"
+    victim.commit_transaction(60)
+    return len(forged), f"{50 - len(read_committed(broker.bootstrap, 'ledger', 50))} of 50 committed records"
 
 
 def made_up_transaction(broker) -> tuple[int, str]:
@@ -122,7 +75,7 @@ def made_up_transaction(broker) -> tuple[int, str]:
     made_up = batch(good_records(3), 3, producer_id=424242, producer_epoch=0, base_sequence=0, attributes=TRANSACTIONAL)
     produce_raw(broker.port, "orders", made_up)
     produce(broker.bootstrap, "orders", [(0, b"k", b"later-%d" % index) for index in range(5)])
-    return len(made_up), f"{5 - read_committed(broker.bootstrap, 'orders', 5)} of 5 later records"
+    return len(made_up), f"{5 - len(read_committed(broker.bootstrap, 'orders', 5))} of 5 later records"
 
 
 def malformed_records(broker) -> tuple[int, str]:
@@ -141,27 +94,14 @@ def malformed_records(broker) -> tuple[int, str]:
 def bomb(broker) -> tuple[int, str]:
     create_topic(broker.bootstrap, "bombed", 1, configs={"accept.range.fetch": "true"})
     count = 1_200_000
-    data = batch(b"".join(record(index, key=b"", value=b"") for index in range(count)), count, codec=ZSTD)
+    data = batch(many_tiny_records(count), count, codec=ZSTD)
     produce_raw(broker.port, "bombed", data)
-    answer = fetch_raw(broker.port, "bombed", key_ranges=[0, 2**62 - 1])
-    return len(data), "the fetching connection" if answer is None else "nothing"
+    return len(data), "the fetching connection" if fetch_key_range(broker.port, "bombed", 1) is None else "nothing"
 
 
 def decode_expansion(broker) -> tuple[int, str]:
-    body = build(load_request_schema(3, 12), allow_auto_topic_creation=False, include_topic_authorized_operations=False,
-                 topics=[{"topic_id": uuid.UUID(int=index + 1), "name": None} for index in range(600_000)])
-    frame = encode_entity(body, 1, "attacker")
-    send_and_read(broker.port, frame)
-    return len(frame), "nothing"
-
-
-def send_and_read(port: int, frame: bytes) -> bool:
-    with socket.create_connection(("127.0.0.1", port), timeout=600) as connection:
-        connection.sendall(frame)
-        header = connection.recv(4, socket.MSG_WAITALL)
-        if len(header) == 4:
-            connection.recv(struct.unpack(">i", header)[0], socket.MSG_WAITALL)
-        return len(header) == 4
+    frame = metadata_by_topic_ids(600_000)
+    return len(frame), "nothing" if send_and_read(broker.port, frame) is not None else "its own connection"
 
 
 def slowloris(broker) -> tuple[int, str]:
@@ -184,13 +124,8 @@ def slowloris(broker) -> tuple[int, str]:
 
 def near_cap_commit(broker) -> tuple[int, str]:
     create_topic(broker.bootstrap, "ledger", 1)
-    flat = [offset for number in range(1_000_000) for offset in (2 * number, 2 * number)]
-    frame = encode_request(8, 9, 1, "attacker", {"group_id": "g", "member_id": "", "generation_id_or_member_epoch": -1,
-                                                "topics": [{"name": "ledger", "partitions": [
-                                                    {"partition_index": 0, "committed_offset": -1,
-                                                     "committed_metadata": None, "offset_ranges": flat}]}]})
-    send_and_read(broker.port, frame)
-    return len(frame), "nothing"
+    answer = commit_ranges(broker.port, "ledger", 1_000_000)
+    return 16 * 1_000_000, f"nothing (answered {answer or 'by closing its connection'})"
 
 
 def heartbeat_flood(broker) -> tuple[int, str]:
@@ -204,19 +139,10 @@ def heartbeat_flood(broker) -> tuple[int, str]:
 
 
 def join_metadata(broker) -> tuple[int, str]:
-    def join(number: int) -> None:
-        client = RawClient(broker.port, timeout_s=600)
-        body = dict(group_id="big", session_timeout=30000, rebalance_timeout=60000, member_id="",
-                    group_instance_id=None, protocol_type="consumer",
-                    protocols=[{"name": "range", "metadata": bytes([number % 256]) * (512 << 10)}], reason=None)
-        answer = client.request(11, 5, **body)
-        if answer.error_code.name == "member_id_required":
-            client.request(11, 5, **{**body, "member_id": answer.member_id})
-        client.close()
-
     with ThreadPoolExecutor(200) as members:
-        list(members.map(join, range(200)))
-    return 200 * (512 << 10), "nothing"
+        listed = max(members.map(lambda number: join_with_metadata(broker.port, "big", bytes([number]) * (512 << 10)),
+                                 range(200)))
+    return 200 * (512 << 10), f"{200 - listed // (512 << 10)} of 200 members' metadata not given to the leader"
 
 
 CASES = {"forged-marker": forged_marker, "made-up-transaction": made_up_transaction,

@@ -16,10 +16,12 @@ bench/bench_attacks.py.
 
 from __future__ import annotations
 
+import io
 import struct
 
 import cramjam
 import crc32c
+from kio.serial.writers import write_signed_varlong
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODECS = (NONE, GZIP, SNAPPY, LZ4, ZSTD)
@@ -29,15 +31,10 @@ BASE_TIMESTAMP_MS = 1_767_225_600_000  # 2026-01-01
 
 
 def varint(value: int) -> bytes:
-    """A zigzag varint (Kafka's ByteUtils.writeVarint / writeVarlong)."""
-    value = (value << 1) ^ (value >> 63)
-    value &= (1 << 64) - 1
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    """A zigzag varlong (Kafka's ByteUtils.writeVarlong, written by kio: not by the broker's own code)."""
+    buffer = io.BytesIO()
+    write_signed_varlong(buffer, value)
+    return buffer.getvalue()
 
 
 def record(offset_delta: int, key: bytes | None = b"k", value: bytes | None = b"v",

@@ -17,72 +17,27 @@ import socket
 import struct
 import sys
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
-from kio.index import load_request_schema
 
-from kipcheck.impl.consumer.connection import decode_response, encode_entity, encode_request
 from kipcheck.impl.wire.batches import split_batches
-from kipcheck.impl.wire.codec import build
 from kipcheck.impl.wire.errors import error_name
 from kipcheck.oracle.conformance.probes.raw_client import RawClient
-from kipcheck.oracle.conformance.scenarios.clients import QUIET, create_topic, produce, read_plain
+from kipcheck.oracle.conformance.scenarios.clients import create_topic, produce, read_plain
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from attacks import (  # noqa: E402
+    OFFSET_COMMIT, TIMEOUT_S, commit_ranges, fetch_key_range, forged_abort, join_with_metadata, many_tiny_records,
+    metadata_by_topic_ids, produce_raw, read_committed, send_and_read, stored_batches, victim_transaction)
 from crafted_batches import (  # noqa: E402
     CODECS, CODEC_NAMES, CONTROL, GZIP, TRANSACTIONAL, ZSTD, batch, good_records, malformed_batches, record)
 from stall_probe import StallProbe  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-PRODUCE, FETCH, METADATA, OFFSET_COMMIT, JOIN_GROUP = 0, 1, 3, 8, 11
-TIMEOUT_S = 60
-ABORT_KEY, MARKER_VALUE = struct.pack(">hh", 0, 0), struct.pack(">hi", 0, 0)
-
-
-def produce_raw(port: int, topic: str, records: bytes, transactional_id: str | None = None):
-    """The partition answer of one Produce v9 of `records` to partition 0."""
-    client = RawClient(port)
-    answer = client.request(PRODUCE, 9, transactional_id=transactional_id, acks=-1, timeout=5000, topic_data=[
-        {"name": topic, "partition_data": [{"index": 0, "records": records}]}])
-    client.close()
-    return answer.responses[0].partition_responses[0]
-
-
-def stored_batches(port: int, topic: str):
-    """(batch, header) of every batch in partition 0, read uncommitted, as a Fetch sees them."""
-    client = RawClient(port)
-    answer = client.request(FETCH, 12, replica_id=-1, max_wait=0, min_bytes=0, max_bytes=1 << 24, isolation_level=0,
-                            session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[], topics=[
-                                {"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1,
-                                                                 "fetch_offset": 0, "last_fetched_epoch": -1,
-                                                                 "log_start_offset": -1,
-                                                                 "partition_max_bytes": 1 << 24}]}])
-    client.close()
-    records = bytes(answer.responses[0].partitions[0].records or b"")
-    return split_batches(records) if records else []
-
-
-def read_committed(bootstrap: str, topic: str, expected: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
-                         "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-                         "enable.auto.commit": False, **QUIET})
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    try:
-        for _ in range(TIMEOUT_S):
-            message = consumer.poll(1.0)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-            if len(values) >= expected and message is None:
-                break
-    finally:
-        consumer.close()
-    return values
+STALL_MAX_S = 1.0
 
 
 def test_a_forged_abort_marker_is_refused_and_the_victims_commit_is_read(start_broker):
@@ -90,19 +45,12 @@ def test_a_forged_abort_marker_is_refused_and_the_victims_commit_is_read(start_b
     read_committed consumer read none of its 50 records."""
     broker = start_broker(share_auto_offset_reset="earliest")
     create_topic(broker.bootstrap, "ledger", 1)
-    victim = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "ledger-writer", **QUIET})
-    victim.init_transactions(TIMEOUT_S)
-    victim.begin_transaction()
-    for index in range(50):
-        victim.produce("ledger", value=b"entry-%d" % index, partition=0)
-    victim.flush(TIMEOUT_S)
+    victim = victim_transaction(broker.bootstrap, "ledger", 50)
     (_, header), = stored_batches(broker.port, "ledger")  # the victim's producer id and epoch, as anyone sees them
-    marker = record(0, key=ABORT_KEY, value=MARKER_VALUE)
     for attributes, transactional_id, error in ((TRANSACTIONAL | CONTROL, None, "transactional_id_authorization_failed"),
                                                 (CONTROL, None, "invalid_record"),
                                                 (TRANSACTIONAL | CONTROL, "ledger-writer", "invalid_record")):
-        forged = batch(marker, 1, producer_id=header.producer_id, producer_epoch=header.producer_epoch,
-                       attributes=attributes)
+        forged = forged_abort(header.producer_id, header.producer_epoch, attributes)
         answer = produce_raw(broker.port, "ledger", forged, transactional_id)
         assert answer.error_code.name == error, (attributes, transactional_id, answer)
     victim.commit_transaction(TIMEOUT_S)
@@ -159,30 +107,6 @@ def test_nulls_are_stored_and_read_and_only_minus_one_is_null(start_broker):
         (None, b"v"), (b"k", None), (b"k", b"v"), (b"k", b"after")]
 
 
-def fetch_key_range(port: int, topic: str, partitions: int):
-    """A Fetch v12 of every partition of `topic` for half the key-hash space: {partition: (error, records)}."""
-    client = RawClient(port, timeout_s=600)
-    answer = client.request(FETCH, 12, replica_id=-1, max_wait=0, min_bytes=0, max_bytes=1 << 26, isolation_level=0,
-                            session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[], topics=[
-                                {"topic": topic, "partitions": [
-                                    {"partition": partition, "current_leader_epoch": -1, "fetch_offset": 0,
-                                     "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1 << 24,
-                                     "key_ranges": [0, HALF_HASH]} for partition in range(partitions)]}])
-    client.close()
-    if answer is None:
-        return None
-    return {part.partition_index: (error_name(part.error_code), bytes(part.records or b""))
-            for part in answer.responses[0].partitions}
-
-
-HALF_HASH = 2**62 - 1
-STALL_MAX_S = 1.0
-
-
-def many_tiny_records(count: int) -> bytes:
-    return b"".join(record(index, key=b"", value=b"") for index in range(count))
-
-
 @pytest.mark.parametrize("codec, count, records", [
     (ZSTD, 1_200_000, many_tiny_records),                                 # 1.2 million records in 0.9 MB
     (GZIP, 1, lambda count: record(0, key=b"k", value=bytes(256 << 20))),  # 256 MiB of zeros in 0.3 MB
@@ -201,25 +125,6 @@ def test_a_compression_bomb_through_key_range_fetch_is_an_error_for_its_partitio
     assert answers[0] == ("MESSAGE_TOO_LARGE", b"")
     assert answers[1][0] == "NONE" and len(split_batches(answers[1][1])) == 1
     assert probe.unanswered == 0 and probe.longest_s < STALL_MAX_S, probe.longest_s
-
-
-def metadata_by_topic_ids(count: int) -> bytes:
-    """A Metadata v12 frame asking for `count` topic ids nobody created."""
-    body = build(load_request_schema(METADATA, 12), allow_auto_topic_creation=False,
-                 include_topic_authorized_operations=False,
-                 topics=[{"topic_id": uuid.UUID(int=index + 1), "name": None} for index in range(count)])
-    return encode_entity(body, 1, "attacker")
-
-
-def send_and_read(port: int, frame: bytes) -> int | None:
-    """The size of the answer to one frame, None if the connection was closed instead."""
-    with socket.create_connection(("127.0.0.1", port), timeout=600) as connection:
-        connection.sendall(frame)
-        header = connection.recv(4, socket.MSG_WAITALL)
-        if len(header) < 4:
-            return None
-        size = struct.unpack(">i", header)[0]
-        return len(connection.recv(size, socket.MSG_WAITALL))
 
 
 @pytest.mark.parametrize("topic_ids, answered", [(80_000, True), (600_000, False)])
@@ -257,24 +162,6 @@ def test_slowloris_connections_do_not_lock_new_clients_out(start_broker):
             connection.close()
 
 
-def commit_ranges(port: int, topic: str, ranges_count: int) -> str | None:
-    """The error of one OffsetCommit v9 of `ranges_count` single-offset ranges for partition 0 (a group
-    with no member, as an admin commits), None if the connection was closed."""
-    flat_ranges = [offset for number in range(ranges_count) for offset in (2 * number, 2 * number)]
-    frame = encode_request(OFFSET_COMMIT, 9, 1, "attacker", {"group_id": "ledger-readers", "member_id": "",
-                           "generation_id_or_member_epoch": -1, "topics": [{"name": topic, "partitions": [
-                               {"partition_index": 0, "committed_offset": -1, "committed_metadata": None,
-                                "offset_ranges": flat_ranges}]}]})
-    with socket.create_connection(("127.0.0.1", port), timeout=600) as connection:
-        connection.sendall(frame)
-        header = connection.recv(4, socket.MSG_WAITALL)
-        if len(header) < 4:
-            return None
-        answer = connection.recv(struct.unpack(">i", header)[0], socket.MSG_WAITALL)
-    _, body = decode_response(OFFSET_COMMIT, 9, answer)
-    return error_name(body.topics[0].partitions[0].error_code)
-
-
 @pytest.mark.parametrize("ranges_count, error", [(60_000, "NONE"), (150_000, "INVALID_REQUEST"),
                                                  (1_000_000, None)])
 def test_a_near_cap_individual_commit_does_not_stall_other_clients(start_broker, ranges_count, error):
@@ -287,19 +174,6 @@ def test_a_near_cap_individual_commit_does_not_stall_other_clients(start_broker,
     with StallProbe(broker.port) as probe:
         assert commit_ranges(broker.port, "ledger", ranges_count) == error
     assert probe.unanswered == 0 and probe.longest_s < STALL_MAX_S, probe.longest_s
-
-
-def join_with_metadata(port: int, group: str, metadata: bytes) -> int:
-    """One classic member joining `group` with `metadata`: the protocol metadata bytes its JoinGroup answer
-    lists (all members' for the leader)."""
-    client = RawClient(port, timeout_s=120)
-    body = dict(group_id=group, session_timeout=30000, rebalance_timeout=60000, member_id="", group_instance_id=None,
-                protocol_type="consumer", protocols=[{"name": "range", "metadata": metadata}], reason=None)
-    answer = client.request(JOIN_GROUP, 5, **body)
-    if answer.error_code.name == "member_id_required":
-        answer = client.request(JOIN_GROUP, 5, **{**body, "member_id": answer.member_id})
-    client.close()
-    return sum(len(member.metadata) for member in answer.members)
 
 
 def test_members_waiting_for_a_rebalance_do_not_hold_the_request_pool(start_broker):

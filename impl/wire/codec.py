@@ -88,7 +88,9 @@ def decode_request(frame: bytes, supported: dict[int, tuple[int, int]], max_deco
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
-    """The response frame, length prefix included."""
+    """The response frame, length prefix included, of a kio body or a Reply."""
+    if isinstance(body, Reply):
+        body = build(body.response_class, body.values)
     response_class = response_schema(api_key, api_version)
     header_class = response_class.__header_schema__
     buffer = io.BytesIO()
@@ -146,6 +148,15 @@ def _convert(hint: Any, value: Any) -> Any:
     return value
 
 
-def reply(request: Request, **values: Any) -> Any:
-    """The response body of `request`'s own API version, built from plain values."""
-    return build(response_class(request.api_key, request.api_version), values)
+@dataclasses.dataclass(frozen=True)
+class Reply:
+    """A response body to build from plain values when it is encoded: for a large request both happen on a
+    worker thread, so a handler's answer of many entries costs the event loop only the plain values."""
+
+    response_class: type
+    values: dict[str, Any]
+
+
+def reply(request: Request, **values: Any) -> Reply:
+    """The response body of `request`'s own API version, built from plain values as it is encoded."""
+    return Reply(response_class(request.api_key, request.api_version), values)
