@@ -131,7 +131,8 @@ class Broker:
             await self.server.stop()
         if self._timer is not None:
             self._timer.cancel()
-        self.workers.shutdown(wait=True, cancel_futures=True)
+        # Workers touch no broker state: a clean stop does not wait for one still reading a large batch.
+        self.workers.shutdown(wait=False, cancel_futures=True)
         self.engine.close()
         self.ic.close()
         self.consumer_groups.close()
