@@ -146,8 +146,9 @@ async def _produce(broker, version: int, transactional_id: str | None, wanted: l
         checked = _check_batches(checks)
     else:
         checked = await broker.off_loop(_check_batches, checks)
+    # A partition named twice is appended once, with its last records, as Kafka's map of them keeps it.
     return {(topic, partition): _append(broker, topic, partition, checked.get((topic, partition)), transactional_id)
-            for topic, partition, _ in wanted}
+            for topic, partition in dict.fromkeys((topic, partition) for topic, partition, _ in wanted)}
 
 
 def wall_clock_ms() -> int:
