@@ -216,3 +216,17 @@ def test_offset_commits_with_large_metadata_are_bounded_by_offset_metadata_max_b
     client.close()
     assert [(part.committed_offset, len(part.metadata)) for part in fetched.groups[0].topics[0].partitions] == [
         (-1, 0), (7, 4096), (-1, 0)]
+
+
+def test_a_partition_named_twice_in_one_produce_is_appended_once(start_broker):
+    """Kafka keeps a Produce's records in a map by partition: the last ones named are appended, once.
+    Before: the batch was appended once per mention."""
+    broker = start_broker()
+    create_topic(broker.bootstrap, "twice", 1)
+    client = RawClient(broker.port)
+    first, last = batch(good_records(1), 1), batch(good_records(2), 2)
+    answer = client.request(0, 9, transactional_id=None, acks=-1, timeout=5000, topic_data=[
+        {"name": "twice", "partition_data": [{"index": 0, "records": first}, {"index": 0, "records": last}]}])
+    client.close()
+    assert {part.error_code.name for part in answer.responses[0].partition_responses} == {"none"}
+    assert [header.record_count for _, header in stored_batches(broker.port, "twice")] == [2]
