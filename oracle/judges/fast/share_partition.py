@@ -59,11 +59,13 @@ from itertools import count as sequence
 from typing import Iterable, Sequence
 
 from kipcheck.model.errors import Error
+from kipcheck.model.profiles import is_kafka
 from kipcheck.model.share_partition import (
-    ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_LOCK_EXPIRED, LOCK_EXPIRED, NOT_ACQUIRED, LimitArchives,
-    acknowledged_in_progress, acknowledgement_answer, acquisition_violation, archived_runs, below_start_clause,
-    cached_runs, check_compaction, check_config, check_log_start, loaded_runs, new_records_bounds, snapshot_violation,
-    throttle_threshold,
+    ACK_TARGET, ACQUIRED, ARCHIVED, ARCHIVING, AVAILABLE, KAFKA_LOCK_EXPIRED, LOCK_EXPIRED, NOT_ACQUIRED, RULES, TERMINAL,
+    LimitArchives, acknowledged_in_progress, acknowledgement_answer, acquisition_violation, archived_runs,
+    below_start_clause, cached_runs, check_compaction, check_config, check_dead_lettered, check_group_config,
+    check_log_start, dead_letter_violation, loaded_runs, new_records_bounds, non_default_group_configs, runs_of,
+    snapshot_violation, throttle_threshold,
 )
 from kipcheck.model.share_partition_log import LogFacts
 from kipcheck.model.violation import Ruled, Violation
@@ -80,20 +82,25 @@ class SharePartition:
     def __init__(self, start_offset: int = 0, delivery_count_limit: int = 5,
                  record_lock_duration_ms: int = 30000, max_inflight_records: int = 2000,
                  profile: str = "kip", initial_state: Sequence = (), straddle_npe: str = "accept",
-                 isolation_level: str = "read_uncommitted") -> None:
+                 isolation_level: str = "read_uncommitted", renew_acknowledge_enable: bool = True,
+                 dead_letter_queue: bool = False) -> None:
         check_config(start_offset, delivery_count_limit, record_lock_duration_ms, max_inflight_records, profile,
-                     straddle_npe)
+                     straddle_npe, non_default_group_configs(renew_acknowledge_enable, dead_letter_queue))
         self.profile = profile
         self.straddle_npe = straddle_npe
-        self.kafka = profile == "kafka-4.2"
+        self.kafka = is_kafka(profile)
+        self._rules = RULES[profile]  # read only where a rule of Kafka 4.4 is a member of its rules (SP-73)
         # SP-61..SP-65: transactions and compaction. A trace that uses them is judged in the model's own words.
         self.log = LogFacts(isolation_level, profile)
-        self._archived_by: dict[int, str] = {}  # SP-63, SP-65: offset -> the clause that archived it
+        self._archived_by: dict[int, str] = {}  # SP-63, SP-65, SP-74: offset -> the clause that archived it
+        # SP-70: the group configs Kafka 4.4 reads at each transition; alter_config changes them.
         self.delivery_count_limit = delivery_count_limit
         self._throttle_threshold = throttle_threshold(delivery_count_limit)  # SP-43
+        self.max_inflight_records = max_inflight_records
+        self.renew_acknowledge_enable = renew_acknowledge_enable  # SP-72
+        self.dead_letter_queue = dead_letter_queue  # SP-73
         self.record_lock_duration_ms = record_lock_duration_ms
         self.lock_duration_ms: int | None = None  # SP-46: the duration in force, when a step gives one
-        self.max_inflight_records = max_inflight_records
         # SP-1: the window starts empty at start_offset.
         self._spso = self._speo = self._log_end = self._base = start_offset
         self.speo_clause = "SP-24"  # the clause that put SPEO where it is (SP-42 after a record_limit acquisition)
@@ -126,7 +133,7 @@ class SharePartition:
         self._loaded: set[int] = set()
         self._holes: set[int] = set()  # SP-14: loaded offsets no run covers, not acquired since
         if initial_state:
-            self._load(loaded_runs(initial_state, start_offset))
+            self._load(loaded_runs(initial_state, start_offset, self._rules.loadable_states))
 
     def _load(self, runs: list[tuple[int, int, str, int]]) -> None:
         """SP-26: the window holds the loaded runs; offsets between them are available with count 0."""
@@ -136,7 +143,7 @@ class SharePartition:
                 self._append_records(first - covered, AVAILABLE, 0, None)
                 self._holes.update(range(covered, first))
             self._append_records(last + 1 - first, state, count, None)
-            if state is not AVAILABLE:
+            if state in TERMINAL:
                 self._open[first - self._base:] = [False] * (last + 1 - first)
         self._speo = self._log_end = self._base + len(self._state)  # SP-26: the log end starts at SPEO
         self._loaded = set(range(self._spso, self._speo))
@@ -200,6 +207,8 @@ class SharePartition:
             return self._archived_by[offset]
         if offset in self._loaded:  # SP-26: still as initial_state gave it
             return "SP-26"
+        if state is ARCHIVING:
+            return "SP-73"
         if state is AVAILABLE:
             if offset in self._expired_owner:
                 return "SP-20"
@@ -294,6 +303,40 @@ class SharePartition:
             if self._state[index] is AVAILABLE:
                 self._state[index], self._open[index] = ARCHIVED, False
                 self._archived_by[offset] = "SP-65"
+        self._advance_start()
+
+    # A group's configs and its dead-letter queue under Kafka 4.4 (SP-70..SP-74).
+
+    def alter_config(self, settings) -> None:
+        """SP-70: the group's configs changed to `settings`; read at each transition from now on."""
+        check_group_config(self, settings)
+        for key, value in settings.items():
+            setattr(self, key, value)
+        self._throttle_threshold = throttle_threshold(self.delivery_count_limit)  # SP-43 with the limit in force
+
+    def archiving_runs(self) -> list[tuple[int, int]]:
+        """SP-73: the window's archiving records, as runs (first, last)."""
+        offsets, index, stop = [], self._spso - self._base, self._speo - self._base
+        while True:
+            try:
+                index = self._state.index(ARCHIVING, index, stop)
+            except ValueError:
+                break
+            offsets.append(index + self._base)
+            index += 1
+        return [(first, last) for first, last, _ in runs_of(offsets, lambda _: 0)]
+
+    def dead_lettered(self, first: int, last: int) -> None:
+        """SP-74: phase 2 of the dead-letter queue finished for [first, last]: its archiving records are archived."""
+        check_dead_lettered(self, first, last)
+        violation = dead_letter_violation(self, first, last)
+        if violation is not None:
+            raise violation
+        start, stop = first - self._base, last + 1 - self._base
+        self._state[start:stop] = [ARCHIVED] * (stop - start)
+        self._open[start:stop] = [False] * (stop - start)
+        self._archived_by.update(dict.fromkeys(range(first, last + 1), "SP-74"))
+        self._loaded.difference_update(range(first, last + 1))
         self._advance_start()
 
     # Acquisition.
@@ -566,8 +609,9 @@ class SharePartition:
             return acknowledged_in_progress(self, at_ms, actor, batches, renew, received_ms)
         if at_ms >= self._next_deadline_ms:  # SP-20: locks fire before the op
             self._fire_locks(at_ms)
-        ruled, handled = acknowledgement_answer(batches, self.kafka, actor, self._spso, self._speo,
-                                                self._owner_error, self._holes, self.straddle_npe, renew)
+        ruled, handled = acknowledgement_answer(batches, self.profile, actor, self._spso, self._speo,
+                                                self._owner_error, self._holes, self.straddle_npe, renew,
+                                                self.renew_acknowledge_enable)
         # SP-41: the renewals before a failing batch stand.
         applied = batches if ruled.value == Error.NONE else [batch for batch in batches[:handled] if batch[2] == "renew"]
         if applied:
@@ -582,6 +626,8 @@ class SharePartition:
                         continue
                     if ack_type == "renew":
                         self._renew(run_first, run_last, actor, at_ms)
+                    elif ack_type == "reject":  # SP-9 (SP-73: archiving under a dead-letter queue)
+                        self._apply_acknowledgement(run_first, run_last, self._rules.archive_state(self))
                     else:
                         self._apply_acknowledgement(run_first, run_last, ACK_TARGET[ack_type])
             # SP-23: SPSO can move only if the record at SPSO is now terminal.
@@ -595,7 +641,7 @@ class SharePartition:
         stand (SP-41, kafka-4.2); as at every step, the locks expired by `at_ms` fire first (SP-20), and
         that transition is kept."""
         self.advance(at_ms)
-        renew = renew and self.kafka
+        renew = renew and self.kafka and self.renew_acknowledge_enable  # SP-72: no renewal when disabled
         for first, last, ack_type in batches:  # remembered only to name SP-27 if a check finds them changed
             for offset in range(max(first, self._spso), min(last + 1, self._speo)):
                 if self._owner[offset - self._base] == actor:
@@ -642,21 +688,23 @@ class SharePartition:
             for index in range(start, stop):
                 self._release_record(index)
             return
-        # SP-9: accept -> acknowledged, release -> available, reject -> archived (SP-12: gap -> archived); count kept.
+        # SP-9: accept -> acknowledged, release -> available, reject -> archived (SP-12: gap -> archived;
+        # SP-73: reject -> archiving, not terminal); count kept.
         self._state[start:stop] = [target] * length
         self._owner[start:stop] = [None] * length
         if target is AVAILABLE:
             self._no_available_below = min(self._no_available_below, first)
-        else:
+        elif target is not ARCHIVING:
             self._open[start:stop] = [False] * length
 
     def _release_record(self, index: int) -> None:
         # SP-9 / SP-20 / SP-22: back to available with the count kept;
-        # SP-21: archived instead once the count has reached the limit.
+        # SP-21: archived instead once the count has reached the limit (SP-70: the limit in force now;
+        # SP-73: archiving, not terminal, under a dead-letter queue).
         self._owner[index] = None
         if self._count[index] >= self.delivery_count_limit:
-            self._state[index] = ARCHIVED
-            self._open[index] = False
+            self._state[index] = state = self._rules.archive_state(self)
+            self._open[index] = state is ARCHIVING
             self.limit_archives.add(index + self._base)
         else:
             self._state[index] = AVAILABLE
