@@ -392,6 +392,8 @@ class SharePartition:
             return "SP-26"
         if record.state == ARCHIVING:
             return "SP-73"
+        if record.state == AVAILABLE and record.delivery_count >= self.delivery_count_limit:
+            return "SP-70"  # left available when the group lowered its limit
         if record.state == AVAILABLE and record.timed_out_owner is not None:
             return "SP-20"
         if record.state == AVAILABLE and record.delivery_count == 0:

@@ -210,6 +210,8 @@ class SharePartition:
         if state is ARCHIVING:
             return "SP-73"
         if state is AVAILABLE:
+            if count >= self.delivery_count_limit:
+                return "SP-70"  # left available when the group lowered its limit
             if offset in self._expired_owner:
                 return "SP-20"
             return "SP-1" if count == 0 else "SP-9"
