@@ -474,10 +474,7 @@ class SharePartition:
 
     def dead_lettered(self, first: int, last: int) -> None:
         """SP-74: phase 2 of the dead-letter queue finished for [first, last]: its archiving records are archived."""
-        check_dead_lettered(self, first, last)
-        violation = dead_letter_violation(self, first, last)
-        if violation is not None:
-            raise violation
+        refuse_dead_lettered(self, first, last)
         for offset in range(first, last + 1):
             record = self._records[offset]
             record.state, record.archived_by, record.loaded = ARCHIVED, "SP-74", False
@@ -923,24 +920,19 @@ def non_default_group_configs(renew_acknowledge_enable: bool, dead_letter_queue:
     return {key: value for key, value in given.items() if value != (key == "renew_acknowledge_enable")}
 
 
-def check_dead_lettered(partition, first: int, last: int) -> None:
-    """SP-74: ValueError unless `dead_lettered [first, last]` is a step of the partition's profile."""
+def refuse_dead_lettered(partition, first: int, last: int) -> None:
+    """SP-74: ValueError unless `dead_lettered [first, last]` is a step of the partition's profile; Violation
+    unless phase 2 of the dead-letter queue can have finished for it (every record of it archiving)."""
     if ARCHIVING not in RULES[partition.profile].states:
         raise ValueError(f"dead_lettered is defined only under profile {KAFKA_44} (SP-74)")
     if not 0 <= first <= last:
         raise ValueError(f"dead_lettered needs 0 <= first <= last, found [{first}, {last}]")
-
-
-def dead_letter_violation(partition, first: int, last: int) -> Violation | None:
-    """SP-74: why phase 2 of the dead-letter queue cannot have finished for [first, last]: a record of it is not
-    archiving (or not in the window); None when every one is."""
     for offset in range(first, last + 1):
         state = partition.state_of(offset) if partition.spso <= offset < partition.speo else None
         if state != ARCHIVING:
             where = f"is {state}" if state is not None else f"is outside the window [{partition.spso}, {partition.speo})"
-            return Violation("SP-74", f"dead-lettered records archiving only (record {offset} {where})",
-                             f"dead_lettered [{first}, {last}]")
-    return None
+            raise Violation("SP-74", f"dead-lettered records archiving only (record {offset} {where})",
+                            f"dead_lettered [{first}, {last}]")
 
 
 def dead_letters_seen(partition, spso: int | None, states: Sequence[Sequence] | None) -> list[tuple[int, int]]:

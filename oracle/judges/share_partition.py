@@ -125,9 +125,7 @@ class SharePartitionJudge(Judge):
     @op(args=["first", "last"])
     def op_dead_lettered(self, step: Step) -> None:
         self.model.advance(step.at_ms)
-        first, last = self.arg(step, "first", int), self.arg(step, "last", int)
-        self._log_step(step, reference_model.check_dead_lettered, self.model, first, last)
-        self.model.dead_lettered(first, last)
+        self._log_step(step, self.model.dead_lettered, self.arg(step, "first", int), self.arg(step, "last", int))
 
     def _dead_letters_now(self) -> bool:
         """SP-74: phase 2 may finish for every archiving record before any step: an answer refused while some

@@ -55,17 +55,17 @@ from __future__ import annotations
 
 from collections import deque
 from heapq import heappop, heappush
-from itertools import count as sequence
-from typing import Iterable, Sequence
+from itertools import count as sequence, islice
+from typing import Iterable, Iterator, Sequence
 
 from kipcheck.model.errors import Error
 from kipcheck.model.profiles import is_kafka
 from kipcheck.model.share_partition import (
     ACK_TARGET, ACQUIRED, ARCHIVED, ARCHIVING, AVAILABLE, KAFKA_LOCK_EXPIRED, LOCK_EXPIRED, NOT_ACQUIRED, RULES, TERMINAL,
     LimitArchives, acknowledged_in_progress, acknowledgement_answer, acquisition_violation, archived_runs,
-    below_start_clause, cached_runs, check_compaction, check_config, check_dead_lettered, check_group_config,
-    check_log_start, dead_letter_violation, loaded_runs, new_records_bounds, non_default_group_configs, runs_of,
-    snapshot_violation, throttle_threshold,
+    below_start_clause, cached_runs, check_compaction, check_config, check_group_config, check_log_start,
+    loaded_runs, new_records_bounds, non_default_group_configs, refuse_dead_lettered, runs_of, snapshot_violation,
+    throttle_threshold,
 )
 from kipcheck.model.share_partition_log import LogFacts
 from kipcheck.model.violation import Ruled, Violation
@@ -318,22 +318,12 @@ class SharePartition:
 
     def archiving_runs(self) -> list[tuple[int, int]]:
         """SP-73: the window's archiving records, as runs (first, last)."""
-        offsets, index, stop = [], self._spso - self._base, self._speo - self._base
-        while True:
-            try:
-                index = self._state.index(ARCHIVING, index, stop)
-            except ValueError:
-                break
-            offsets.append(index + self._base)
-            index += 1
+        offsets = list(self._offsets_in(ARCHIVING, self._spso, self._speo))
         return [(first, last) for first, last, _ in runs_of(offsets, lambda _: 0)]
 
     def dead_lettered(self, first: int, last: int) -> None:
         """SP-74: phase 2 of the dead-letter queue finished for [first, last]: its archiving records are archived."""
-        check_dead_lettered(self, first, last)
-        violation = dead_letter_violation(self, first, last)
-        if violation is not None:
-            raise violation
+        refuse_dead_lettered(self, first, last)
         start, stop = first - self._base, last + 1 - self._base
         self._state[start:stop] = [ARCHIVED] * (stop - start)
         self._open[start:stop] = [False] * (stop - start)
@@ -369,15 +359,8 @@ class SharePartition:
     def lowest_acquisition(self, max_records: int, record_limit: bool = False) -> list[list[int]]:
         """One allowed answer: the lowest acquirable records (Kafka 4.2: rounded up to whole new batches,
         or under `record_limit` exactly as many new records as there is room for, SP-42)."""
-        offsets: list[int] = []
-        index, stop = max(self._spso, self._no_available_below) - self._base, self._speo - self._base
-        while len(offsets) < max_records:
-            try:
-                index = self._state.index(AVAILABLE, index, stop)
-            except ValueError:
-                break
-            offsets.append(index + self._base)
-            index += 1
+        offsets = list(islice(self._offsets_in(AVAILABLE, max(self._spso, self._no_available_below), self._speo),
+                              max_records))
         self._no_available_below = offsets[0] if offsets else self._speo
         new_first, new_last = self.acquirable_new_records()
         offsets.extend(range(new_first, min(new_last + 1, new_first + max_records - len(offsets))))
@@ -388,6 +371,17 @@ class SharePartition:
             aborted = {offset for first, last in self.log.aborted_in(new[0], new[-1]) for offset in range(first, last + 1)}
             offsets = [offset for offset in offsets if offset not in aborted]
         return self._runs(offsets)
+
+    def _offsets_in(self, state: str, first: int, stop: int) -> Iterator[int]:
+        """The offsets of [first, stop) in `state`, ascending, found by list.index at C speed."""
+        index, end = first - self._base, stop - self._base
+        while True:
+            try:
+                index = self._state.index(state, index, end)
+            except ValueError:
+                return
+            yield index + self._base
+            index += 1
 
     def _round_up_new_records(self, offsets: list[int], max_records: int, record_limit: bool) -> list[int]:
         # SP-6: Kafka completes the log batch holding the last new record; SP-42: not under record_limit.
