@@ -31,6 +31,7 @@ Library API (time comes in as `at_ms`, which never decreases):
     partition.storage_failure(at_ms, actor, batches, renew=False)
                                                # the acknowledgement failed on storage: no change (SP-27)
     partition.leave(at_ms, actor)              # release the actor's records (SP-22)
+    partition.stored_start.allows(spso)        # the share coordinator may hold this SPSO now (SP-47)
     partition.lock_duration_ms = ms            # the lock duration of the acquisitions and renewals that
                                                # follow (SP-46: a group's share.record.lock.duration.ms);
                                                # None (the default): record_lock_duration_ms
@@ -130,6 +131,32 @@ class LimitArchives:
 
     def __contains__(self, offset: int) -> bool:
         return any(first <= offset <= last for first, last in self._runs)
+
+
+class StoredStart:
+    """SP-47: the SPSO the share coordinator holds for the share-partition (what DescribeShareGroupOffsets
+    answers), as a range [low, high]: a state write carries one SPSO value, and the model knows it exactly
+    or only within the values SPSO took during the write. Before the first write the trace cannot know what
+    was stored: -1 (nothing yet), the start offset the share-partition was initialized with, or, for one
+    reloaded after a restart, what the last write before it carried, which may lag SPSO: any of them."""
+
+    def __init__(self, start_offset: int) -> None:
+        self.low, self.high = -1, start_offset
+
+    def wrote(self, low: int, high: int) -> None:
+        """A write the answer waited for: once answered, it is stored."""
+        self.low, self.high = low, high
+
+    def writing(self, low: int, high: int) -> None:
+        """A write no answer waits for (a lock's expiry, a session's end): until a later write that an answer
+        waited for, what was stored before may still be there."""
+        self.high = high
+
+    def allows(self, value: int) -> bool:
+        return self.low <= value <= self.high
+
+    def expected(self) -> str:
+        return str(self.low) if self.low == self.high else f"{self.low}..{self.high}"
 
 
 @dataclass
@@ -323,6 +350,7 @@ class SharePartition:
         self._batch_firsts: list[int] = []  # SP-2: the first offset of every log batch
         self.limit_archives = LimitArchives()  # read only to name a clause
         self._holes: set[int] = set()  # SP-14: loaded offsets no run covers, not acquired since
+        self.stored_start = StoredStart(start_offset)  # SP-47: read only, but for the state writes below
         self._load(loaded_runs(initial_state, start_offset, self.rules.loadable_states))
 
     def _load(self, runs: list[tuple[int, int, str, int]]) -> None:
@@ -410,13 +438,16 @@ class SharePartition:
 
     def advance(self, at_ms: int) -> None:
         """SP-20: fire every lock whose deadline is <= at_ms, before the step's own op."""
+        spso, expired = self._spso, False
         for offset, record in self._records.items():
             if record.state == ACQUIRED and record.lock_deadline_ms <= at_ms:
-                owner = record.owner
+                owner, expired = record.owner, True
                 self._release_record(offset)
                 if record.state == AVAILABLE:  # SP-16: remember whose lock expired
                     record.timed_out_owner = owner
         self._advance_start()
+        if expired:  # SP-47: each expired lock's write carries SPSO as it stood then, and nobody waits for it
+            self.stored_start.writing(spso, self._spso)
 
     def append(self, count: int, producer: str | None = None) -> None:
         """SP-2: one log batch of `count` records at the log end (SP-61: in `producer`'s open transaction)."""
@@ -472,13 +503,16 @@ class SharePartition:
         offsets = [offset for offset, record in self._window() if record.state == ARCHIVING]
         return [(first, last) for first, last, _ in runs_of(offsets, lambda _: 0)]
 
-    def dead_lettered(self, first: int, last: int) -> None:
-        """SP-74: phase 2 of the dead-letter queue finished for [first, last]: its archiving records are archived."""
+    def dead_lettered(self, first: int, last: int, seen_later: bool = False) -> None:
+        """SP-74: phase 2 of the dead-letter queue finished for [first, last]: its archiving records are archived.
+        `seen_later`: a later step showed it, so it finished at some time since they became archiving."""
         refuse_dead_lettered(self, first, last)
+        spso = self._spso
         for offset in range(first, last + 1):
             record = self._records[offset]
             record.state, record.archived_by, record.loaded = ARCHIVED, "SP-74", False
         self._advance_start()
+        self.stored_start.writing(*dead_letter_write(self, spso, seen_later))
 
     # Acquisition.
 
@@ -587,6 +621,7 @@ class SharePartition:
         # SP-19: a failed request changes nothing, but SP-41: the renewals of the batches before the failing
         # one stand (Kafka restarts a lock at once and never rolls it back).
         applied = batches if ruled.value == Error.NONE else [batch for batch in batches[:handled] if batch[2] == "renew"]
+        spso = self._spso
         for first, last, ack_type in applied:
             # SP-9: a rejected record is archived (SP-73: archiving, on its way to the dead-letter queue).
             target = self.rules.archive_state(self) if ack_type == "reject" else ACK_TARGET[ack_type]
@@ -596,6 +631,8 @@ class SharePartition:
                 if offset not in self._holes:
                     self._acknowledge_record(offset, target, at_ms)
         self._advance_start()
+        if any(ack_type != "renew" and last >= spso for _, last, ack_type in applied):  # SP-47 (SP-41: no write)
+            self.stored_start.wrote(*self.rules.stored_by_request(spso, self._spso))
         return ruled
 
     def storage_failure(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]],
@@ -651,10 +688,14 @@ class SharePartition:
     def leave(self, at_ms: int, actor: str) -> None:
         """SP-22: the actor's session ended; its acquired records are released, counts kept."""
         self.advance(at_ms)
+        spso, held = self._spso, False
         for offset, record in self._records.items():
             if record.owner == actor:
                 self._release_record(offset)
+                held = True
         self._advance_start()
+        if held:  # SP-47: the release is written, and the session's last answer does not wait for it
+            self.stored_start.writing(*self.rules.stored_by_request(spso, self._spso))
 
     def _advance_start(self) -> None:
         """SP-23: SPSO passes the longest prefix of terminal records and stops at the first non-terminal one."""
@@ -920,6 +961,15 @@ def non_default_group_configs(renew_acknowledge_enable: bool, dead_letter_queue:
     return {key: value for key, value in given.items() if value != (key == "renew_acknowledge_enable")}
 
 
+def dead_letter_write(partition, spso_before: int, seen_later: bool) -> tuple[int, int]:
+    """SP-47, SP-74: the SPSO values phase 2's state write may have stored (no answer waits for it), SPSO being
+    `spso_before` it. Seen later, it finished at an unknown time, and the writes since may carry any SPSO up to
+    the one it lets SPSO reach."""
+    if seen_later:
+        return spso_before, partition.spso
+    return RULES[partition.profile].stored_by_request(spso_before, partition.spso)
+
+
 def refuse_dead_lettered(partition, first: int, last: int) -> None:
     """SP-74: ValueError unless `dead_lettered [first, last]` is a step of the partition's profile; Violation
     unless phase 2 of the dead-letter queue can have finished for it (every record of it archiving)."""
@@ -935,12 +985,15 @@ def refuse_dead_lettered(partition, first: int, last: int) -> None:
                             f"dead_lettered [{first}, {last}]")
 
 
-def dead_letters_seen(partition, spso: int | None, states: Sequence[Sequence] | None) -> list[tuple[int, int]]:
+def dead_letters_seen(partition, spso: int | None, stored_spso: int | None,
+                      states: Sequence[Sequence] | None) -> list[tuple[int, int]]:
     """SP-74: the archiving records whose phase 2 a check shows finished (it may finish at any step): those
-    below its `spso` and those its `states` (runs [first, last, state, count]) show archived."""
+    below its `spso` or its `stored_spso` (SPSO passed them, SP-47), and those its `states` (runs [first, last,
+    state, count]) show archived."""
+    passed = max((value for value in (spso, stored_spso) if value is not None), default=None)
     seen = set()
     for first, last in partition.archiving_runs():
-        seen.update(offset for offset in range(first, last + 1) if spso is not None and offset < spso)
+        seen.update(offset for offset in range(first, last + 1) if passed is not None and offset < passed)
         for run_first, run_last, state, _ in states or ():
             if state == ARCHIVED:
                 seen.update(range(max(first, run_first), min(last, run_last) + 1))
@@ -976,6 +1029,11 @@ class KipRules:
     def archive_state(self, partition) -> str:
         """The state of a record archived by a rejection (SP-9) or at the delivery limit (SP-21)."""
         return ARCHIVED
+
+    def stored_by_request(self, before: int, after: int) -> tuple[int, int]:
+        """SP-47: the SPSO values a request's state write may carry, SPSO being `before` the write's transitions
+        and `after` them: the seed's table writes the new SPSO, and nothing in it forbids the one before."""
+        return before, after
 
     def new_records_bounds(self, partition) -> tuple[int, int]:
         """(first, last) of the never-acquired records that may be acquired now; empty when last < first."""
@@ -1036,6 +1094,10 @@ class Kafka42Rules(KipRules):
     in_progress_holds_locks = True  # SP-44: a lock expiring while the state is written finds the records moving
     renews = True  # SP-41: KIP-1222's RENEW, which restarts a lock and is never rolled back
     ranges = ("SP-45", KAFKA_RANGES)  # Kafka 4.2 starts only within its configuration ranges
+
+    def stored_by_request(self, before: int, after: int) -> tuple[int, int]:
+        # SP-47: Kafka writes the SPSO it holds before the write, and moves SPSO only once the write is done.
+        return before, before
 
     def new_records_bounds(self, partition) -> tuple[int, int]:
         first, last = partition.speo, partition.log_end_offset - 1

@@ -12,6 +12,7 @@ Progress goes to stderr (a bar over the probe budget, then one line per client s
 from __future__ import annotations
 
 import sys
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -106,7 +107,10 @@ def run(target: Target, probe_names: list[str], client_names: list[str], work_di
             outcome.probe_runs = _exercise(target, probe_names, work_dir, seed, budget_s, tolerance_ms, first_failure)
         outcome.broker_verdicts = [check_file(path) for path in target.broker_traces()]
     except Exception as error:
-        outcome.error = f"{type(error).__name__}: {error}"
+        # One line for the verdict; the whole traceback beside the run's traces, for whoever reports it.
+        log = work_dir / "target-failure.txt"
+        log.write_text(traceback.format_exc())
+        outcome.error = f"{type(error).__name__}: {error} (traceback in {log})"
     finally:
         target.close()
     if client_names and not (first_failure and outcome.failures):

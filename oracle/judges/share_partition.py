@@ -132,7 +132,7 @@ class SharePartitionJudge(Judge):
         are archiving is judged again with theirs finished. False when none is archiving."""
         runs = self.model.archiving_runs() if self.profile in _DEAD_LETTER_PROFILES else []
         for first, last in runs:
-            self.model.dead_lettered(first, last)
+            self.model.dead_lettered(first, last, seen_later=True)
         return bool(runs)
 
     @op(args=["offset"])
@@ -235,13 +235,14 @@ class SharePartitionJudge(Judge):
             self.model.storage_failure(step.at_ms, step.actor, requests, renew)
             return
         ruled = self.model.acknowledge(step.at_ms, step.actor, requests, renew, received_ms)
-        if error is None or error == ruled.value:
-            return
-        if ruled.value != Error.NONE and received_ms is None and self._dead_letters_now():
-            # SP-74: SPSO past the records phase 2 archived skips them (SP-18).
-            if self.model.acknowledge(step.at_ms, step.actor, requests, renew).value == error:
-                return
-        self.expect(ruled.clause, "error", ruled.value, self.observed(step, "error", str))
+        if (error is not None and error != ruled.value and ruled.value != Error.NONE and received_ms is None
+                and self._dead_letters_now()):  # SP-74: SPSO past the records phase 2 archived skips them (SP-18)
+            retried = self.model.acknowledge(step.at_ms, step.actor, requests, renew)
+            ruled = retried if retried.value == error else ruled
+        if error is not None and error != ruled.value:
+            self.expect(ruled.clause, "error", ruled.value, self.observed(step, "error", str))
+        elif error is not None and error != Error.NONE:  # refused as the model demands: the client's mistake
+            self.refused(step, error, ruled.clause)
 
     @staticmethod
     def _bad_batch(step: Step, batch: object) -> NoReturn:
@@ -256,15 +257,18 @@ class SharePartitionJudge(Judge):
     def op_tick(self, step: Step) -> None:
         self.model.advance(step.at_ms)
 
-    @op(observed=["spso", "speo", "states"])
+    @op(observed=["spso", "speo", "states", "stored_spso"])
     def op_check(self, step: Step) -> None:
         self.model.advance(step.at_ms)
         spso, states = self.observed(step, "spso", int), self.observed(step, "states", list)
+        stored = self.observed(step, "stored_spso", int)
         runs = None if states is None else [self._state_run(step, run) for run in states]
         if self.profile in _DEAD_LETTER_PROFILES:  # SP-74: phase 2 may have finished since the last step
-            for first, last in dead_letters_seen(self.model, spso, runs):
-                self.model.dead_lettered(first, last)
+            for first, last in dead_letters_seen(self.model, spso, stored, runs):
+                self.model.dead_lettered(first, last, seen_later=True)
         self.expect("SP-23", "spso", self.model.spso, spso)
+        if stored is not None and not self.model.stored_start.allows(stored):  # SP-47
+            raise Violation("SP-47", f"stored_spso={self.model.stored_start.expected()}", f"stored_spso={stored}")
         self.expect(self.model.speo_clause, "speo", self.model.speo, self.observed(step, "speo", int))
         if runs is not None:
             self.model.compare_snapshot(runs)
