@@ -112,11 +112,11 @@ RENEW_DISABLED = Ruled(Error.INVALID_RECORD_STATE, "SP-72")
 STRADDLE_NPE = {"accept": Ruled(Error.UNKNOWN_SERVER_ERROR, "SP-40"), "flag": Ruled(Error.INVALID_RECORD_STATE, "SP-40")}
 
 
-class LimitArchives:
-    """SP-21: the offsets most recently archived at the delivery limit, as at most RUNS_MAX runs.
-
-    Read only to name SP-21 when a record SPSO has passed is acquired again: the window forgets
-    it, and a trace may be endless, so only the latest runs are kept (older ones name SP-3)."""
+class RecentOffsets:
+    """The offsets most recently added, as at most RUNS_MAX runs: the records archived at the delivery limit
+    (SP-21) and those whose dead-letter phase 2 finished (SP-74). The window forgets a record SPSO has passed,
+    and a trace may be endless, so only the latest runs are kept: read only to name SP-21 when such a record is
+    acquired again (older ones name SP-3), and to let a dead_lettered repeat what a check already showed."""
 
     RUNS_MAX = 1024
 
@@ -348,7 +348,8 @@ class SharePartition:
         self.speo_clause = "SP-24"  # the clause that put SPEO where it is (SP-42 after a record_limit acquisition)
         self._records: dict[int, Record] = {}  # offset -> record, for the window [SPSO, SPEO)
         self._batch_firsts: list[int] = []  # SP-2: the first offset of every log batch
-        self.limit_archives = LimitArchives()  # read only to name a clause
+        self.limit_archives = RecentOffsets()  # SP-21: read only to name a clause
+        self.dead_letters = RecentOffsets()  # SP-74: phase 2 finished for them
         self._holes: set[int] = set()  # SP-14: loaded offsets no run covers, not acquired since
         self.stored_start = StoredStart(start_offset)  # SP-47: read only, but for the state writes below
         self._load(loaded_runs(initial_state, start_offset, self.rules.loadable_states))
@@ -506,11 +507,11 @@ class SharePartition:
     def dead_lettered(self, first: int, last: int, seen_later: bool = False) -> None:
         """SP-74: phase 2 of the dead-letter queue finished for [first, last]: its archiving records are archived.
         `seen_later`: a later step showed it, so it finished at some time since they became archiving."""
-        refuse_dead_lettered(self, first, last)
         spso = self._spso
-        for offset in range(first, last + 1):
+        for offset in dead_lettered_offsets(self, first, last):
             record = self._records[offset]
             record.state, record.archived_by, record.loaded = ARCHIVED, "SP-74", False
+            self.dead_letters.add(offset)
         self._advance_start()
         self.stored_start.writing(*dead_letter_write(self, spso, seen_later))
 
@@ -970,19 +971,25 @@ def dead_letter_write(partition, spso_before: int, seen_later: bool) -> tuple[in
     return RULES[partition.profile].stored_by_request(spso_before, partition.spso)
 
 
-def refuse_dead_lettered(partition, first: int, last: int) -> None:
-    """SP-74: ValueError unless `dead_lettered [first, last]` is a step of the partition's profile; Violation
-    unless phase 2 of the dead-letter queue can have finished for it (every record of it archiving)."""
+def dead_lettered_offsets(partition, first: int, last: int) -> list[int]:
+    """SP-74: the archiving records of `dead_lettered [first, last]`, which phase 2 archives. ValueError unless the
+    step is one of the partition's profile; Violation unless phase 2 can have finished for every record of the
+    range: archiving, or one whose phase 2 an earlier step already showed finished (Kafka may send a record to
+    the dead-letter topic again, resuming phase 2 after a reload)."""
     if ARCHIVING not in RULES[partition.profile].states:
         raise ValueError(f"dead_lettered is defined only under profile {KAFKA_44} (SP-74)")
     if not 0 <= first <= last:
         raise ValueError(f"dead_lettered needs 0 <= first <= last, found [{first}, {last}]")
+    archiving = []
     for offset in range(first, last + 1):
         state = partition.state_of(offset) if partition.spso <= offset < partition.speo else None
-        if state != ARCHIVING:
+        if state == ARCHIVING:
+            archiving.append(offset)
+        elif offset not in partition.dead_letters:
             where = f"is {state}" if state is not None else f"is outside the window [{partition.spso}, {partition.speo})"
             raise Violation("SP-74", f"dead-lettered records archiving only (record {offset} {where})",
                             f"dead_lettered [{first}, {last}]")
+    return archiving
 
 
 def dead_letters_seen(partition, spso: int | None, stored_spso: int | None,

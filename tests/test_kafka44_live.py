@@ -3,10 +3,10 @@ renewals refused (SP-70, SP-72), and its dead-letter queue (SP-73, SP-74), spoke
 (kio) and written as share-partition traces; and Kafka 4.2.2 refusing the same group configs, which is why the
 kafka-4.2 profile has no `alter_config`.
 
-The probe's `check` steps are left out: DescribeShareGroupOffsets answers the SPSO the share coordinator stored,
-which trails the leader's (a write carries the SPSO from before the acknowledgement it records), so it is not the
-SPSO of a `check`. What Kafka sent to the dead-letter topic is written as `dead_lettered`: phase 2 produced it,
-so the model must have had the record archiving.
+The probe's `check` steps observe the SPSO the share coordinator stored (SP-47); one past a record waiting in
+archiving says its phase 2 finished (SP-74). What Kafka sent to the dead-letter topic is written as
+`dead_lettered`, once the topic was read: phase 2 produced it, so the model must have had the record archiving (or
+already known its phase 2 finished).
 
 Skipped, with the reason in pytest's summary, where Java 17 or Maven is missing; `make test` installs both.
 """
@@ -46,22 +46,9 @@ def kafka44(start_kafka_once):
 
 
 def probe_of(bootstrap: str, name: str) -> Probe:
-    """A probe of a fresh group, its `check` steps left out (see the module's docstring)."""
-    target = resolve(f"wire://{bootstrap}", TargetOptions("kafka-4.4", SETTINGS))
-    probe = Probe(target, name, Timers())
-    _coordinator_ready(probe)
-    probe.describes_offsets = False
-    return probe
-
-
-def _coordinator_ready(probe: Probe, attempts: int = 60) -> None:
-    """FindCoordinator until the group coordinator answers: a new cluster creates its offsets topic on demand."""
-    for _ in range(attempts):
-        answer = probe.admin.request(10, 4, key_type=0, coordinator_keys=[probe.group])
-        if answer.coordinators[0].error_code.name == "none":
-            return
-        time.sleep(1)
-    pytest.fail("the group coordinator of Kafka 4.4 never became available")
+    """A probe of a fresh group reading from the earliest offset; its topics' share-partitions are initialized
+    before anything is produced (probe.py)."""
+    return Probe(resolve(f"wire://{bootstrap}", TargetOptions("kafka-4.4", SETTINGS)), name, Timers())
 
 
 def alter(bootstrap: str, group: str, **configs) -> None:
@@ -79,36 +66,11 @@ def altered(probe: Probe, tp: str, **settings) -> None:
     probe.partitions[tp].add(probe.timers.now_ms(), "admin", "alter_config", settings)
 
 
-def one_record_topic(probe: Probe, bootstrap: str, records: int) -> str:
-    """A topic of one partition holding one log batch of `records`, which the group's coordinator has assigned (so
-    its share-partition is initialized) before any member of the trace fetches it."""
-    alter(bootstrap, probe.group, share_auto_offset_reset="earliest")
+def one_record_topic(probe: Probe, records: int) -> str:
+    """A topic of one partition holding one log batch of `records`."""
     topic = probe.topic(1)
     probe.produce(topic, 0, [records])
-    _assigned(probe, topic)
     return f"{topic}:0"
-
-
-def _assigned(probe: Probe, topic: str, attempts: int = 60) -> None:
-    """Heartbeat a member of the group that no trace shows until the coordinator assigns it `topic`: Kafka assigns
-    a share-partition only once it has initialized its share state, in the background of the member's joining."""
-    connection = probe._connect("assignment")
-    member_id, epoch = f"assignment-{probe.group}", 0
-    try:
-        for _ in range(attempts):
-            answer = connection.request(76, 1, group_id=probe.group, member_id=member_id, member_epoch=epoch,
-                                        rack_id=None, subscribed_topic_names=sorted(probe.topic_ids))
-            assert answer.error_code.name == "none", answer.error_code.name
-            epoch = answer.member_epoch
-            assigned = answer.assignment.topic_partitions if answer.assignment else []
-            if any(part.topic_id == probe.topic_ids[topic] for part in assigned):
-                return
-            time.sleep(min(answer.heartbeat_interval.total_seconds(), 1.0))
-        pytest.fail(f"Kafka 4.4 never assigned {topic}")
-    finally:
-        connection.request(76, 1, group_id=probe.group, member_id=member_id, member_epoch=-1, rack_id=None,
-                           subscribed_topic_names=None)
-        connection.close()
 
 
 def judged(probe: Probe, directory) -> list:
@@ -121,7 +83,7 @@ def test_sp70_a_lowered_delivery_limit_delivers_a_record_once_more_then_archives
     """SP-70, SP-21: limit 5, a record released three times (count 3); the limit lowered to 2 does not archive it:
     it is delivered with count 4, and archived when released."""
     probe = probe_of(kafka44, "limit")
-    tp = one_record_topic(probe, kafka44, 1)
+    tp = one_record_topic(probe, 1)
     alice = probe.member("alice")
 
     def delivered_and_released() -> list[int]:
@@ -145,7 +107,7 @@ def test_sp72_a_group_that_refuses_renewals(kafka44, tmp_path):
     """SP-72, SP-41: with share.renew.acknowledge.enable false a RENEW (ShareAcknowledge v2, IsRenewAck) of the
     member's own record is INVALID_RECORD_STATE; allowed again, it is NONE."""
     probe = probe_of(kafka44, "renew")
-    tp = one_record_topic(probe, kafka44, 1)
+    tp = one_record_topic(probe, 1)
     alice = probe.member("alice")
     assert probe.fetch(alice, [tp], max_records=1, wait_ms=WAIT_MS).get(tp) == [[0, 0, 1]]
     answers = []
@@ -191,7 +153,7 @@ def test_sp73_sp74_a_dead_letter_queue_receives_what_was_rejected_and_exhausted(
     admin = AdminClient({"bootstrap.servers": kafka44, **QUIET})
     admin.create_topics([NewTopic(dlq, 1, 1, config={"errors.deadletterqueue.group.enable": "true"})])[dlq].result(30)
     alter(kafka44, probe.group, errors_deadletterqueue_topic_name=dlq, share_delivery_count_limit=2)
-    tp = one_record_topic(probe, kafka44, 4)
+    tp = one_record_topic(probe, 4)
     altered(probe, tp, dead_letter_queue=True, delivery_count_limit=2)
     alice = probe.member("alice")
     assert probe.fetch(alice, [tp], max_records=4, wait_ms=WAIT_MS).get(tp) == [[0, 3, 1]]

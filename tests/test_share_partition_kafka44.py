@@ -282,6 +282,18 @@ def test_sp74_dead_lettering_a_record_not_archiving_is_a_violation(first, last):
     assert model.state_of(0) == ARCHIVING, "a refused dead_lettered changes nothing"
 
 
+def test_sp74_a_dead_lettered_may_repeat_what_an_earlier_step_showed():
+    """SP-74: phase 2 seen by a check (SPSO past the record), then reported by a writer that read the dead-letter
+    topic later; or sent there twice (Kafka resumes phase 2 after a reload)."""
+    lines = [*REJECTED, *steps(*[{}] * 3, {"op": "check", "observed": {"stored_spso": 2}},
+                               {"op": "dead_lettered", "args": {"first": 0, "last": 1}},
+                               {"op": "dead_lettered", "args": {"first": 1, "last": 1}})[3:]]
+    assert check_lines(lines).status == "ok"
+    twice = [*REJECTED, *steps(*[{}] * 3, {"op": "dead_lettered", "args": {"first": 0, "last": 1}},
+                               {"op": "dead_lettered", "args": {"first": 0, "last": 2}})[3:]]
+    assert check_lines(twice).clause == "SP-74", "record 2 is acquired, not on its way to the dead-letter queue"
+
+
 def test_sp74_dead_lettered_is_kafka_44s_alone():
     lines = [header("kafka-4.2"), *steps(APPEND, {"op": "dead_lettered", "args": {"first": 0, "last": 0}})]
     verdict = check_lines(lines)

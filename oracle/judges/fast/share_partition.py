@@ -62,10 +62,10 @@ from kipcheck.model.errors import Error
 from kipcheck.model.profiles import is_kafka
 from kipcheck.model.share_partition import (
     ACK_TARGET, ACQUIRED, ARCHIVED, ARCHIVING, AVAILABLE, KAFKA_LOCK_EXPIRED, LOCK_EXPIRED, NOT_ACQUIRED, RULES, TERMINAL,
-    LimitArchives, StoredStart, acknowledged_in_progress, acknowledgement_answer, acquisition_violation,
+    RecentOffsets, StoredStart, acknowledged_in_progress, acknowledgement_answer, acquisition_violation,
     archived_runs, below_start_clause, cached_runs, check_compaction, check_config, check_group_config,
-    check_log_start, dead_letter_write, loaded_runs, new_records_bounds, non_default_group_configs,
-    refuse_dead_lettered, runs_of,
+    check_log_start, dead_letter_write, dead_lettered_offsets, loaded_runs, new_records_bounds,
+    non_default_group_configs, runs_of,
     snapshot_violation,
     throttle_threshold,
 )
@@ -123,7 +123,8 @@ class SharePartition:
         self._renewed: set[int] = set()
         # SP-46: acquired offsets whose lock took a step's duration; read only to name a clause.
         self._step_locked: set[int] = set()
-        self.limit_archives = LimitArchives()  # SP-21: read only to name a clause
+        self.limit_archives = RecentOffsets()  # SP-21: read only to name a clause
+        self.dead_letters = RecentOffsets()  # SP-74: phase 2 finished for them
         # Lock deadlines as a heap: at_ms never decreases, but a lock's duration may change between
         # acquisitions (SP-46), so a later lock may expire earlier. The sequence number breaks ties.
         self._locks: list[tuple[int, int, Sequence[Sequence[int]], str]] = []  # (deadline, sequence, runs, owner)
@@ -331,12 +332,12 @@ class SharePartition:
     def dead_lettered(self, first: int, last: int, seen_later: bool = False) -> None:
         """SP-74: phase 2 of the dead-letter queue finished for [first, last]: its archiving records are archived.
         `seen_later`: a later step showed it, so it finished at some time since they became archiving."""
-        refuse_dead_lettered(self, first, last)
-        spso, start, stop = self._spso, first - self._base, last + 1 - self._base
-        self._state[start:stop] = [ARCHIVED] * (stop - start)
-        self._open[start:stop] = [False] * (stop - start)
-        self._archived_by.update(dict.fromkeys(range(first, last + 1), "SP-74"))
-        self._loaded.difference_update(range(first, last + 1))
+        spso = self._spso
+        for offset in dead_lettered_offsets(self, first, last):
+            index = offset - self._base
+            self._state[index], self._open[index], self._archived_by[offset] = ARCHIVED, False, "SP-74"
+            self._loaded.discard(offset)
+            self.dead_letters.add(offset)
         self._advance_start()
         self.stored_start.writing(*dead_letter_write(self, spso, seen_later))  # SP-47: phase 2's write
 
