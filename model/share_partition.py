@@ -39,8 +39,10 @@ Library API (time comes in as `at_ms`, which never decreases):
     partition.alter_config({"delivery_count_limit": 3, ...})
                                                # the group's configs changed (SP-70, SP-72, SP-73); keys
                                                # GROUP_CONFIG_KEYS; ValueError for a bad one
-    partition.dead_lettered(first, last)       # phase 2 of the dead-letter queue finished for the archiving
-                                               # records of [first, last]: archived (SP-74)
+    partition.dead_lettered(first, last, seen_later=False)
+                                               # phase 2 of the dead-letter queue finished for the archiving
+                                               # records of [first, last]: archived (SP-74); seen_later: a
+                                               # later observation showed it, at a time unknown
 
 `acquire`, `acknowledge` and `leave` fire the expired locks themselves; call
 `advance(at_ms)` before `append`. A Violation from `acquire` leaves the model as
@@ -56,8 +58,8 @@ from that read-only API alone, for this class and the fast acceptor alike.
 (ValueError with the reason) and returns its runs as tuples.
 `kafka_range_violation(config, profile)` names a Kafka profile's setting that that
 Kafka would refuse (SP-45, SP-71); the model itself takes any positive setting, as tests do.
-`partition.archiving_runs()` and `dead_letters_seen(partition, spso, states)` say which records
-are archiving (SP-73), and which of them a check shows past phase 2 (SP-74).
+`partition.archiving_runs()` and `dead_letters_seen(partition, spso, stored_spso, states)` say which
+records are archiving (SP-73), and which of them a check shows past phase 2 (SP-74).
 
 The partition is written as the KIP's text. Where Apache Kafka 4.2 departs from
 it (the clauses marked `profile: kafka-4.2`), the KIP's rule is one member of
@@ -89,6 +91,8 @@ LOADABLE_STATES = (AVAILABLE, ACKNOWLEDGED, ARCHIVED)  # SP-26: acquired is neve
 TERMINAL = (ACKNOWLEDGED, ARCHIVED)  # SP-1 (SP-73: archiving is not terminal)
 # SP-70: the group configs Kafka 4.4 reads at each transition, by their trace names.
 GROUP_CONFIG_KEYS = ("delivery_count_limit", "max_inflight_records", "renew_acknowledge_enable", "dead_letter_queue")
+# SP-72, SP-73: a group renews unless told otherwise, and has no dead-letter queue.
+GROUP_CONFIG_DEFAULTS = {"renew_acknowledge_enable": True, "dead_letter_queue": False}
 ACK_TYPES = ("accept", "release", "reject", "gap", "renew")
 # SP-9: accept, release, reject. SP-12: Kafka 4.2 archives a gap. SP-41: a renewal keeps the record acquired.
 ACK_TARGET = {"accept": ACKNOWLEDGED, "release": AVAILABLE, "reject": ARCHIVED, "gap": ARCHIVED, "renew": ACQUIRED}
@@ -287,7 +291,7 @@ def check_group_config(partition, settings: Mapping[str, object]) -> None:
         raise ValueError(f"alter_config takes one or more of {', '.join(GROUP_CONFIG_KEYS)}"
                          + (f", not {', '.join(unknown)}" if unknown else ""))
     for key, value in settings.items():
-        flag = key in ("renew_acknowledge_enable", "dead_letter_queue")
+        flag = key in GROUP_CONFIG_DEFAULTS
         if (type(value) is not bool) if flag else (type(value) is not int or value < 1):
             raise ValueError(f"{key} must be {'true or false' if flag else 'an integer >= 1'}, found {value!r}")
 
@@ -959,7 +963,7 @@ def runs_of(offsets: list[int], count_of) -> list[tuple[int, int, int]]:
 def non_default_group_configs(renew_acknowledge_enable: bool, dead_letter_queue: bool) -> dict[str, bool]:
     """The Kafka 4.4 settings (SP-72, SP-73) given other than by default: a profile without them refuses these."""
     given = {"renew_acknowledge_enable": renew_acknowledge_enable, "dead_letter_queue": dead_letter_queue}
-    return {key: value for key, value in given.items() if value != (key == "renew_acknowledge_enable")}
+    return {key: value for key, value in given.items() if value != GROUP_CONFIG_DEFAULTS[key]}
 
 
 def dead_letter_write(partition, spso_before: int, seen_later: bool) -> tuple[int, int]:

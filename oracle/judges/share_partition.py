@@ -18,7 +18,7 @@ from kipcheck.model import share_partition as reference_model
 from kipcheck.model.errors import Error
 from kipcheck.model.profiles import PROFILES
 from kipcheck.model.share_partition import (
-    ACK_TYPES, GROUP_CONFIG_KEYS, RULES, dead_letters_seen, waited_fetch_violation,
+    ACK_TYPES, GROUP_CONFIG_DEFAULTS, GROUP_CONFIG_KEYS, RULES, dead_letters_seen, waited_fetch_violation,
 )
 from kipcheck.model.share_partition_log import kafka_only
 from kipcheck.model.violation import STORAGE_ERRORS, Violation
@@ -55,8 +55,7 @@ class SharePartitionJudge(Judge):
         "kafka_ranges": "enforce",
         # SP-72, SP-73: a Kafka 4.4 group's share.renew.acknowledge.enable, and whether it has a dead-letter
         # queue (trace format extensions, kafka-4.4 only).
-        "renew_acknowledge_enable": True,
-        "dead_letter_queue": False,
+        **GROUP_CONFIG_DEFAULTS,
     }
     profiles = PROFILES
     has_fast_acceptor = True  # oracle/check.py passes reference=True for `kipcheck check --reference`
