@@ -1,8 +1,8 @@
 """`kipcheck conform` against Apache Kafka itself, started by the runner: no false alarm, every clause observable.
 
 The catalogue and seeded swarm runs against Kafka 4.2 and the newest line, and the same probes on a cluster of
-three brokers (partition leaders, group coordinator and share coordinator on different brokers). Kafka's
-answers are judged by the kafka-4.2 profile; every disagreement found so far is fixed or recorded in
+three brokers (partition leaders, group coordinator and share coordinator on different brokers). Each release's
+answers are judged by its own profile (kafka-4.2, kafka-4.4); every disagreement found so far is fixed or recorded in
 spec/kafka-findings.md, so a failure here is a new one. Skipped, with the reason, where Kafka cannot run.
 """
 
@@ -42,8 +42,9 @@ def test_kafka_passes_the_catalogue_and_swarm_runs(tmp_path):
 
 @pytest.mark.slow
 def test_the_newest_kafka_passes_the_scenarios_its_changes_could_touch(tmp_path):
-    """Kafka 4.4 against the kafka-4.2 profile: lock expiry, the delivery limit, sessions, a restart, and swarm runs
-    (what 4.3 and 4.4 changed for share groups that a trace can show is in spec/kafka-findings.md)."""
+    """Kafka 4.4 judged by the kafka-4.4 profile: lock expiry, the delivery limit, sessions, a restart, and swarm
+    runs (what only 4.4 has, a group's delivery limit, renewals refused, the dead-letter queue, is probed by
+    tests/test_kafka44_live.py)."""
     result = conform(tmp_path, "--target", "kafka:4.4", "--scenario", "late-ack", "--scenario", "poison-message",
                      "--scenario", "wrong-epochs", "--scenario", "broker-restart", "--scenario", "swarm:1",
                      "--scenario", "swarm:2", "--scenario", "swarm:3")

@@ -10,6 +10,8 @@ import signal
 import sys
 from pathlib import Path
 
+from kipcheck.model.profiles import PROFILES
+
 DESCRIPTION = """\
 Run a one-node Kafka broker that serves KIP-932 share groups and consumer
 groups (classic and KIP-848) to real clients (confluent-kafka's
@@ -44,6 +46,12 @@ Under --profile kafka-4.2 the broker refuses to start, as Kafka 4.2 does, with
 a share setting outside Kafka's range: delivery.count.limit 2..10,
 partition.max.record.locks 100..10000, record.lock.duration.ms within the min
 (1000..30000) and max (30000..3600000), max.share.sessions >= group.share.max.size.
+
+Profiles: the broker serves kafka-4.2 (Apache Kafka 4.2's share groups, the
+default) and kip (the KIP-932 text). It does not serve kafka-4.4: that profile
+judges Apache Kafka 4.4 (and 4.3) itself, whose group-level share configs and
+dead-letter queues this broker does not have; use it with `kipcheck check` and
+`kipcheck conform --target kafka:4.4` (spec/README.md, "Profiles").
 
 Individual commit and key-range fetch (seed 000's names; spec/ic.md, spec/key-range-assign.md):
 accept.individual.commit (true), individual.commit.max.ranges (1000000: ranges held per
@@ -126,8 +134,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="with --trace-dir: a check of the share-partition's state after every step")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="settings",
                         help="a Kafka config setting (repeatable)")
-    parser.add_argument("--profile", choices=("kip", "kafka-4.2"), default="kafka-4.2",
-                        help="whose share-group semantics to serve (default kafka-4.2)")
+    parser.add_argument("--profile", choices=PROFILES, default="kafka-4.2",
+                        help="whose share-group semantics to serve: kafka-4.2 (default) or kip; kafka-4.4 is a "
+                             "judging profile, which the broker refuses with its reason")
     parser.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
 

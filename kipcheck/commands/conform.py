@@ -8,6 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kipcheck.model.profiles import PROFILES
 from kipcheck.oracle.examples import examples
 
 DESCRIPTION = """\
@@ -57,10 +58,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     parser.description = DESCRIPTION.format(targets=_targets_help())
     *others, last = forms()
-    parser.add_argument("--target", default="embedded",
-                        help=f"{others[0]} (default), {', '.join(others[1:])} or {last}")
-    parser.add_argument("--profile", choices=("kafka-4.2", "kip"), default="kafka-4.2",
-                        help="whose semantics the broker is judged by (default kafka-4.2)")
+    parser.add_argument("--target",
+                        help=f"{others[0]} (default; kafka:4.4 under --profile kafka-4.4), {', '.join(others[1:])} "
+                             f"or {last}")
+    parser.add_argument("--profile", choices=PROFILES,
+                        help="whose semantics the broker is judged by (default: the target's, kafka-4.4 for "
+                             "kafka:4.4, else kafka-4.2); kafka-4.4 judges Kafka 4.4 itself and other "
+                             "implementations, not the reference broker (embedded, reference)")
     parser.add_argument("--seed", type=int, default=1, help="first swarm seed (default 1); a failure names its seed")
     parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS",
                         help=f"time for the probes: the catalogue, then swarm runs (default {DEFAULT_BUDGET_S:.0f})")
@@ -101,14 +105,20 @@ def _targets_help() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kipcheck.oracle.conformance.targets import TargetError, TargetOptions, resolve
+    from kipcheck.oracle.conformance.targets import (
+        TargetError, TargetOptions, default_profile, default_target, resolve,
+    )
 
+    probing = args.machine is None and not args.no_broker
     try:
-        options = TargetOptions(args.profile, _settings(args.set, args.profile),
+        args.target = args.target or default_target(args.profile)
+        profile = args.profile or default_profile(args.target)
+        options = TargetOptions(profile, _settings(args.set, profile),
                                 tuple(shlex.split(args.launcher)) if args.launcher else None)
-        target = resolve(args.target, options)
-        probes, clients = target.scenarios(args.scenario or [])
-        compared = resolve(args.compare, options) if args.compare else None
+        # Only a target that will be probed is resolved: judging the examples needs none.
+        target = resolve(args.target, options) if probing else None
+        probes, clients = target.scenarios(args.scenario or []) if probing else ([], [])
+        compared = resolve(args.compare, options) if args.compare and probing else None
         if args.budget <= 0 or (args.tolerance_ms is not None and args.tolerance_ms < 0):
             raise TargetError("--budget must be > 0 and --tolerance-ms >= 0")
     except ValueError as error:  # TargetError: before anything runs, a typo must not cost a whole run
@@ -120,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     cases: list = []
     failures = _judge_examples(suite, args.verbose, cases)
-    if args.machine is None and not args.no_broker:
+    if probing:
         failures += _probe_target(args, target, probes, clients, cases, compared)
     if args.junit is not None:
         from kipcheck.oracle.conformance.report import write_junit
