@@ -38,6 +38,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
@@ -49,7 +50,9 @@ from kipcheck.impl.expansion.producer import JobProducer
 from kipcheck.impl.expansion.tracing import ExpansionTrace
 from kipcheck.impl.job import ProcessorSettings, run_processor
 from kipcheck.model.expansion import drain_points
-from kipcheck.oracle.check import check_file
+from kipcheck.oracle.check import Verdict, check_file
+from kipcheck.oracle.kafka.cluster import KafkaCluster
+from kipcheck.oracle.kafka.runtime import KafkaUnavailable
 
 TOPIC, GROUP = "orders", "running-count"
 SEED = [("partitions", 15), ("processors", 15), ("partitions", 18)]
@@ -93,8 +96,11 @@ def processor_main(args: argparse.Namespace) -> int:
 class Job:
     """The producer, the processors' processes and the expansion tool of one run."""
 
-    def __init__(self, bootstrap: str, work: Path, protocol: str, rate: int, keys: int = 200, seed: int = 287):
+    def __init__(self, bootstrap: str, work: Path, protocol: str, rate: int, keys: int = 200, seed: int = 287,
+                 launcher: tuple[str, ...] = (sys.executable, __file__)):
         self.bootstrap, self.work, self.protocol, self.rate = bootstrap, work, protocol, rate
+        self.launcher = launcher  # the command a processor's process runs, before `processor --index ...`
+        self.events: list[tuple[float, str]] = []  # (time.time(), what the job did): the run's timeline
         for name in ("outputs", "traces", "logs"):
             (work / name).mkdir(parents=True, exist_ok=True)
         self.keys = [f"customer-{number}".encode() for number in range(keys)]
@@ -120,7 +126,7 @@ class Job:
     def start_processor(self, index: int, max_records: int = MAX_RECORDS) -> None:
         log = open(self.work / "logs" / f"processor-{index}.log", "ab")
         self.processes[index] = subprocess.Popen(
-            [sys.executable, __file__, "processor", "--bootstrap", self.bootstrap, "--index", str(index),
+            [*self.launcher, "processor", "--bootstrap", self.bootstrap, "--index", str(index),
              "--protocol", self.protocol, "--work-dir", str(self.work), "--max-records", str(max_records)],
             stdout=log, stderr=log)
         log.close()
@@ -161,8 +167,10 @@ def run(job: Job, kill: bool, phase_s: float) -> list[int]:
     for index in range(10):
         job.start_processor(index)
     job.writer.start()
+    job.events.append((time.time(), "producing"))
     wait(job, phase_s)
     for kind, count in SEED:
+        job.events.append((time.time(), f"{kind} -> {count}"))
         if kind == "partitions":
             job.expander.expand_partitions(count)
         else:
@@ -172,18 +180,21 @@ def run(job: Job, kill: bool, phase_s: float) -> list[int]:
                 job.start_processor(index, max_records=2 if kill and index == 12 else MAX_RECORDS)
             if kill:
                 killed.append(kill_during_catch_up(job, 12))
+        job.events.append((time.time(), f"{kind} = {count}"))
         wait(job, phase_s)
         job.check_processors()
     job.expander.wait_for_handovers()
     job.stopping.set()
     job.writer.join()
     job.producer.close()
+    job.events.append((time.time(), "produced"))
     deadline = time.monotonic() + 300
     while not job.caught_up():
         job.check_processors()
         if time.monotonic() > deadline:
             raise TimeoutError("the processors did not output every record within 300 s")
         time.sleep(0.5)
+    job.events.append((time.time(), "output"))
     return killed
 
 
@@ -274,46 +285,73 @@ def compare(work: Path, bootstrap: str, record: JobRecord) -> list[str]:
     return problems
 
 
-def judge(directories: list[Path], killed_incarnations: list[Path]) -> tuple[int, list[str]]:
+def judge(directories: list[Path], killed_incarnations: list[Path]) -> dict[Path, Verdict]:
     """Every trace under `directories` judged; a killed process's trace loses its partial last line first."""
     for path in killed_incarnations:
         data = path.read_bytes()
         path.write_bytes(data[:data.rfind(b"\n") + 1])
-    verdicts = [check_file(path) for directory in directories for path in sorted(directory.rglob("*.jsonl"))]
-    return len(verdicts), [verdict.summary() for verdict in verdicts if not verdict]
+    return {path: check_file(path) for directory in directories for path in sorted(directory.rglob("*.jsonl"))}
 
 
 # -- the command ---------------------------------------------------------------------------------
+
+@dataclass
+class Outcome:
+    job: Job
+    record: JobRecord  # the job record at the end
+    protocol: str
+    killed: list[int]
+    problems: list[str]  # how the run or its output went wrong (empty: the output equals the reference)
+    verdicts: dict[Path, Verdict]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and bool(self.verdicts) and all(self.verdicts.values())
+
+
+def execute(args: argparse.Namespace, launcher: tuple[str, ...] = (sys.executable, __file__)) -> Outcome:
+    """One run of the job on the broker `args` names, its output compared and its traces judged."""
+    work = Path(args.work_dir or tempfile.mkdtemp(prefix="kip287-"))
+    broker = start_broker(args, work)
+    protocol = args.protocol or ("consumer" if args.broker == "reference" and not args.bootstrap else "classic")
+    bootstrap = args.bootstrap or broker.bootstrap
+    killed, problems = [], []
+    try:
+        job = Job(bootstrap, work / "job", protocol, args.rate, launcher=launcher)
+        try:
+            killed = run(job, args.kill, args.phase_seconds)
+        except (RuntimeError, TimeoutError) as error:
+            problems.append(f"the run failed: {error}")
+        finally:
+            job.stop()
+        record = job.expander.store.read()
+        problems += compare(job.work, bootstrap, record)
+    finally:
+        if broker is not None:
+            broker.stop()
+    killed_traces = [job.work / "traces" / f"expansion.processor-{index}.jsonl" for index in killed]
+    return Outcome(job, record, protocol, killed, problems, judge([job.work / "traces", work / "broker"], killed_traces))
+
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.command == "processor":
         return processor_main(args)
-    work = Path(args.work_dir or tempfile.mkdtemp(prefix="kip287-"))
-    broker = start_broker(args, work)
-    protocol = args.protocol or ("consumer" if args.broker == "reference" and not args.bootstrap else "classic")
-    bootstrap = args.bootstrap or broker.bootstrap
     try:
-        job = Job(bootstrap, work / "job", protocol, args.rate)
-        try:
-            killed = run(job, args.kill, args.phase_seconds)
-        finally:
-            job.stop()
-        record = job.expander.store.read()
-        problems = compare(job.work, bootstrap, record)
-    finally:
-        if broker is not None:
-            broker.stop()
-    killed_traces = [job.work / "traces" / f"expansion.processor-{index}.jsonl" for index in killed]
-    traces, failed = judge([job.work / "traces", work / "broker"], killed_traces)
-    print(f"{len(read_outputs(job.work))} outputs over {record.partitions} partitions and {record.processors} "
-          f"processors ({protocol} protocol), killed during catch-up: {killed or 'none'}")
-    print(f"output {'equals' if not problems else 'differs from'} the single-threaded running count"
-          + "".join(f"\n  {problem}" for problem in problems[:20]))
-    print(f"{traces} traces judged: {'all ok' if not failed else f'{len(failed)} not ok'}"
+        outcome = execute(args)
+    except KafkaUnavailable as reason:
+        print(f"Apache Kafka cannot run here: {reason}", file=sys.stderr)
+        return 2
+    record, failed = outcome.record, [v.summary() for v in outcome.verdicts.values() if not v]
+    print(f"{len(read_outputs(outcome.job.work))} outputs over {record.partitions} partitions and "
+          f"{record.processors} processors ({outcome.protocol} protocol), killed during catch-up: "
+          f"{outcome.killed or 'none'}")
+    print(f"output {'equals' if not outcome.problems else 'differs from'} the single-threaded running count"
+          + "".join(f"\n  {problem}" for problem in outcome.problems[:20]))
+    print(f"{len(outcome.verdicts)} traces judged: {'all ok' if not failed else f'{len(failed)} not ok'}"
           + "".join(f"\n  {summary}" for summary in failed[:20]))
-    print(f"work dir: {work}")
-    return 0 if not problems and not failed and traces > 0 else 1
+    print(f"work dir: {outcome.job.work.parent}")
+    return 0 if outcome.ok else 1
 
 
 def start_broker(args: argparse.Namespace, work: Path):
@@ -321,7 +359,6 @@ def start_broker(args: argparse.Namespace, work: Path):
     if args.bootstrap:
         return None
     if args.broker == "kafka":
-        from kipcheck.oracle.kafka.cluster import KafkaCluster
         broker = KafkaCluster("4.2", work / "kafka", KAFKA_SETTINGS)
     else:
         from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
