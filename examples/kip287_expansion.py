@@ -270,9 +270,8 @@ def read_outputs(work: Path) -> list[tuple[int, int, int]]:
     return outputs
 
 
-def compare(work: Path, bootstrap: str, record: JobRecord) -> list[str]:
-    """What differs between the job's output and the reference (empty: equal)."""
-    records = read_topic(bootstrap)
+def compare(work: Path, records: list[tuple[int, int, bytes, int]], record: JobRecord) -> list[str]:
+    """What differs between the job's output and the reference over the topic's `records` (empty: equal)."""
     expected = reference_counts(records, record)
     problems = [f"{partition}:{offset} is its key's record {sequence} but the reference counts {expected[partition, offset]}"
                 for partition, offset, _, sequence in records if expected[partition, offset] != sequence]
@@ -299,6 +298,7 @@ def judge(directories: list[Path], killed_incarnations: list[Path]) -> dict[Path
 class Outcome:
     job: Job
     record: JobRecord  # the job record at the end
+    records: list[tuple[int, int, bytes, int]]  # the topic read back: (partition, offset, key, sequence number)
     protocol: str
     killed: list[int]
     problems: list[str]  # how the run or its output went wrong (empty: the output equals the reference)
@@ -325,12 +325,13 @@ def execute(args: argparse.Namespace, launcher: tuple[str, ...] = (sys.executabl
         finally:
             job.stop()
         record = job.expander.store.read()
-        problems += compare(job.work, bootstrap, record)
+        records = read_topic(bootstrap)
+        problems += compare(job.work, records, record)
     finally:
         if broker is not None:
             broker.stop()
     killed_traces = [job.work / "traces" / f"expansion.processor-{index}.jsonl" for index in killed]
-    return Outcome(job, record, protocol, killed, problems, judge([job.work / "traces", work / "broker"], killed_traces))
+    return Outcome(job, record, records, protocol, killed, problems, judge([job.work / "traces", work / "broker"], killed_traces))
 
 
 def main(argv: list[str] | None = None) -> int:
