@@ -60,23 +60,13 @@ def steps(path: Path) -> list[dict]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
-def handovers_done(traces: Path, record: JobRecord) -> float:
-    """When the last new processor was assigned the last of its partitions S1 (seconds since the epoch)."""
-    times = [step["at_ms"] / 1000 for processor in range(record.initial, record.processors)
-             for path in traces.glob(f"expansion.processor-{processor}.*jsonl") for step in steps(path)
-             if step["op"] == "assign" and step["args"]["partition"] in record.takeover(processor)]
-    return max(times, default=0.0)
-
-
-def windows(events: list[tuple[float, str]], handed_over: float) -> list[tuple[str, float, float]]:
+def windows(events: list[tuple[float, str]]) -> list[tuple[str, float, float]]:
     """(name, start, end): before the first expansion, during each, after each until the next."""
     marks, result = dict((name, at) for at, name in events), []
     begins = [(at, name) for at, name in events if "->" in name]
     result.append(("before", marks["producing"], begins[0][0]))
     for number, (begin, name) in enumerate(begins):
         done = marks[name.replace("->", "=")]
-        if name.startswith("processors"):
-            done = max(done, handed_over)
         after_end = begins[number + 1][0] if number + 1 < len(begins) else marks["produced"]
         result += [(f"during {name}", begin, done), (f"after {name}", done, after_end)]
     return result
@@ -88,7 +78,7 @@ def throughput(outcome, record: JobRecord) -> None:
     output = [line[4] for line in (json.loads(text) for path in (outcome.job.work / "outputs").glob("*.jsonl")
                                    for text in path.read_text().splitlines())]
     print("throughput (records/s)            window_s  appended   output")
-    for name, start, end in windows(outcome.job.events, handovers_done(traces, record)):
+    for name, start, end in windows(outcome.job.events):
         length = max(end - start, 1e-3)
         rate = [sum(start <= at < end for at in times) / length for times in (appended, output)]
         print(f"  {name:<30} {length:9.2f} {rate[0]:9.0f} {rate[1]:8.0f}")
@@ -97,8 +87,7 @@ def throughput(outcome, record: JobRecord) -> None:
 def rebuilt(outcome, record: JobRecord) -> None:
     sizes = {(partition, offset): len(key) + len(str(sequence)) for partition, offset, key, sequence in outcome.records}
     records, size, keys = Counter(), Counter(), defaultdict(set)
-    moved_between_first = 0
-    holders: dict[int, int] = {}
+    assigns = []
     for path in sorted((outcome.job.work / "traces").glob("expansion.processor-*.jsonl")):
         for step in steps(path):
             args = step["args"]
@@ -108,10 +97,12 @@ def rebuilt(outcome, record: JobRecord) -> None:
                 size[group] += sizes[args["partition"], args["offset"]]
                 keys[group].add(args["key_hash"])
             elif step["op"] == "assign":
-                before = holders.get(args["partition"])
-                if before is not None and before != args["processor"] and args["processor"] < record.initial:
-                    moved_between_first += 1
-                holders[args["partition"]] = args["processor"]
+                assigns.append((step["at_ms"], args["partition"], args["processor"]))
+    holders, moved_between_first = {}, 0
+    for _, partition, processor in sorted(assigns):  # every processor's assignments, in time order
+        before = holders.get(partition, processor)
+        moved_between_first += before != processor and before < record.initial and processor < record.initial
+        holders[partition] = processor
     print("state rebuilt from the log (never copied)   records    bytes  keys")
     for group, label in (("new", "new processors (10..14)"), ("first", "first ten, from one another")):
         print(f"  {label:<40} {records[group]:8} {size[group]:8} {len(keys[group]):5}")
@@ -119,20 +110,19 @@ def rebuilt(outcome, record: JobRecord) -> None:
 
 
 def catch_up(outcome, record: JobRecord) -> None:
-    print("catch-up of the new processors (s)   to ready  to last handover")
-    handovers = [step for processor in range(record.initial, record.processors)
-                 for path in (outcome.job.work / "traces").glob(f"expansion.processor-{processor}.*jsonl")
-                 for step in steps(path)]
+    """Each new processor's incarnation: its first step after the expansion began (its process starting), then
+    `ready` and its last partition S1 assigned after that first step, in seconds."""
+    began = next(at for at, name in outcome.job.events if name.startswith("processors ->"))
+    print("catch-up of the new processors (s)   started  ready  handed over")
     for processor in range(record.initial, record.processors):
         for path in sorted((outcome.job.work / "traces").glob(f"expansion.processor-{processor}.*jsonl")):
             trace = steps(path)
-            first = trace[0]["at_ms"] if trace else 0
-            ready = next((step["at_ms"] for step in trace if step["op"] == "ready"), None)
-            last = max((step["at_ms"] for step in handovers if step["op"] == "assign"
-                        and step["args"]["processor"] == processor
-                        and step["args"]["partition"] in record.takeover(processor)), default=None)
-            seconds = ["-" if at is None else f"{(at - first) / 1000:.2f}" for at in (ready, last)]
-            print(f"  {path.name:<36} {seconds[0]:>8} {seconds[1]:>17}")
+            first = trace[0]["at_ms"] / 1000
+            ready = next((step["at_ms"] / 1000 for step in trace if step["op"] == "ready"), None)
+            handed = max((step["at_ms"] / 1000 for step in trace if step["op"] == "assign"
+                          and step["args"]["partition"] in record.takeover(processor)), default=None)
+            seconds = ["-" if at is None else f"{at - first:.2f}" for at in (ready, handed)]
+            print(f"  {path.name:<34} {first - began:8.2f} {seconds[0]:>6} {seconds[1]:>12}")
 
 
 def contrast(outcome, record: JobRecord) -> None:

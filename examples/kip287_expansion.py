@@ -166,6 +166,7 @@ def run(job: Job, kill: bool, phase_s: float) -> list[int]:
     killed = []
     for index in range(10):
         job.start_processor(index)
+    wait_until(job, lambda: len(job.expander.holders()) == 10, "the first processors to hold every partition")
     job.writer.start()
     job.events.append((time.time(), "producing"))
     wait(job, phase_s)
@@ -180,22 +181,26 @@ def run(job: Job, kill: bool, phase_s: float) -> list[int]:
                 job.start_processor(index, max_records=2 if kill and index == 12 else MAX_RECORDS)
             if kill:
                 killed.append(kill_during_catch_up(job, 12))
+            job.expander.wait_for_handovers()
         job.events.append((time.time(), f"{kind} = {count}"))
         wait(job, phase_s)
         job.check_processors()
-    job.expander.wait_for_handovers()
     job.stopping.set()
     job.writer.join()
     job.producer.close()
     job.events.append((time.time(), "produced"))
-    deadline = time.monotonic() + 300
-    while not job.caught_up():
-        job.check_processors()
-        if time.monotonic() > deadline:
-            raise TimeoutError("the processors did not output every record within 300 s")
-        time.sleep(0.5)
+    wait_until(job, job.caught_up, "the processors to output every record")
     job.events.append((time.time(), "output"))
     return killed
+
+
+def wait_until(job: Job, condition, what: str, timeout_s: float = 300) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        job.check_processors()
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"waited {timeout_s:.0f} s for {what}")
+        time.sleep(0.5)
 
 
 def wait(job: Job, seconds: float) -> None:

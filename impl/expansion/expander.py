@@ -90,7 +90,7 @@ class Expander:
 
     def handovers_pending(self) -> dict[int, list[int]]:
         """Processor -> its partitions S1 still held by another processor, as the group describes itself."""
-        record, holders = self._record(), self._holders()
+        record, holders = self._record(), self.holders()
         pending = {}
         for processor in range(record.initial, record.processors):
             held = sorted(partition for partition in record.takeover(processor)
@@ -113,7 +113,7 @@ class Expander:
             raise ValueError(f"group {self.group_id} has no job record in {self.store.topic}: start the job first")
         return record
 
-    def _holders(self) -> dict[int, int]:
+    def holders(self) -> dict[int, int]:
         """Partition -> the processor whose member holds it now."""
         instances = {instance_id(processor): processor for processor in range(self._record().processors)}
         group = self.admin.describe_consumer_groups([self.group_id])[self.group_id].result(self.timeout_s)
