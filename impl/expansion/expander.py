@@ -23,11 +23,10 @@ topic grows the topic when asked again.
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Iterable, Protocol
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec
 
 from kipcheck.impl.expansion.assignor import instance_id
 from kipcheck.impl.expansion.job import JobRecord
@@ -122,12 +121,10 @@ class Expander:
                 for tp in member.assignment.topic_partitions if tp.topic == self.topic}
 
     def _log_ends(self, partitions: int) -> dict[int, int]:
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"expander-{uuid.uuid4()}", **QUIET})
-        try:
-            return {partition: consumer.get_watermark_offsets(TopicPartition(self.topic, partition),
-                                                              self.timeout_s)[1] for partition in range(partitions)}
-        finally:
-            consumer.close()
+        """Every partition's log end, in one ListOffsets round."""
+        asked = {TopicPartition(self.topic, partition): OffsetSpec.latest() for partition in range(partitions)}
+        answers = self.admin.list_offsets(asked, request_timeout=self.timeout_s)
+        return {tp.partition: future.result(self.timeout_s).offset for tp, future in answers.items()}
 
     def _topic_partitions(self) -> int:
         metadata = self.admin.list_topics(self.topic, timeout=self.timeout_s)

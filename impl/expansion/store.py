@@ -28,6 +28,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kipcheck.impl.expansion.job import JOBS_TOPIC, JobRecord
 
 TIMEOUT_S = 30.0
+# How long the broker may hold the store's fetch when the topic has nothing new: a job record written is seen
+# within it (librdkafka's default, 500 ms, is time a partition expansion keeps producers paused).
+FETCH_WAIT_MAX_MS = 100
 QUIET = {"log_level": 0}
 
 
@@ -52,6 +55,7 @@ class JobStore:
         self.bootstrap, self.group, self.topic, self.timeout_s = bootstrap, group, topic, timeout_s
         self._lock = threading.Lock()  # a processor's thread and its group's membership thread both read it
         self._consumer: Consumer | None = None
+        self._producer: Producer | None = None  # the expansion tool's, kept for its next record
         self._record: JobRecord | None = None
 
     def create_topic(self) -> None:
@@ -67,9 +71,10 @@ class JobStore:
 
     def write(self, record: JobRecord) -> None:
         """The job's new record, acknowledged by the broker (acks=all, idempotent) before this returns."""
-        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
-                             "compression.type": "none", **QUIET})
-        delivered: list = []
+        if self._producer is None:
+            self._producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
+                                       "compression.type": "none", **QUIET})
+        producer, delivered = self._producer, []
         producer.produce(self.topic, key=self.group.encode(), value=record.encode(), partition=0,
                          on_delivery=lambda error, message: delivered.append(error))
         producer.flush(self.timeout_s)
@@ -100,7 +105,8 @@ class JobStore:
     def _open(self) -> Consumer:
         if self._consumer is None:
             self._consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"job-store-{uuid.uuid4()}",
-                                       "enable.auto.commit": False, "enable.partition.eof": False, **QUIET})
+                                       "enable.auto.commit": False, "enable.partition.eof": False,
+                                       "fetch.wait.max.ms": FETCH_WAIT_MAX_MS, **QUIET})
             self._consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
         return self._consumer
 
@@ -116,3 +122,6 @@ class JobStore:
             if self._consumer is not None:
                 self._consumer.close()
                 self._consumer = None
+            if self._producer is not None:
+                self._producer.flush(self.timeout_s)
+                self._producer = None
