@@ -345,11 +345,13 @@ BUGS: dict[str, Callable[[], None]] = {
 }
 
 
-if __name__ == "__main__":
-    name, arguments = sys.argv[1], sys.argv[2:]
-    if name not in BUGS:
-        raise SystemExit(f"unknown bug {name!r} (known: {', '.join(BUGS)})")
-    BUGS[name]()
+def _cli_main():
     from kipcheck.cli import main
 
-    raise SystemExit(main(arguments))
+    return main
+
+
+if __name__ == "__main__":
+    from bug_launcher import run_with_bug
+
+    run_with_bug(BUGS, _cli_main)

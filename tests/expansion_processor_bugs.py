@@ -44,8 +44,6 @@ BUGS = {"output-before-caught-up": _output_before_caught_up}
 
 
 if __name__ == "__main__":
-    name, arguments = sys.argv[1], sys.argv[2:]
-    if name not in BUGS:
-        raise SystemExit(f"unknown bug {name!r} (known: {', '.join(BUGS)})")
-    BUGS[name]()
-    raise SystemExit(load_example().main(arguments))
+    from bug_launcher import run_with_bug
+
+    run_with_bug(BUGS, lambda: load_example().main)

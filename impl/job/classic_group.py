@@ -39,7 +39,7 @@ from kipcheck.impl.expansion.job import JobRecord
 from kipcheck.impl.expansion.processor import ProcessorError
 from kipcheck.impl.expansion.store import JobStore
 from kipcheck.impl.job.classic_membership import ClassicMembership, Member, Timeouts
-from kipcheck.impl.job.consumer_group import committed_reader
+from kipcheck.impl.job.consumer_group import HeldPartitions, committed_reader
 from kipcheck.impl.topic_partition import TopicPartition
 from kipcheck.model.errors import Error
 
@@ -48,7 +48,7 @@ REBALANCING = {Error.REBALANCE_IN_PROGRESS, Error.ILLEGAL_GENERATION}
 COMMIT_RETRY_S = 0.05
 
 
-class ClassicProtocolGroup:
+class ClassicProtocolGroup(HeldPartitions):
     def __init__(self, bootstrap: str, group_id: str, topic: str, processor: int, store: JobStore,
                  timeouts: Timeouts = Timeouts()) -> None:
         self.topic, self.processor, self.store, self.timeouts = topic, processor, store, timeouts
@@ -76,21 +76,10 @@ class ClassicProtocolGroup:
         return self.record
 
     def assignment(self, processor: int) -> dict[int, int]:
-        new = sorted(partition for partition in self.membership.take() if partition < self.record.partitions)
-        if new:
-            committed = self.reads.committed([TopicPartition(self.topic, partition) for partition in new])
-            self.held.update({tp.partition: max(offset, 0) for tp, offset in committed.items()})
-        return dict(self.held)
+        return self._hold(self.membership.take())
 
     def revoking(self, processor: int) -> set[int]:
         return set(self.held) - self.membership.assigned
-
-    def joining(self, processor: int) -> bool:
-        return not set(self.record.takeover(processor)) <= set(self.held)
-
-    def committed(self, partition: int) -> int:
-        tp = TopicPartition(self.topic, partition)
-        return max(self.reads.committed([tp])[tp], 0)
 
     def commit(self, processor: int, partition: int, offset: int) -> None:
         """OffsetCommit in the member's generation, again while the group rebalances (up to its timeout)."""

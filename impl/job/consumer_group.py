@@ -45,7 +45,32 @@ from kipcheck.impl.expansion.store import JobStore
 SERVER_ASSIGNOR = "linear-hashing"
 
 
-class ConsumerProtocolGroup:
+class HeldPartitions:
+    """What both forms of a job's group keep alike: the partitions held, each with the offset its output starts at
+    (its committed offset when it came, T1), and committed offsets read as an administrator reads them."""
+
+    topic: str
+    record: JobRecord
+    held: dict[int, int]
+    reads: GroupOffsets
+
+    def _hold(self, given) -> dict[int, int]:
+        """Holds the partitions `given` not yet held that the job record has; returns every one held."""
+        new = sorted(partition for partition in set(given) - set(self.held) if partition < self.record.partitions)
+        if new:
+            committed = self.reads.committed([TopicPartition(self.topic, partition) for partition in new])
+            self.held.update({tp.partition: max(offset, 0) for tp, offset in committed.items()})
+        return dict(self.held)
+
+    def joining(self, processor: int) -> bool:
+        return not set(self.record.takeover(processor)) <= set(self.held)
+
+    def committed(self, partition: int) -> int:
+        tp = TopicPartition(self.topic, partition)
+        return max(self.reads.committed([tp])[tp], 0)
+
+
+class ConsumerProtocolGroup(HeldPartitions):
     def __init__(self, bootstrap: str, group_id: str, topic: str, processor: int, store: JobStore,
                  consumer_settings: dict | None = None) -> None:
         self.topic, self.processor, self.store = topic, processor, store
@@ -86,22 +111,11 @@ class ConsumerProtocolGroup:
 
     def assignment(self, processor: int) -> dict[int, int]:
         given = {tp.partition for tp in self.consumer.assignment()} - self.released if self.subscribed else set()
-        new = sorted(partition for partition in given - set(self.held) if partition < self.record.partitions)
-        if new:
-            committed = self.reads.committed([TopicPartition(self.topic, partition) for partition in new])
-            self.held.update({tp.partition: max(offset, 0) for tp, offset in committed.items()})
-        return dict(self.held)
+        return self._hold(given)
 
     def revoking(self, processor: int) -> set[int]:
         return {tp.partition for tp in self.consumer.to_be_revoked_partitions()} & set(self.held) \
             if self.subscribed else set()
-
-    def joining(self, processor: int) -> bool:
-        return not set(self.record.takeover(processor)) <= set(self.held)
-
-    def committed(self, partition: int) -> int:
-        tp = TopicPartition(self.topic, partition)
-        return max(self.reads.committed([tp])[tp], 0)
 
     def commit(self, processor: int, partition: int, offset: int) -> None:
         self.consumer.commit({TopicPartition(self.topic, partition): offset})
