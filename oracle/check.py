@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from kipcheck.model.violation import Violation
-from kipcheck.oracle import judges
+from kipcheck.oracle.views import judge_for
 from kipcheck.oracle.trace import Malformed, read_header, read_steps
 
 OK, VIOLATION, MALFORMED = "ok", "violation", "malformed"
@@ -87,13 +87,7 @@ def check_lines(lines: Iterable[bytes | str], name: str = "<trace>", reference: 
             raise Malformed(1, "blank line: a trace's first line is its header")
         header = read_header(first)
         machine, profile = header.machine, header.profile
-        judge_class = judges.judge_class(machine)
-        if judge_class is None:
-            raise Malformed(1, f"unknown machine {machine!r} (known: {', '.join(judges.machines())})")
-        if reference and getattr(judge_class, "has_fast_acceptor", False):
-            judge = judge_class(header.config, header.profile, reference=True)
-        else:
-            judge = judge_class(header.config, header.profile)
+        judge = judge_for(header, reference)
         for step in read_steps(iterator):
             judge.judge(step)
             steps += 1
