@@ -56,7 +56,9 @@ class Verdict:
         return f"MALFORMED  {self.name}  {where}{self.reason}"
 
 
-def _violation(name: str, machine: str, profile: str, steps: int, violation: Violation, judged: bool) -> Verdict:
+def violation_verdict(name: str, machine: str, profile: str, steps: int, violation: Violation,
+                      judged: bool = True) -> Verdict:
+    """The verdict of a trace whose step `steps + 1` (0: the header, when not `judged`) broke a clause."""
     from kipcheck.spec import clauses  # read only when a trace breaks a clause
 
     clause = clauses().get(violation.clause)
@@ -94,7 +96,7 @@ def check_lines(lines: Iterable[bytes | str], name: str = "<trace>", reference: 
     except Malformed as error:
         return Verdict(name, MALFORMED, machine, profile, steps, line=error.line, reason=error.reason)
     except Violation as violation:
-        return _violation(name, machine, profile, steps, violation, judged=judge is not None)
+        return violation_verdict(name, machine, profile, steps, violation, judged=judge is not None)
     return Verdict(name, OK, machine, profile, steps)
 
 

@@ -71,8 +71,9 @@ class ShareSteps:
 
     def share_fetch(self, member, epoch: int, tps: Iterable[str], acks: Acks, error: str, results: dict,
                     sent_ms: int, received_ms: int, max_records: int, forget: Iterable[str] = (),
-                    wait_ms: int = 0, observed: dict | None = None) -> dict[str, list]:
-        """The steps of one ShareFetch; {tp: acquired runs [first, last, delivery_count]} ({} when refused)."""
+                    wait_ms: int = 0, observed: dict | None = None, acquire_args: dict | None = None) -> dict[str, list]:
+        """The steps of one ShareFetch; {tp: acquired runs [first, last, delivery_count]} ({} when refused).
+        `acquire_args`: more args of its acquire steps (trace format extensions such as `sent_ms`)."""
         added = set(tps) | set(acks)
         self.sessions(member).add(sent_ms, member.name, "share_fetch", {
             "epoch": epoch, "add": sorted(added), "forget": sorted(forget), "acks": session_acks(acks)},
@@ -99,7 +100,7 @@ class ShareSteps:
             book = self.partitions(member, tp)
             if book is None:
                 continue
-            args = {"max_records": max_records}
+            args = {"max_records": max_records, **(acquire_args or {})}
             if wait_ms and member.session == {tp}:
                 args["wait_ms"] = wait_ms  # SP-28: a lone fetcher of a one-partition session that waited
             book.add(received_ms, member.name, "acquire", args, {"records": [list(run) for run in runs]})

@@ -21,6 +21,7 @@ is told what it missed (`missed`).
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import socket
 import struct
@@ -74,6 +75,30 @@ class Observer(Protocol):
     def observe(self, exchange: Exchange) -> None: ...
     def missed(self, exchange: Exchange, reason: str) -> None: ...
     def closed(self, link: Link, at_ms: int) -> None: ...
+    def settled(self, before_ms: int | None) -> None: ...
+
+
+class Pending:
+    """The send times of the exchanges the observer reads that it has not read yet (sent, maybe answered)."""
+
+    def __init__(self) -> None:
+        self._times: list[int] = []
+        self._done: dict[int, int] = {}
+
+    def add(self, sent_ms: int) -> None:
+        heapq.heappush(self._times, sent_ms)
+
+    def done(self, sent_ms: int) -> None:
+        self._done[sent_ms] = self._done.get(sent_ms, 0) + 1
+
+    def earliest(self) -> int | None:
+        """The earliest send time still pending (None: none is)."""
+        while self._times and self._done.get(self._times[0]):
+            sent_ms = heapq.heappop(self._times)
+            self._done[sent_ms] -= 1
+            if not self._done[sent_ms]:
+                del self._done[sent_ms]
+        return self._times[0] if self._times else None
 
 
 class ProxyError(Exception):
@@ -98,6 +123,7 @@ class Proxy:
         self.observations: asyncio.Queue = asyncio.Queue()
         self._observing: asyncio.Task | None = None
         self.missed: dict[str, int] = {}  # reason -> exchanges the observer could not read
+        self.pending = Pending()
 
     def now_ms(self) -> int:
         return int((time.monotonic() - self._started) * 1000)
@@ -167,6 +193,8 @@ class Proxy:
                     for task in done:
                         if isinstance(task.exception(), ProxyError):
                             log.warning("closing %s (for %s:%d): %s", peer, *broker, task.exception())
+                        elif task is directions[1]:
+                            link.facts["closed_by_broker"] = True
                 finally:
                     for task in directions:
                         task.cancel()
@@ -177,6 +205,10 @@ class Proxy:
                 for writer in (client_writer, upstream_writer):
                     if writer is not None:
                         writer.close()
+                for exchange in waiting if upstream_writer is not None else ():  # never answered
+                    if exchange.frame is not None:
+                        self.pending.done(exchange.sent_ms)
+                        self._release(link, exchange.size)
                 await self.observations.put((self._closed, link, self.now_ms()))
 
     def _closed(self, link: Link, at_ms: int) -> None:
@@ -191,8 +223,11 @@ class Proxy:
             wanted = self.observer.wants(api_key)
             if _answered(api_key, api_version, frame):
                 await in_flight.acquire()
-                waiting.append(Exchange(link, api_key, api_version, correlation_id, _client_id(frame), self.now_ms(),
-                                        frame if wanted else None, size=size if wanted else 0))
+                exchange = Exchange(link, api_key, api_version, correlation_id, _client_id(frame), self.now_ms(),
+                                    frame if wanted else None, size=size if wanted else 0)
+                waiting.append(exchange)
+                if wanted:
+                    self.pending.add(exchange.sent_ms)
             writer.write(struct.pack(">i", size) + frame)
             if not (wanted and waiting and waiting[-1].frame is frame):
                 self._release(link, size)
@@ -248,9 +283,11 @@ class Proxy:
         self.missed[reason] = self.missed.get(reason, 0) + 1
         exchange.frame, exchange.response = None, None
         self._release(exchange.link, exchange.size)
+        exchange.size = 0
         self.observations.put_nowait((self._missed, exchange, reason))
 
     def _missed(self, exchange: Exchange, reason: str) -> None:
+        self.pending.done(exchange.sent_ms)
         self.observer.missed(exchange, reason)
 
     async def _reserve(self, link: Link, size: int) -> None:
@@ -288,6 +325,8 @@ class Proxy:
                     exchange = arguments[0]
                     exchange.frame = exchange.response = exchange.request = None
                     self._release(exchange.link, exchange.size)
+                    self.pending.done(exchange.sent_ms)
+                self.observer.settled(self.pending.earliest())
                 self.observations.task_done()
 
 

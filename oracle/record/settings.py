@@ -16,7 +16,8 @@ Limits (a broker's names where a broker has the setting, a client's where a clie
   unread and what it did not observe is said (its member's traces end there).
 
 The share settings (`group.share.*`) are those of conformance targets (BrokerSettings): what the traces'
-headers say, Kafka's defaults unless given.
+headers say, Kafka's defaults unless given; and `group.share.min.record.lock.duration.ms` (15000), the shortest
+lock the broker gives whatever a group's configuration, which a partial view relies on (SP-71).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ LIMITS = {
     "max.connections": "max_connections",
     "record.observe.max.bytes": "observe_max_bytes",
 }
+# The broker's shortest lock, whatever a group's configuration: how long a partial view takes a lock to last (SP-71).
+MIN_LOCK_NAME = "group.share.min.record.lock.duration.ms"
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class RecordSettings:
     max_in_flight: int = 64
     max_connections: int = 500
     observe_max_bytes: int = 67_108_864
+    min_lock_duration_ms: int = 15_000
     share: BrokerSettings = field(default_factory=BrokerSettings)
 
     @classmethod
@@ -58,10 +62,12 @@ class RecordSettings:
                 if value < 1:
                     raise ValueError(f"{name} must be at least 1, found {value}")
                 limits[LIMITS[name]] = value
+            elif name == MIN_LOCK_NAME:
+                limits["min_lock_duration_ms"] = parse_integer(name, raw)
             elif name in BrokerSettings.NAMES:
                 share[name] = raw
             else:
-                known = ", ".join(sorted([*LIMITS, *BrokerSettings.NAMES]))
+                known = ", ".join(sorted([*LIMITS, *BrokerSettings.NAMES, MIN_LOCK_NAME]))
                 raise ValueError(f"unknown setting {name!r} (known: {known})")
         return cls(**limits, share=BrokerSettings.from_properties(share, profile))
 
