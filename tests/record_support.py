@@ -25,7 +25,7 @@ class Recording:
     def __init__(self, upstreams: list[tuple[str, int]], trace_dir: Path, check: bool = True,
                  settings: dict[str, str] | None = None, profile: str = "kafka-4.2", extra: list[str] = ()):
         self.command = [sys.executable, "-m", "kipcheck", "record", "--listen", "127.0.0.1:0",
-                        "--trace-dir", str(trace_dir), "--profile", profile,
+                        "--trace-dir", str(trace_dir), "--profile", profile, "--log-level", "INFO",
                         *[argument for host, port in upstreams for argument in ("--upstream", f"{host}:{port}")],
                         *(["--check"] if check else []),
                         *[argument for name, value in (settings or {}).items() for argument in ("--set", f"{name}={value}")],

@@ -27,6 +27,7 @@ import logging
 from dataclasses import dataclass, field
 
 from kipcheck.impl.wire.batches import split_batches
+from kipcheck.impl.wire.codec import decode_request
 from kipcheck.oracle.record.admin import Admin
 from kipcheck.oracle.record.commits import Commits
 from kipcheck.oracle.record.live import LiveTrace
@@ -90,6 +91,14 @@ class Observer:
     def wants(self, api_key: int) -> bool:
         return api_key in (METADATA, FETCH, OFFSET_COMMIT, SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE)
 
+    def sent(self, exchange: Exchange) -> None:
+        """A member joining through the proxy counts as seen from its request on (the group's description may
+        name it before its answer is observed)."""
+        if exchange.api_key == SHARE_GROUP_HEARTBEAT:
+            request = decode_request(exchange.frame, {exchange.api_key: (exchange.api_version,) * 2}).body
+            if request.member_epoch == 0:
+                self.groups.setdefault(request.group_id, Group()).joined.add(request.member_id)
+
     def observe(self, exchange: Exchange) -> None:
         handler = {METADATA: self._metadata, SHARE_GROUP_HEARTBEAT: self._heartbeat, SHARE_FETCH: self._share_fetch,
                    SHARE_ACKNOWLEDGE: self._share_acknowledge, FETCH: self.commits.fetched,
@@ -138,16 +147,21 @@ class Observer:
             return
         group = self.groups.setdefault(request.group_id, Group())
         group.joined.add(answer.member_id or request.member_id)
-        if answer.member_epoch == 1 and len(group.joined) == 1:
+        if answer.member_epoch == 1:
             group.born_seen = True  # the group's first epoch: nothing happened in it before
 
     def full_view(self, group_id: str) -> bool:
         """The proxy saw the group born, and its description names only members that joined through it."""
         group = self.groups.get(group_id)
         if group is None or not group.born_seen:
+            log.info("group %s: a partial view (the proxy did not see it born)", group_id)
             return False
         members = self.admin.share_group_members(group_id)
-        return members is not None and set(members) <= group.joined
+        if members is None or not set(members) <= group.joined:
+            log.info("group %s: a partial view (members %s, joined through the proxy %s)", group_id,
+                     None if members is None else sorted(members), sorted(group.joined))
+            return False
+        return True
 
     def confirm(self, trace: LiveTrace) -> bool:
         """Before a full view's violation is reported: was it a full view, and the step's order certain?"""
