@@ -1,10 +1,12 @@
-"""`kipcheck record` as the tests run it: a subprocess in front of a cluster, its output read as it comes.
+"""`kipcheck record` as the tests run it: a subprocess in front of a cluster, its output read as it comes; and the
+share consumers' workload the tests run through it.
 
     with Recording([("127.0.0.1", broker.port)], tmp_path / "traces") as recording:
         bootstrap = recording.bootstrap              # the proxy's first listener
         ...                                          # clients through it
         recording.wait_for("VIOLATION")              # a line it printed, waited for
     recording.exit_code, recording.output           # after SIGTERM: its summary
+    done, released = share_workload(bootstrap, topic, consumers, explicit)
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+from kipcheck.oracle.conformance.scenarios.clients import poll_records, produce
 
 START_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 60
@@ -91,3 +95,34 @@ class Recording:
 
     def traces(self, machine: str) -> list[Path]:
         return sorted(self.trace_dir.glob(f"{machine}.*.jsonl"))
+
+
+def share_workload(bootstrap: str, topic: str, consumers: list, explicit, partitions: int = 2, batches: int = 10,
+                   timeout_s: float = 120) -> tuple[set, set]:
+    """Produce `batches` batches of ten records, spread over `partitions`, while the consumers poll, then poll until every
+    record was accepted. The `explicit` consumer releases every 7th offset the first time (delivered again, with
+    count 2) and accepts the rest; the others acknowledge implicitly. Closes the consumers; (accepted, released)."""
+    released, done = set(), set()
+
+    def poll(consumer):
+        for message in poll_records(consumer, 0.2):
+            record = (message.partition(), message.offset())
+            if consumer is explicit and record[1] % 7 == 0 and record not in released:
+                released.add(record)
+                consumer.acknowledge(message, 2)
+                continue
+            if consumer is explicit:
+                consumer.acknowledge(message, 1)
+            done.add(record)
+
+    for _ in range(batches):  # a batch per partition at a time, while they consume
+        produce(bootstrap, topic, [(index % partitions, None, b"v%d" % index) for index in range(10)])
+        for consumer in consumers:
+            poll(consumer)
+    deadline = time.monotonic() + timeout_s
+    while len(done) < 10 * batches and time.monotonic() < deadline:
+        for consumer in consumers:
+            poll(consumer)
+    for consumer in consumers:
+        consumer.close()
+    return done, released

@@ -17,7 +17,7 @@ from kipcheck.oracle.check import check_file
 from kipcheck.oracle.conformance.scenarios.clients import (
     create_topic, poll_records, produce, read_plain, share_consumer,
 )
-from record_support import Recording
+from record_support import Recording, share_workload
 
 EARLIEST = {"share_auto_offset_reset": "earliest"}
 
@@ -55,29 +55,8 @@ def test_share_consumers_through_record_check_pass_with_no_violation(start_broke
         create_topic(recording.bootstrap, topic, 2)
         implicit = share_consumer(recording.bootstrap, group, [topic])
         explicit = share_consumer(recording.bootstrap, group, [topic], explicit=True)
-        released, done, deadline = set(), set(), time.monotonic() + 90
-
-        def poll(consumer):
-            for message in poll_records(consumer, 0.2):
-                record = (message.partition(), message.offset())
-                if consumer is explicit and record[1] % 7 == 0 and record not in released:
-                    released.add(record)
-                    consumer.acknowledge(message, 2)  # released once: delivered again, count 2
-                    continue
-                if consumer is explicit:
-                    consumer.acknowledge(message, 1)
-                done.add(record)
-
-        for batch in range(10):  # a batch per partition at a time, while both consume
-            produce(recording.bootstrap, topic, [(index % 2, None, b"v%d" % index) for index in range(10)])
-            for consumer in (explicit, implicit):
-                poll(consumer)
-        while len(done) < 100 and time.monotonic() < deadline:
-            for consumer in (explicit, implicit):
-                poll(consumer)
+        done, released = share_workload(recording.bootstrap, topic, [implicit, explicit], explicit)
         assert len(done) == 100 and released
-        for consumer in (implicit, explicit):
-            consumer.close()
     assert recording.exit_code == 0, recording.output
     assert "VIOLATION" not in recording.output
     paths = judged_ok(recording)
@@ -266,3 +245,39 @@ def test_a_broker_that_forgets_delivery_counts_is_caught(start_broker, tmp_path)
         assert recording.exit_code == 1
     finally:
         forgetful.stop()
+
+
+def test_a_consumer_not_behind_the_proxy_makes_a_partial_view_with_no_false_alarm(start_broker, tmp_path):
+    """SP-70: a second consumer of the group talks to the broker directly. What it acquires, releases and
+    redelivers is invisible to the proxy, whose traces are partial views: no alarm from the unseen member."""
+    broker = start_broker(**EARLIEST)
+    with Recording([("127.0.0.1", broker.port)], tmp_path / "traces") as recording:
+        topic, group = f"t-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+        create_topic(recording.bootstrap, topic, 1)
+        unseen = share_consumer(broker.bootstrap, group, [topic], explicit=True)
+        seen = share_consumer(recording.bootstrap, group, [topic], explicit=True)
+        done, deadline = set(), time.monotonic() + 90
+
+        def poll_both():
+            for consumer in (unseen, seen):
+                for message in poll_records(consumer, 0.2):
+                    # each record is released the first time: either consumer may get it again, count 2
+                    redelivered = message.delivery_count() > 1
+                    consumer.acknowledge(message, 1 if redelivered else 2)
+                    if redelivered:
+                        done.add(message.offset())
+
+        for batch in range(10):
+            produce(broker.bootstrap, topic, [(0, None, b"v%d" % index) for index in range(10)])
+            poll_both()
+        while len(done) < 100 and time.monotonic() < deadline:
+            poll_both()
+        assert len(done) == 100
+        for consumer in (unseen, seen):
+            consumer.close()
+    assert recording.exit_code == 0, recording.output
+    partitions = recording.traces("share-partition")
+    assert partitions and all('"view": "partial"' in path.read_text().splitlines()[0] for path in partitions)
+    assert any('"records": [[' in line for path in partitions for line in path.read_text().splitlines()), \
+        "the seen consumer acquired records"
+    judged_ok(recording)
