@@ -12,8 +12,10 @@ that may name a broker (addresses.NAMING_BROKERS) and holds an upstream host's n
 rewritten to the proxy's listeners, and encoded again; every other answer is forwarded as it came.
 
 The observer (observe.Observer) says which APIs it reads (`wants`); their requests and answers are decoded and
-queued for it as Exchanges, in the order the answers came on each connection. Its queue is bounded by the
-same byte pool as the frames (RecordSettings), so a slow observer slows the proxy down, never loses an exchange;
+queued for it as Exchanges, in the order the answers came. The bytes the proxy holds (frames being forwarded,
+exchanges waiting to be observed) are counted against `queued.max.request.bytes`, in all and per connection
+(RecordSettings): a request is read only when it fits (an answer is always read, since the requests it
+answers hold room), so a slow observer slows the clients down, and never loses an exchange;
 an answer larger than `record.observe.max.bytes` or one kio cannot decode is forwarded unread and the observer
 is told what it missed (`missed`).
 """
@@ -238,7 +240,7 @@ class Proxy:
     async def _answers(self, link: Link, reader, writer, waiting: deque, in_flight: asyncio.Semaphore) -> None:
         while True:
             size = await _read_size(reader, self.settings.max_response_bytes, "answer", minimum=4)
-            await self._reserve(link, size)
+            self._hold(link, size)  # answers never wait for room (their requests may hold it): requests do
             frame = await reader.readexactly(size)
             if not waiting:
                 raise ProxyError("the broker answered a request it was not sent")
@@ -299,6 +301,10 @@ class Proxy:
         except BaseException:
             link.frames.release(size)
             raise
+
+    def _hold(self, link: Link, size: int) -> None:
+        link.frames.used_bytes += size
+        self.frames.used_bytes += size
 
     def _release(self, link: Link, size: int) -> None:
         if size:
