@@ -1,7 +1,8 @@
 """Traces written step by step and judged as they are written.
 
     trace = LiveTrace(directory, "share-partition.g.orders-0", header, judging=True, report=print_violation)
-    trace.add(at_ms, actor, op, args, observed)   # written (one line, flushed), then judged
+    trace.add(at_ms, actor, op, args, observed)   # written (one line), then judged
+    trace.flush()                                 # handed to the operating system
     trace.demote("an unseen member joined")       # a full view becomes a partial one: header rewritten, re-judged
     trace.verdict                                 # the oracle's Verdict so far (oracle/check.py)
 
@@ -108,7 +109,7 @@ class LiveTrace:
         if self.partial:
             return
         self.demoted = reason
-        self._file.close()
+        self._file.close()  # flushed: the file is read back whole
         self.header = {**self.header, "view": "partial",
                        "config": {**self.header["config"], "min_lock_duration_ms": min_lock_duration_ms}}
         lines = self.path.read_bytes().splitlines()[1:]
@@ -118,12 +119,15 @@ class LiveTrace:
         for line in lines:
             self._file.write(line + b"\n")
             self._judge_line(line)
-        self._file.flush()
 
     def end(self, reason: str) -> None:
         """Write nothing more: what follows was not observed as this trace needs it."""
         if not self.ended:
             self.ended = reason
+
+    def flush(self) -> None:
+        """Hand what was written to the operating system (the shelf does it after each round of steps)."""
+        self._file.flush()
 
     def close(self) -> None:
         self._file.close()
@@ -131,5 +135,4 @@ class LiveTrace:
     def _write(self, record: dict) -> bytes:
         line = json.dumps(record, separators=(", ", ": ")).encode()
         self._file.write(line + b"\n")
-        self._file.flush()
         return line

@@ -65,17 +65,21 @@ class Shelf:
         while len(self._placed) > self.max_placed:
             oldest = heapq.heappop(self._placed)
             oldest[2].demote(f"more than {self.max_placed} steps waited to be put in order", self.min_lock_duration_ms)
-            self._write(oldest)
+            self._write(oldest).flush()
 
     def flush(self, before_ms: int | None = None) -> None:
         """Write every step placed before `before_ms` (None: every step)."""
+        written = set()
         while self._placed and (before_ms is None or self._placed[0][0] < before_ms):
-            self._write(heapq.heappop(self._placed))
+            written.add(self._write(heapq.heappop(self._placed)))
+        for trace in written:
+            trace.flush()
 
     @staticmethod
-    def _write(placed: tuple) -> None:
+    def _write(placed: tuple) -> LiveTrace:
         at_ms, _, trace, actor, op, args, observed = placed
         trace.add(at_ms, actor, op, args, observed)
+        return trace
 
     def _report(self, trace: LiveTrace) -> None:
         print(f"VIOLATION  {trace.verdict.reason}", file=self.out, flush=True)
