@@ -281,3 +281,31 @@ def test_a_consumer_not_behind_the_proxy_makes_a_partial_view_with_no_false_alar
     assert any('"records": [[' in line for path in partitions for line in path.read_text().splitlines()), \
         "the seen consumer acquired records"
     judged_ok(recording)
+
+
+def test_the_readme_example_runs_through_record_check_as_written(tmp_path):
+    """The README's "Check your own application": the proxy started as it says, the application as written."""
+    import contextlib
+    import io
+    import re
+    import shlex
+    from pathlib import Path
+
+    from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    blocks = {language: re.findall(rf"```{language}\n(.*?)```", readme, re.DOTALL) for language in ("sh", "python")}
+    broker_settings = dict(setting.split("=", 1) for setting in re.findall(
+        r"--set (\S+)", next(block for block in blocks["sh"] if "kipcheck broker --data-dir /tmp/kc --set" in block)))
+    command = shlex.split(next(block for block in blocks["sh"] if "kipcheck record --listen" in block))
+    assert command[1:3] == ["record", "--listen"] and "--check" in command
+    example = next(block for block in blocks["python"] if "127.0.0.1:19092" in block)
+    with EmbeddedBroker(tmp_path / "broker", settings=broker_settings) as broker:
+        with Recording([("127.0.0.1", broker.port)], tmp_path / "traces") as recording:
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                exec(compile(example.replace("127.0.0.1:19092", recording.bootstrap), "README.md", "exec"), {})
+    assert printed.getvalue().splitlines() == ["[0, 1, 2, 3, 4]"]
+    assert recording.exit_code == 0 and "0 with a violation" in recording.output, recording.output
+    partition = recording.traces("share-partition")[0].read_text()
+    assert '"records": [[2, 2, 2]]' in partition, "invoice 2 was delivered again, count 2"
