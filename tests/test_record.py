@@ -309,3 +309,44 @@ def test_the_readme_example_runs_through_record_check_as_written(tmp_path):
     assert recording.exit_code == 0 and "0 with a violation" in recording.output, recording.output
     partition = recording.traces("share-partition")[0].read_text()
     assert '"records": [[2, 2, 2]]' in partition, "invoice 2 was delivered again, count 2"
+
+
+def test_a_full_view_that_an_unseen_member_joins_becomes_partial_instead_of_raising_a_false_alarm(
+        start_broker, tmp_path):
+    """The proxy saw the group born, so its trace starts as a full view; then a consumer joins directly,
+    releases records and leaves. What it did breaks the full model's expectations (a record the trace never
+    saw delivered comes with count 2); before printing a violation the proxy asks the group's description:
+    the member is gone, but the group's epoch moved more often than members joined and left through the proxy,
+    so the trace is judged as a partial view instead (SP-70)."""
+    broker = start_broker(**EARLIEST)
+    with Recording([("127.0.0.1", broker.port)], tmp_path / "traces") as recording:
+        topic, group = f"t-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+        create_topic(recording.bootstrap, topic, 1)
+        seen = share_consumer(recording.bootstrap, group, [topic], explicit=True)
+        produce(broker.bootstrap, topic, [(0, None, b"first")])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the seen consumer's first acquisition: a full view opens
+            messages = poll_records(seen, 0.5)
+            for message in messages:
+                seen.acknowledge(message, 1)
+            if messages:
+                break
+        unseen = share_consumer(broker.bootstrap, group, [topic], explicit=True)
+        produce(broker.bootstrap, topic, [(0, None, b"v%d" % index) for index in range(10)])
+        released, deadline = 0, time.monotonic() + 60
+        while not released and time.monotonic() < deadline:
+            for message in poll_records(unseen, 0.5):
+                unseen.acknowledge(message, 2)  # released: delivered again, with count 2
+                released += 1
+        unseen.close()  # it leaves the group: the next description no longer names it
+        redelivered, deadline = 0, time.monotonic() + 60
+        while redelivered < released and time.monotonic() < deadline:
+            for message in poll_records(seen, 0.5):
+                redelivered += message.delivery_count() > 1
+                seen.acknowledge(message, 1)
+        seen.close()
+        assert released and redelivered == released
+    assert recording.exit_code == 0, recording.output
+    assert "partial view from then on: the group had members the proxy never saw" in recording.output, \
+        recording.output
+    judged_ok(recording)

@@ -35,6 +35,9 @@ def run_and_judge(recording: Recording, partitions: int) -> list:
     paths = sorted(recording.trace_dir.glob("*.jsonl"))
     verdicts = [check_file(path) for path in paths]
     assert all(verdicts), [verdict.summary() for verdict in verdicts if not verdict]
+    partitions = [path for path in paths if path.name.startswith("share-partition.")]
+    assert all('"view"' not in path.read_text().splitlines()[0] for path in partitions), \
+        f"the proxy saw the group born and every member: full views\n{recording.output}"
     return paths
 
 

@@ -135,8 +135,7 @@ async def _record(args: argparse.Namespace, listen: tuple[str, int], upstreams: 
     observer.settled(None)
     shelf.close()
     admin.close()
-    return shelf.summary({**proxy.missed, **{reason: count for reason, count in observer.not_observed.items()
-                                             if reason not in proxy.missed}})
+    return shelf.summary(observer.not_observed)
 
 
 async def _poll(proxy, observer, interval_ms: int) -> None:

@@ -2,7 +2,7 @@
 
     admin = Admin([("127.0.0.1", 9092)])
     admin.topic_names([topic_id])                 # {topic_id: name} (Metadata by id)
-    admin.share_group_members("g")                # {member_id: client_id}, or None when it cannot tell
+    admin.share_group("g")                        # (group epoch, {member_id: client_id}), or None when it cannot tell
     admin.start_offsets("g", [("orders", 0)])     # {("orders", 0): SPSO} (DescribeShareGroupOffsets)
 
 Each call is one or two blocking round trips: the observer asks only when it opens a trace, confirms a full
@@ -56,14 +56,16 @@ class Admin:
             return None
         return answer.host, int(answer.port)
 
-    def share_group_members(self, group: str) -> dict[str, str] | None:
-        """{member id: client id} of the share group as its coordinator describes it; None if it cannot."""
+    def share_group(self, group: str) -> tuple[int, dict[str, str]] | None:
+        """(group epoch, {member id: client id}) of the share group as its coordinator describes it; None if it
+        cannot."""
         coordinator = self._coordinator(group)
         answer = coordinator and self._request(coordinator, SHARE_GROUP_DESCRIBE, 1, group_ids=[group],
                                                include_authorized_operations=False)
         if not answer or answer.groups[0].error_code.name != "none":
             return None
-        return {member.member_id: member.client_id for member in answer.groups[0].members}
+        described = answer.groups[0]
+        return described.group_epoch, {member.member_id: member.client_id for member in described.members}
 
     def start_offsets(self, group: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """SPSO of each share-partition as DescribeShareGroupOffsets answers it (those it answers)."""

@@ -2,7 +2,7 @@
 
     trace = LiveTrace(directory, "share-partition.g.orders-0", header, judging=True, report=print_violation)
     trace.add(at_ms, actor, op, args, observed)   # written (one line), then judged
-    trace.flush()                                 # handed to the operating system
+    trace.flush()                                 # appended to its file
     trace.demote("an unseen member joined")       # a full view becomes a partial one: header rewritten, re-judged
     trace.verdict                                 # the oracle's Verdict so far (oracle/check.py)
 
@@ -56,7 +56,8 @@ class LiveTrace:
         self.clock_ms = 0
         self.ended: str | None = None   # why nothing more is written (a leader moved, the proxy missed a step)
         self.demoted: str | None = None
-        self._file = self.path.open("wb")
+        self._unwritten: list[bytes] = []   # lines not yet handed to the file (flush)
+        self.path.write_bytes(b"")
         self._write(self.header)
         self._start_judging()
 
@@ -109,16 +110,17 @@ class LiveTrace:
         if self.partial:
             return
         self.demoted = reason
-        self._file.close()  # flushed: the file is read back whole
+        self.flush()
         self.header = {**self.header, "view": "partial",
                        "config": {**self.header["config"], "min_lock_duration_ms": min_lock_duration_ms}}
         lines = self.path.read_bytes().splitlines()[1:]
-        self._file = self.path.open("wb")
+        self.path.write_bytes(b"")
         self._write(self.header)
         self._start_judging()
         for line in lines:
-            self._file.write(line + b"\n")
+            self._unwritten.append(line + b"\n")
             self._judge_line(line)
+        self.flush()
 
     def end(self, reason: str) -> None:
         """Write nothing more: what follows was not observed as this trace needs it."""
@@ -126,13 +128,14 @@ class LiveTrace:
             self.ended = reason
 
     def flush(self) -> None:
-        """Hand what was written to the operating system (the shelf does it after each round of steps)."""
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
+        """Append what was written to the file (the shelf does it after each round of steps). The file is
+        opened for it and closed again, so that any number of traces costs no file descriptors."""
+        if self._unwritten:
+            with self.path.open("ab") as file:
+                file.writelines(self._unwritten)
+            self._unwritten.clear()
 
     def _write(self, record: dict) -> bytes:
         line = json.dumps(record, separators=(", ", ": ")).encode()
-        self._file.write(line + b"\n")
+        self._unwritten.append(line + b"\n")
         return line

@@ -14,8 +14,9 @@ The traces (spec/conformance.md says how a client's view becomes steps; SP-70 an
   is not seen until it opens one.
 - share-partition, one per group and topic-partition (`share-partition.<group>.<topic>:<partition>.jsonl`),
   from its first acquisition by a seen member, with conduct judged (SP-75). It is a full view when the proxy
-  saw the group born (its first member joined through it, answered member epoch 1) and the group's
-  description names no member the proxy has not seen join; otherwise a partial view. A full view becomes
+  saw the group born (its first member joined through it, answered member epoch 1), the group's description
+  names no member the proxy has not seen join, and the group's epoch moved no more often than members joined
+  and left through the proxy; otherwise a partial view. A full view becomes
   partial (LiveTrace.demote) when a violation cannot be confirmed as one: the group then has a member the
   proxy never saw, the step's request overlapped another request on the partition (their order at the
   broker is unknown), or it came near a lock's expiry (the broker's timer and the trace's may disagree).
@@ -73,6 +74,7 @@ class Group:
     def __init__(self) -> None:
         self.born_seen = False             # its first member joined through the proxy
         self.joined: set[str] = set()      # members that joined through the proxy
+        self.changes = 0                   # joins and leaves through the proxy: each may bump the group epoch
 
 
 class Observer:
@@ -96,8 +98,11 @@ class Observer:
         name it before its answer is observed)."""
         if exchange.api_key == SHARE_GROUP_HEARTBEAT:
             request = decode_request(exchange.frame, {exchange.api_key: (exchange.api_version,) * 2}).body
-            if request.member_epoch == 0:
-                self.groups.setdefault(request.group_id, Group()).joined.add(request.member_id)
+            if request.member_epoch in (0, -1):
+                group = self.groups.setdefault(request.group_id, Group())
+                group.changes += 1
+                if request.member_epoch == 0:
+                    group.joined.add(request.member_id)
 
     def observe(self, exchange: Exchange) -> None:
         handler = {METADATA: self._metadata, SHARE_GROUP_HEARTBEAT: self._heartbeat, SHARE_FETCH: self._share_fetch,
@@ -151,15 +156,17 @@ class Observer:
             group.born_seen = True  # the group's first epoch: nothing happened in it before
 
     def full_view(self, group_id: str) -> bool:
-        """The proxy saw the group born, and its description names only members that joined through it."""
+        """The proxy saw the group born; its description names only members that joined through it; and its
+        epoch moved no more often than members joined and left through the proxy (a member that joined and
+        left unseen, between two descriptions, moved it too)."""
         group = self.groups.get(group_id)
         if group is None or not group.born_seen:
             log.info("group %s: a partial view (the proxy did not see it born)", group_id)
             return False
-        members = self.admin.share_group_members(group_id)
-        if members is None or not set(members) <= group.joined:
-            log.info("group %s: a partial view (members %s, joined through the proxy %s)", group_id,
-                     None if members is None else sorted(members), sorted(group.joined))
+        described = self.admin.share_group(group_id)
+        if described is None or not set(described[1]) <= group.joined or described[0] > group.changes:
+            log.info("group %s: a partial view (described as %s; joined through the proxy %s, %d joins and leaves)",
+                     group_id, described, sorted(group.joined), group.changes)
             return False
         return True
 
@@ -169,7 +176,7 @@ class Observer:
         if partition is None:
             return True
         reason = ("a request overlapped another, or came near a lock's expiry" if partition.ambiguous
-                  else None if self.full_view(partition.group) else "the group has members the proxy never saw")
+                  else None if self.full_view(partition.group) else "the group had members the proxy never saw")
         if reason is None:
             return True
         trace.demote(reason, self.settings.min_lock_duration_ms)

@@ -88,7 +88,7 @@ class Shelf:
     def close(self) -> None:
         self.flush()
         for trace in self.traces:
-            trace.close()
+            trace.flush()
 
     def summary(self, not_observed: dict[str, int]) -> int:
         """Print the table of traces and what was not observed; 1 if any trace broke a clause, else 0."""
