@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 from pathlib import Path
+
+from kipcheck.commands import stop_on_signals
 
 DESCRIPTION = """\
 Stand between applications and a Kafka cluster (Apache Kafka, the reference
@@ -121,10 +122,7 @@ async def _record(args: argparse.Namespace, listen: tuple[str, int], upstreams: 
     except OSError as error:
         print(f"kipcheck record: cannot start: {error}", file=sys.stderr)
         return 3
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signal_number in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signal_number, stop.set)
+    stop = stop_on_signals()
     for port, host, upstream_port in proxy.listening:
         print(f"listening on {listen[0]}:{port} for {host}:{upstream_port}", flush=True)
     poller = asyncio.create_task(_poll(proxy, observer, args.poll_spso)) if args.poll_spso else None
