@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from kipcheck.model.ic import Range, merge, subtract
+from kipcheck.model.ranges import Range, merge, subtract
 from kipcheck.model.violation import Violation
 
 OPEN_EPOCH, CLOSE_EPOCH = 0, -1

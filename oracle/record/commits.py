@@ -21,7 +21,7 @@ from typing import Callable
 
 from kipcheck.impl.wire.batches import split_batches
 from kipcheck.impl.wire.schemas import pairs
-from kipcheck.model.ic import Range, merge
+from kipcheck.model.ranges import Range, merge
 from kipcheck.oracle.record.live import LiveTrace
 from kipcheck.oracle.record.shelf import Shelf
 
