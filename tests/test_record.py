@@ -350,3 +350,28 @@ def test_a_full_view_that_an_unseen_member_joins_becomes_partial_instead_of_rais
     assert "partial view from then on: the group had members the proxy never saw" in recording.output, \
         recording.output
     judged_ok(recording)
+
+
+def test_poll_spso_writes_checks_of_the_start_offset_the_reference_broker_answers(start_broker, tmp_path):
+    """--poll-spso: DescribeShareGroupOffsets read between requests, as `check` steps of full views (SP-23)."""
+    broker = start_broker(**EARLIEST)
+    with Recording([("127.0.0.1", broker.port)], tmp_path / "traces", extra=["--poll-spso", "100"]) as recording:
+        topic, group = f"t-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+        create_topic(recording.bootstrap, topic, 1)
+        consumer = share_consumer(recording.bootstrap, group, [topic], explicit=True)
+        for batch in range(5):
+            produce(recording.bootstrap, topic, [(0, None, b"v%d" % index) for index in range(10)])
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                messages = poll_records(consumer, 0.3)
+                for message in messages:
+                    consumer.acknowledge(message, 1)
+                if messages:
+                    break
+            time.sleep(0.3)  # idle: room for a check
+        consumer.close()
+    assert recording.exit_code == 0, recording.output
+    steps = recording.traces("share-partition")[0].read_text().splitlines()
+    checks = [line for line in steps if '"op": "check"' in line]
+    assert checks and any('"spso": 0' not in line for line in checks), "SPSO read as it advanced"
+    judged_ok(recording)

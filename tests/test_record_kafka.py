@@ -49,13 +49,17 @@ def test_share_consumers_in_front_of_kafka_pass_with_no_violation(start_kafka, t
 
 
 def test_a_three_broker_cluster_behind_one_proxy(start_kafka, tmp_path):
-    """One listener per broker; Metadata names the proxy's three; a member's sessions with each leader."""
+    """One listener per broker; Metadata and DescribeCluster name the proxy's three (FindCoordinator its own:
+    the consumers' heartbeats cross it); a member's sessions with each leader."""
     kafka = start_kafka("4.2", brokers=3)
     upstreams = [("127.0.0.1", port) for port in kafka.ports]
     with Recording(upstreams, tmp_path / "traces") as recording:
-        brokers = AdminClient({"bootstrap.servers": recording.bootstrap}).list_topics(timeout=30).brokers
+        admin = AdminClient({"bootstrap.servers": recording.bootstrap})
+        brokers = admin.list_topics(timeout=30).brokers  # Metadata
         assert sorted(entry.port for entry in brokers.values()) == sorted(recording.ports)
         assert {entry.host for entry in brokers.values()} == {"127.0.0.1"}
+        cluster = admin.describe_cluster().result(30)  # DescribeCluster
+        assert sorted(node.port for node in cluster.nodes) == sorted(recording.ports)
         paths = run_and_judge(recording, 3)
     sessions = {path.name.split(".")[1] for path in paths if path.name.startswith("share-session.")}
     assert len(sessions) > 1, f"sessions with several brokers: {sessions}"

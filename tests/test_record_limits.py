@@ -51,3 +51,18 @@ def test_a_request_above_socket_request_max_bytes_closes_its_connection_only(sta
         topic = f"t-{uuid.uuid4().hex[:6]}"
         create_topic(recording.bootstrap, topic, 1)  # other connections are served
     assert recording.exit_code == 0, recording.output
+
+
+def test_batch_spans_read_offsets_from_headers_and_leave_out_a_batch_cut_short():
+    import harness
+
+    from kipcheck.impl.wire.batches import batch_spans, marker_batch
+
+    first, second = harness.record_batch(3), harness.record_batch(2)
+    second = second[:0] + (3).to_bytes(8, "big") + second[8:]  # base offset 3
+    marker = marker_batch(producer_id=7, producer_epoch=0, control_type=1)
+    marker = (5).to_bytes(8, "big") + marker[8:]
+    records = first + second + marker
+    assert batch_spans(records) == [(0, 2, False), (3, 4, False), (5, 5, True)]
+    assert batch_spans(records[:-1]) == [(0, 2, False), (3, 4, False)], "a fetch answer may end inside a batch"
+    assert batch_spans(b"") == []

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from kipcheck.impl.wire.batches import split_batches
+from kipcheck.impl.wire.batches import batch_spans
 from kipcheck.impl.wire.schemas import pairs
 from kipcheck.model.ranges import Range, merge
 from kipcheck.oracle.record.live import LiveTrace
@@ -38,9 +38,7 @@ class Commits:
         for topic in exchange.response.responses:
             name = topic.topic if hasattr(topic, "topic") else self.name_of(topic.topic_id)
             for part in topic.partitions:
-                ranges = [(first, first + header.last_offset_delta) for first, header in
-                          ((int.from_bytes(batch[:8], "big", signed=True), header)
-                           for batch, header in split_batches(bytes(part.records or b"")))]
+                ranges = [(first, last) for first, last, _ in batch_spans(part.records or b"")]
                 if ranges:
                     self._given(client, f"{name}:{part.partition_index}", ranges, exchange.received_ms)
 

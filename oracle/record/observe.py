@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from kipcheck.impl.wire.batches import split_batches
+from kipcheck.impl.wire.batches import batch_spans
 from kipcheck.impl.wire.codec import decode_request
 from kipcheck.oracle.record.admin import Admin
 from kipcheck.oracle.record.commits import Commits
@@ -297,11 +297,14 @@ class Observer:
         return partition
 
     def _append(self, partition: Partition, exchange: Exchange, part) -> None:
-        """`append` steps for the batches of the answer past what the trace has of the log (SP-2)."""
+        """`append` steps for the batches of the answer past what the trace has of the log (SP-2). A trace that
+        meets a transaction's batches becomes a partial view: it does not follow transactions (SP-61)."""
         sink = self.shelf.sink(partition.trace)
-        for batch, header in split_batches(bytes(part.records or b"")):
-            first = int.from_bytes(batch[:8], "big", signed=True)
-            last = first + header.last_offset_delta
+        spans = batch_spans(part.records or b"")
+        if any(transactional for _, _, transactional in spans):
+            self._moved(partition, exchange.sent_ms, "transactional batches (the trace does not follow transactions)")
+            return
+        for first, last, _ in spans:
             if last < partition.log_end:
                 continue
             if first > partition.log_end:  # records between: never seen acquired, their batches unknown

@@ -31,6 +31,11 @@ class Both(Judge):
     def __init__(self, first: Judge, second: Judge) -> None:
         self.first, self.second = first, second
 
+    @property
+    def model(self):
+        """The machine's model (what a picture of a counterexample draws)."""
+        return self.first.model
+
     def judge(self, step: Step) -> None:
         self.first.judge(step)
         self.second.judge(step)
