@@ -16,7 +16,10 @@ broker, any broker speaking Kafka's protocol) and write traces of what crosses
 it: one listening port per broker (the --listen port for the first --upstream,
 the next ports for the next ones, and for brokers the cluster names later), every
 broker address in answers rewritten so that clients stay behind the proxy, bytes
-forwarded unchanged otherwise, answers kept in order per connection.
+forwarded unchanged otherwise, answers kept in order per connection. It speaks
+PLAINTEXT only (no TLS, no SASL), and has no authentication of its own: it gives
+whoever can connect to it the cluster's access, so listen on loopback unless that
+is what you want.
 
 Traces (in --trace-dir; spec/conformance.md and spec/share-partition.md SP-70 say
 how they are written and judged):

@@ -22,7 +22,7 @@ lock the broker gives whatever a group's configuration, which a partial view rel
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from kipcheck.impl.settings import parse_integer
 from kipcheck.oracle.conformance.targets import BrokerSettings
@@ -70,8 +70,3 @@ class RecordSettings:
                 known = ", ".join(sorted([*LIMITS, *BrokerSettings.NAMES, MIN_LOCK_NAME]))
                 raise ValueError(f"unknown setting {name!r} (known: {known})")
         return cls(**limits, share=BrokerSettings.from_properties(share, profile))
-
-    def described(self) -> list[tuple[str, int]]:
-        """(Kafka name, value) of every limit, for --help and the summary."""
-        values = {item.name: getattr(self, item.name) for item in fields(self)}
-        return [(name, values[attribute]) for name, attribute in LIMITS.items()]
