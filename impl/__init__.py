@@ -16,7 +16,10 @@ layer, and no two modules of impl/ import each other, even through others
    - `share/`:  KIP-932 share groups (share-partitions, sessions, the share coordinator);
    - `groups/`: classic and KIP-848 consumer groups, server assignors, committed offsets;
    - `ic/`:     individual commit; it builds on `groups/` (its commits live in the
-                groups' offsets log) and holds the consumer's side of it too.
+                groups' offsets log) and holds the consumer's side of it too;
+   - `expansion/`: KIP-287: the linear-hashing partitioner, the job record, the
+                assignor's moves and the processor library, over swappable readers
+                (confluent-kafka's Consumer among them).
 3. `consumer/`: the Python consumer (KIP-848, KIP-983's revoke-delay poll, key-range
    fetch, individual commit through `ic/`). The client never imports the broker.
 4. `broker/`: the reference broker, carrying `share/`, `groups/` and `ic/` over the wire.

@@ -31,6 +31,7 @@ Library API (time comes in as `at_ms`, which never decreases):
     partition.storage_failure(at_ms, actor, batches, renew=False)
                                                # the acknowledgement failed on storage: no change (SP-27)
     partition.leave(at_ms, actor)              # release the actor's records (SP-22)
+    partition.stored_start.allows(spso)        # the share coordinator may hold this SPSO now (SP-47)
     partition.lock_duration_ms = ms            # the lock duration of the acquisitions and renewals that
                                                # follow (SP-46: a group's share.record.lock.duration.ms);
                                                # None (the default): record_lock_duration_ms
@@ -115,6 +116,32 @@ class LimitArchives:
 
     def __contains__(self, offset: int) -> bool:
         return any(first <= offset <= last for first, last in self._runs)
+
+
+class StoredStart:
+    """SP-47: the SPSO the share coordinator holds for the share-partition (what DescribeShareGroupOffsets
+    answers), as a range [low, high]: a state write carries one SPSO value, and the model knows it exactly
+    or only within the values SPSO took during the write. Before the first write the trace cannot know what
+    was stored: -1 (nothing yet), the start offset the share-partition was initialized with, or, for one
+    reloaded after a restart, what the last write before it carried, which may lag SPSO: any of them."""
+
+    def __init__(self, start_offset: int) -> None:
+        self.low, self.high = -1, start_offset
+
+    def wrote(self, low: int, high: int) -> None:
+        """A write the answer waited for: once answered, it is stored."""
+        self.low, self.high = low, high
+
+    def writing(self, low: int, high: int) -> None:
+        """A write no answer waits for (a lock's expiry, a session's end): until a later write that an answer
+        waited for, what was stored before may still be there."""
+        self.high = high
+
+    def allows(self, value: int) -> bool:
+        return self.low <= value <= self.high
+
+    def expected(self) -> str:
+        return str(self.low) if self.low == self.high else f"{self.low}..{self.high}"
 
 
 @dataclass
@@ -269,6 +296,7 @@ class SharePartition:
         self._batch_firsts: list[int] = []  # SP-2: the first offset of every log batch
         self.limit_archives = LimitArchives()  # read only to name a clause
         self._holes: set[int] = set()  # SP-14: loaded offsets no run covers, not acquired since
+        self.stored_start = StoredStart(start_offset)  # SP-47: read only, but for the state writes below
         self._load(loaded_runs(initial_state, start_offset))
 
     def _load(self, runs: list[tuple[int, int, str, int]]) -> None:
@@ -352,13 +380,16 @@ class SharePartition:
 
     def advance(self, at_ms: int) -> None:
         """SP-20: fire every lock whose deadline is <= at_ms, before the step's own op."""
+        spso, expired = self._spso, False
         for offset, record in self._records.items():
             if record.state == ACQUIRED and record.lock_deadline_ms <= at_ms:
-                owner = record.owner
+                owner, expired = record.owner, True
                 self._release_record(offset)
                 if record.state == AVAILABLE:  # SP-16: remember whose lock expired
                     record.timed_out_owner = owner
         self._advance_start()
+        if expired:  # SP-47: each expired lock's write carries SPSO as it stood then, and nobody waits for it
+            self.stored_start.writing(spso, self._spso)
 
     def append(self, count: int, producer: str | None = None) -> None:
         """SP-2: one log batch of `count` records at the log end (SP-61: in `producer`'s open transaction)."""
@@ -506,6 +537,7 @@ class SharePartition:
         # SP-19: a failed request changes nothing, but SP-41: the renewals of the batches before the failing
         # one stand (Kafka restarts a lock at once and never rolls it back).
         applied = batches if ruled.value == Error.NONE else [batch for batch in batches[:handled] if batch[2] == "renew"]
+        spso = self._spso
         for first, last, ack_type in applied:
             # SP-18: Kafka skips offsets below SPSO (under kip they were refused, SP-15);
             # SP-14: and the holes inside a batch, which are not in its cache.
@@ -513,6 +545,8 @@ class SharePartition:
                 if offset not in self._holes:
                     self._acknowledge_record(offset, ACK_TARGET[ack_type], at_ms)
         self._advance_start()
+        if any(ack_type != "renew" and last >= spso for _, last, ack_type in applied):  # SP-47 (SP-41: no write)
+            self.stored_start.wrote(*self.rules.stored_by_request(spso, self._spso))
         return ruled
 
     def storage_failure(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]],
@@ -564,10 +598,14 @@ class SharePartition:
     def leave(self, at_ms: int, actor: str) -> None:
         """SP-22: the actor's session ended; its acquired records are released, counts kept."""
         self.advance(at_ms)
+        spso, held = self._spso, False
         for offset, record in self._records.items():
             if record.owner == actor:
                 self._release_record(offset)
+                held = True
         self._advance_start()
+        if held:  # SP-47: the release is written, and the session's last answer does not wait for it
+            self.stored_start.writing(*self.rules.stored_by_request(spso, self._spso))
 
     def _advance_start(self) -> None:
         """SP-23: SPSO passes the longest prefix of terminal records and stops at the first non-terminal one."""
@@ -845,6 +883,11 @@ class KipRules:
     # acknowledgement holding back the locks while it is written (SP-44), RENEW (SP-41).
     record_limit_mode = in_progress_holds_locks = renews = False
 
+    def stored_by_request(self, before: int, after: int) -> tuple[int, int]:
+        """SP-47: the SPSO values a request's state write may carry, SPSO being `before` the write's transitions
+        and `after` them: the seed's table writes the new SPSO, and nothing in it forbids the one before."""
+        return before, after
+
     def new_records_bounds(self, partition) -> tuple[int, int]:
         """(first, last) of the never-acquired records that may be acquired now; empty when last < first."""
         # SP-7: the window may not grow past max_inflight_records.
@@ -903,6 +946,10 @@ class Kafka42Rules(KipRules):
     record_limit_mode = True  # SP-42: KIP-1206's acquire mode
     in_progress_holds_locks = True  # SP-44: a lock expiring while the state is written finds the records moving
     renews = True  # SP-41: KIP-1222's RENEW, which restarts a lock and is never rolled back
+
+    def stored_by_request(self, before: int, after: int) -> tuple[int, int]:
+        # SP-47: Kafka writes the SPSO it holds before the write, and moves SPSO only once the write is done.
+        return before, before
 
     def new_records_bounds(self, partition) -> tuple[int, int]:
         first, last = partition.speo, partition.log_end_offset - 1

@@ -14,6 +14,7 @@ Library API (pure; callers compare an observed error with `Answer.error`):
     answer = cache.share_acknowledge(member, epoch)
     answer = cache.disconnect(member)                  # the member's connection closed
     answer = cache.storage_failure(error)              # a request refused with a storage error (SS-18)
+    answer = cache.acknowledgement_threw(member, epoch) # kafka-4.2: its acknowledgements threw (SS-32)
     answer.error         # "NONE" or a Kafka error name
     answer.clause        # the clause that decides this answer
     answer.acknowledges  # the request's acknowledgements are processed
@@ -130,6 +131,22 @@ class ShareSessionCache:
         # SS-18: the broker could not reach or write what the request needs; as a refusal, SS-15 applies.
         return self._decided(Answer(error, "SS-18"))
 
+    def acknowledgement_threw(self, member: str, epoch: int) -> Answer:
+        """A request carrying acknowledgements (an incremental or final ShareFetch or ShareAcknowledge) that one
+        of its share-partitions threw on (SP-40): allowed only where `rules.acknowledgements_throw`."""
+        assert self.rules.acknowledgements_throw and epoch != INITIAL_EPOCH
+        # SS-32: the session is looked up and its epoch checked first, as for any request.
+        if member not in self.by_member:
+            return self._decided(Answer(Error.SHARE_SESSION_NOT_FOUND, "SS-6"))
+        if epoch == FINAL_EPOCH:  # SS-32: thrown before the session is removed: it stays, epoch and all
+            return self._decided(Answer(Error.UNKNOWN_SERVER_ERROR, "SS-32"))
+        answer = self._incremental(member, epoch, "SS-32")
+        if answer.error != Error.NONE:
+            return self._decided(answer)
+        # SS-32: the epoch was bumped before the acknowledgements threw.
+        self._last_clause = "SS-32"
+        return answer._replace(error=Error.UNKNOWN_SERVER_ERROR)
+
     def _decided(self, answer: Answer) -> Answer:
         # SS-15: a refused request changes nothing, so the check after it is ruled by SS-15;
         # SS-5 is the one refusal that changes the cache (the old session is gone).
@@ -183,6 +200,8 @@ class KipRules:
 
     # SS-31 is Kafka's: under the KIP a closed connection ends one session, never a group's partitions.
     drops_empty_groups = False
+    # SS-32 is Kafka's bug (SP-40): under the KIP an acknowledgement never fails the whole request.
+    acknowledgements_throw = False
 
     def reopen(self, cache: ShareSessionCache, member: str, add: frozenset[str], other_sessions: int) -> Answer:
         """ShareFetch epoch 0 (after SS-2): the member's session starts again."""
@@ -203,6 +222,9 @@ class Kafka42Rules(KipRules):
     # SS-31: Kafka's cache tells the group when a closed connection took its last session, and the
     # group drops its share-partitions (reloaded from the share coordinator when used again).
     drops_empty_groups = True
+    # SS-32: an acknowledgement straddling SPSO throws inside SharePartition (SP-40); KafkaApis answers the whole
+    # request UNKNOWN_SERVER_ERROR after the session's epoch was bumped (a final request's session stays).
+    acknowledgements_throw = True
 
     def reopen(self, cache: ShareSessionCache, member: str, add: frozenset[str], other_sessions: int) -> Answer:
         # SS-4: Kafka removes the old session from the cache without releasing its records: they stay

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from kipcheck.model.violation import Violation
+from kipcheck.oracle.judge import Refusal
 from kipcheck.oracle.views import judge_for
 from kipcheck.oracle.trace import Malformed, read_header, read_steps
 
@@ -22,7 +23,8 @@ class Verdict:
     (None when ok), and `summary()` is the one line `kipcheck check` prints. A
     violation names the first disallowed `step` (0: the header), the `clause` it breaks and its
     `title`, what the model `allowed` and what was `observed`; a malformed
-    trace names its `line` (None when the file as a whole is at fault).
+    trace names its `line` (None when the file as a whole is at fault). An ok trace lists in `refusals`
+    the requests its target rightly refused (oracle/judge.py Refusal; the first REFUSALS_MAX).
     """
 
     name: str
@@ -38,6 +40,7 @@ class Verdict:
     line: int | None = None
     reason: str | None = None
     extra: dict = field(default_factory=dict)
+    refusals: list[Refusal] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -97,7 +100,7 @@ def check_lines(lines: Iterable[bytes | str], name: str = "<trace>", reference: 
         return Verdict(name, MALFORMED, machine, profile, steps, line=error.line, reason=error.reason)
     except Violation as violation:
         return violation_verdict(name, machine, profile, steps, violation, judged=judge is not None)
-    return Verdict(name, OK, machine, profile, steps)
+    return Verdict(name, OK, machine, profile, steps, refusals=judge.refusals)
 
 
 def check_file(path: str | Path, reference: bool = False) -> Verdict:

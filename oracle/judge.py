@@ -12,7 +12,7 @@ input: a misspelt field can never pass unjudged (TRACE-FORMAT.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Iterable
+from typing import Any, Callable, ClassVar, Iterable, NamedTuple
 
 import msgspec
 
@@ -20,6 +20,19 @@ from kipcheck.model.violation import Violation
 from kipcheck.oracle.trace import Malformed, Step
 
 _MISSING = object()
+REFUSALS_MAX = 100  # refusals a judge keeps of one trace: enough to explain it, bounded for endless traces
+
+
+class Refusal(NamedTuple):
+    """A request the model says must be refused, and the target refused: the target was right, its client
+    was not (an acknowledgement of records the client no longer held, for one). Read by the pytest plugin."""
+
+    step: int
+    actor: str
+    op: str
+    args: dict[str, Any]
+    error: str
+    clause: str
 
 
 @dataclass(frozen=True)
@@ -65,6 +78,7 @@ class Judge:
         self.profile = profile if profile in self.profiles else "kip"
         # op name -> (bound handler, its args fields, its observed fields, its object fields)
         self._ops: dict[str, tuple] = {}
+        self.refusals: list[Refusal] = []  # the first REFUSALS_MAX, in step order
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -119,6 +133,11 @@ class Judge:
         if not _has_type(value, kind):
             raise Malformed(step.line, f"observed.{name} of {step.op!r} must be {_kind_name(kind)}, found {value!r}")
         return value
+
+    def refused(self, step: Step, error: str, clause: str) -> None:
+        """Note a step the target rightly refused with `error` under `clause` (kept up to REFUSALS_MAX)."""
+        if len(self.refusals) < REFUSALS_MAX:
+            self.refusals.append(Refusal(step.number, step.actor, step.op, step.args, error, clause))
 
     @staticmethod
     def expect(clause: str, name: str, expected: Any, observed: Any) -> None:

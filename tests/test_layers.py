@@ -51,6 +51,7 @@ IMPL_ALLOWED = {
     **{name: () for name in FLOOR},
     "share": (),
     "groups": (),
+    "expansion": (),
     "ic": ("groups",),
     "consumer": ("ic",),
     "broker": ("share", "groups", "ic"),

@@ -1,4 +1,5 @@
-"""The wheel builds without warnings of the project's own and ships every example trace and spec file."""
+"""The wheel builds without warnings of the project's own, ships every example trace and spec file, and
+declares the pytest plugin."""
 
 import shutil
 import subprocess
@@ -21,7 +22,10 @@ def test_the_wheel_builds_cleanly_with_all_its_data(tmp_path):
     warnings = [line for line in output.splitlines()
                 if "Warning" in line or "deprecated" in line.lower() or "absent from the" in line]
     assert not warnings, "\n".join(warnings)
-    names = set(zipfile.ZipFile(next(wheels.glob("kipcheck-*.whl"))).namelist())
+    wheel = zipfile.ZipFile(next(wheels.glob("kipcheck-*.whl")))
+    names = set(wheel.namelist())
+    entry_points = wheel.read(next(name for name in names if name.endswith(".dist-info/entry_points.txt"))).decode()
+    assert "[pytest11]\nkipcheck = kipcheck.testing.plugin" in entry_points, entry_points  # the pytest plugin
     examples = {f"kipcheck/oracle/{path.relative_to(ROOT / 'oracle')}" for path in (ROOT / "oracle/examples").rglob("*.jsonl")}
     specs = {f"kipcheck/spec/{path.name}" for path in (ROOT / "spec").glob("*.md")}
     assert examples and examples <= names and specs <= names, sorted((examples | specs) - names)

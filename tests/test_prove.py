@@ -25,7 +25,7 @@ def test_kip287_refutation_names_a_real_counterexample():
 def test_cli_prints_one_line_per_theorem_and_exits_zero(capsys):
     assert main(["prove", "--only", "KIP-287"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 5 and lines[-1] == "4 of 4 theorems hold"
+    assert len(lines) == 7 and lines[-1] == "6 of 6 theorems hold"
     assert any(line.startswith("refuted as expected") and "confirmed" in line for line in lines)
 
 
@@ -68,6 +68,21 @@ def test_linear_hash_proof_fails_with_plain_modulo(monkeypatch):
     """EX-2: plain `h mod n` instead of linear hashing moves keys when partitions grow."""
     monkeypatch.setattr(linear_hashing, "linear_hash", lambda value, buckets, modulus: value % buckets)
     assert linear_hashing.check_partition_expansion_keeps_processor() is not None
+
+
+def test_split_proof_fails_with_plain_modulo(monkeypatch):
+    """EX-5: with `h mod n`, growing from b to b + 1 buckets moves keys between old buckets too."""
+    monkeypatch.setattr(linear_hashing, "linear_hash", lambda value, buckets, modulus: value % buckets)
+    assert linear_hashing.check_split_moves_keys_only_to_the_new_bucket() is not None
+
+
+def test_source_check_fails_when_the_parent_is_off_by_one(monkeypatch):
+    """EX-5: a parent one bucket too high names the wrong source, and the sampled check finds a key that says so."""
+    from kipcheck.model import expansion
+
+    parent = expansion.parent
+    monkeypatch.setattr(expansion, "parent", lambda bucket, initial: parent(bucket, initial) + (bucket % 2))
+    assert "model.expansion.source gives" in linear_hashing.check_model_source_agrees()
 
 
 def test_bounded_check_fails_when_release_at_the_limit_does_not_archive():

@@ -63,7 +63,6 @@ from kipcheck.impl.share.sessions import SessionAnswer, ShareSessionCache
 from kipcheck.impl.share.tracing import TraceWriter
 from kipcheck.impl.storage import Storage
 from kipcheck.impl.topic_partition import TopicPartition
-from kipcheck.model.errors import Error
 
 Acks = list[tuple[str, int, int, str]]  # (tp, first, last, type), as the session trace records them
 
@@ -142,13 +141,10 @@ class ShareEngine:
         return self.config.profile == "kip" or (group, tp) in self.partitions or f"{group}:{tp}" in self.persisted_keys \
             or self.subscribed(group, tp.topic)
 
-    def start_offset(self, group: str, tp: TopicPartition) -> int:
-        """The share-partition's SPSO: in memory when loaded, else as persisted; -1 if never initialized."""
-        share_partition = self.partitions.get((group, tp))
-        if share_partition is not None:
-            return share_partition.spso
-        error, _, start_offset, _ = self.coordinator.read(f"{group}:{tp}")
-        return start_offset if error == Error.NONE else -1
+    def stored_start_offset(self, group: str, tp: TopicPartition) -> int:
+        """The start offset the share coordinator stored for the share-partition, as the last state write carried
+        it (not the leader's SPSO in memory: spec SP-47); -1 if never initialized."""
+        return self.coordinator.stored_start_offset(f"{group}:{tp}")
 
     def on_produced(self, topic: str, partition: int, batch_ranges: list) -> None:
         """New log batches (PartitionLog.batch_details: first, last, transaction) for the loaded share-partitions."""

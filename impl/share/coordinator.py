@@ -171,6 +171,12 @@ class ShareCoordinator:
                 "batches": [_batch_json(batch) for batch in batches]})
         return answer
 
+    def stored_start_offset(self, key: str) -> int:
+        """The start offset stored for `key` (-1 when none), as DescribeShareGroupOffsets reads it (spec SP-47):
+        a summary, not a read of the state, so it is not traced."""
+        current = self._states.get(key)
+        return -1 if current is None else current.start_offset
+
     # -- records -----------------------------------------------------------------------------
 
     def _record_for_write(self, key: str, current: KeyState, start_offset: int, batches: list[Batch]) -> dict:

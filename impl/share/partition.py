@@ -616,10 +616,11 @@ class SharePartition:
         if not ranges:
             return 0
         planned = [run for first, last in ranges for run in self._planned(first, last, AVAILABLE)]
+        spso = self._spso  # SP-47: as Kafka, the write carries SPSO as it was before the release moved it
         for first, last in ranges:
             self._transition(first, last, AVAILABLE, expired)
         self._advance_start()
-        self._persist(planned, now_ms)   # as Kafka: a release stands even if its write fails
+        self._persist(planned, now_ms, spso)   # as Kafka: a release stands even if its write fails
         return sum(last - first + 1 for first, last in ranges)
 
     # -- the state machine core --------------------------------------------------------------
@@ -686,10 +687,12 @@ class SharePartition:
             del self._firsts[:done]
             self._spso = batches[0][FIRST] if batches else self._cache_end
 
-    def _persist(self, planned: list[tuple[int, int, int, int]], now_ms: int) -> str:
+    def _persist(self, planned: list[tuple[int, int, int, int]], now_ms: int, spso: int | None = None) -> str:
+        """Write the planned transitions with `spso` (default: SPSO now, before they are applied)."""
         if self.store is None or not planned:
             return Error.NONE
-        return persister_answer(self.store.write(self.key, self.state_epoch, self._spso, planned, now_ms))
+        start_offset = self._spso if spso is None else spso
+        return persister_answer(self.store.write(self.key, self.state_epoch, start_offset, planned, now_ms))
 
     def _tick(self, now_ms: int) -> None:
         # The trace's timers fire before each step's op; the model replays them itself.

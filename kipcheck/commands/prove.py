@@ -13,7 +13,9 @@ counterexample or z3's reason, and the time taken.
 The theorems: the IC merge keeps the committed set and the normal form
 (unbounded); the key-range split covers [0, 2^63-1] exactly once, near-equally,
 for 1 to 2^16 owners, in the model's equal arithmetic and the seed's long division; KIP-287's linear hashing keeps keys on their processor while
-partitions >= processors, and the counterexample when partitions < processors;
+partitions >= processors, and the counterexample when partitions < processors,
+and a split moves keys only from its parent to the new partition (the ground
+of the drain rule);
 a bounded model check of the share-partition invariants. Each family also
 checks that the model's own Python function agrees with the proved encoding
 on sampled inputs, so a model that drifts fails here.

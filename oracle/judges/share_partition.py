@@ -15,9 +15,10 @@ from __future__ import annotations
 from typing import NoReturn
 
 from kipcheck.model import share_partition as reference_model
+from kipcheck.model.errors import Error
 from kipcheck.model.share_partition import ACK_TYPES, STATES, waited_fetch_violation
 from kipcheck.model.share_partition_log import kafka_only
-from kipcheck.model.violation import STORAGE_ERRORS
+from kipcheck.model.violation import STORAGE_ERRORS, Violation
 from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.judges.fast import share_partition as fastcheck
 from kipcheck.oracle.trace import Malformed, Step
@@ -196,6 +197,8 @@ class SharePartitionJudge(Judge):
         ruled = self.model.acknowledge(step.at_ms, step.actor, requests, renew, received_ms)
         if error is not None and error != ruled.value:
             self.expect(ruled.clause, "error", ruled.value, self.observed(step, "error", str))
+        elif error is not None and error != Error.NONE:  # refused as the model demands: the client's mistake
+            self.refused(step, error, ruled.clause)
 
     @staticmethod
     def _bad_batch(step: Step, batch: object) -> NoReturn:
@@ -210,10 +213,13 @@ class SharePartitionJudge(Judge):
     def op_tick(self, step: Step) -> None:
         self.model.advance(step.at_ms)
 
-    @op(observed=["spso", "speo", "states"])
+    @op(observed=["spso", "speo", "states", "stored_spso"])
     def op_check(self, step: Step) -> None:
         self.model.advance(step.at_ms)
         self.expect("SP-23", "spso", self.model.spso, self.observed(step, "spso", int))
+        stored = self.observed(step, "stored_spso", int)
+        if stored is not None and not self.model.stored_start.allows(stored):  # SP-47
+            raise Violation("SP-47", f"stored_spso={self.model.stored_start.expected()}", f"stored_spso={stored}")
         self.expect(self.model.speo_clause, "speo", self.model.speo, self.observed(step, "speo", int))
         states = self.observed(step, "states", list)
         if states is not None:

@@ -29,16 +29,15 @@ class ShareSessionJudge(Judge):
     def op_share_fetch(self, step: Step) -> None:
         epoch, add, forget = self.arg(step, "epoch", int), self._partitions(step, "add"), self._partitions(step, "forget")
         has_acks, other_sessions = bool(self._acks(step)), self._other_sessions(step)
-        if not self._failed_on_storage(step):
+        if not self._failed_on_storage(step) and not self._threw(step, epoch, has_acks):
             answer = self.model.share_fetch(step.actor, epoch, add, forget, has_acks, other_sessions)
             self._expect_error(step, answer)
             self._expect_released(step, answer)
 
     @op(args=["epoch", "acks"], observed=["error", "released"], objects={"args.acks": ACK_FIELDS})
     def op_share_acknowledge(self, step: Step) -> None:
-        self._acks(step)
-        epoch = self.arg(step, "epoch", int)
-        if not self._failed_on_storage(step):
+        has_acks, epoch = bool(self._acks(step)), self.arg(step, "epoch", int)
+        if not self._failed_on_storage(step) and not self._threw(step, epoch, has_acks):
             answer = self.model.share_acknowledge(step.actor, epoch)
             self._expect_error(step, answer)
             self._expect_released(step, answer)
@@ -74,6 +73,14 @@ class ShareSessionJudge(Judge):
         if error not in STORAGE_ERRORS:
             return False
         self.model.storage_failure(error)
+        return True
+
+    def _threw(self, step: Step, epoch: int, has_acks: bool) -> bool:
+        """True when the request's acknowledgements threw where the profile allows it (SS-32): judged so."""
+        if not (has_acks and epoch != 0 and self.model.rules.acknowledgements_throw
+                and self.observed(step, "error", str) == Error.UNKNOWN_SERVER_ERROR):
+            return False
+        self._expect_error(step, self.model.acknowledgement_threw(step.actor, epoch))
         return True
 
     def _other_sessions(self, step: Step) -> int:

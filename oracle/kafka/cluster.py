@@ -159,8 +159,12 @@ class KafkaCluster:
     def _cluster_id(self) -> str:
         path = self.work_dir / "cluster.id"
         if not path.exists():
-            # Kafka's cluster ids are 16 random bytes in URL-safe base64 without padding (Uuid.randomUuid).
-            path.write_text(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))
+            # Kafka's cluster ids are 16 random bytes in URL-safe base64 without padding (Uuid.randomUuid), never
+            # starting with "-", which its command-line tools would read as an option.
+            cluster_id = "-"
+            while cluster_id.startswith("-"):
+                cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            path.write_text(cluster_id)
         return path.read_text().strip()
 
     def _write_properties(self, node: int) -> Path:

@@ -17,6 +17,14 @@ Claims, for every key hash h >= 0, N0 >= 1 and N0 <= C <= P (no bound):
      some key between processors. z3 searches h < 256, N0 <= 4, P, C < 32
      (bounded: a counterexample needs concrete values; the fewest processors first)
      and the counterexample is replayed through model.expansion.linear_hash.
+  4. A split moves keys only from bucket b - M to the new bucket b: for every
+     h >= 0 and M <= b < 2M (M the level modulus of b buckets, unbounded),
+     LH(h, b + 1) != LH(h, b) implies LH(h, b) = b - M and LH(h, b + 1) = b.
+     By induction over one bucket at a time, the keys of a partition added by
+     an expansion come only from its ancestors, the first of them below the old
+     count being its source (EX-5); so draining the source up to the split
+     offset before reading the new partition keeps every key in order (EX-6).
+     model.expansion.source is sampled against that induction.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import z3
 from kipcheck.oracle.proofs import Theorem, describe, first_failure
 
 CLAUSES = ("EX-2", "EX-3")
+SPLIT_CLAUSES = ("EX-5", "EX-6")
 
 
 def linear_hash(value, buckets, modulus):
@@ -111,6 +120,40 @@ def check_processor_expansion_moves_only_to_new() -> str | None:
                          lambda model: describe(model, h=h, C=before, C2=after))
 
 
+def check_split_moves_keys_only_to_the_new_bucket() -> str | None:
+    h, buckets, mod, mod_next = z3.Ints("h b M M2")
+    hypotheses = [
+        h >= 0, _level(buckets, mod), _level(buckets + 1, mod_next),
+        # b + 1 buckets keep b's level, or start the next one when b + 1 = 2M (the split pointer back at 0)
+        z3.Or(mod_next == mod, z3.And(mod_next == 2 * mod, buckets + 1 == 2 * mod)),
+        z3.Or(h % (2 * mod) == h % mod, h % (2 * mod) == h % mod + mod),  # lemma B
+    ]
+    before, after = linear_hash(h, buckets, mod), linear_hash(h, buckets + 1, mod_next)
+    goal = z3.Implies(before != after, z3.And(before == buckets - mod, after == buckets))
+    return first_failure(_lemma_steps() + [("a split moves keys only from b - M to b", hypotheses, goal)],
+                         lambda model: describe(model, h=h, b=buckets, M=mod, M2=mod_next))
+
+
+def check_model_source_agrees(samples: int = 400, seed: int = 287) -> str | None:
+    """model.expansion.source and parent follow the split theorem, by induction, on random (N0, P <= P', h)."""
+    from kipcheck.model import expansion
+
+    chooser = random.Random(seed)
+    for _ in range(samples):
+        initial = chooser.randint(1, 12)
+        before = chooser.randint(initial, 6 * initial)
+        after = chooser.randint(before, 6 * initial + 20)
+        value = chooser.randint(0, 2**31 - 1)
+        partition = expansion.linear_hash(value, after, initial)
+        was = expansion.linear_hash(value, before, initial)
+        if partition >= before and was != expansion.source(partition, before, initial):
+            return (f"key hash {value}, N0={initial}: in partition {was} at {before} partitions and {partition} at "
+                    f"{after}, but model.expansion.source gives {expansion.source(partition, before, initial)}")
+        if partition < before and partition != was:
+            return f"key hash {value}, N0={initial}: moved from old partition {was} to old partition {partition}"
+    return None
+
+
 def _bounded_linear_hash(value, buckets, initial, levels: int = 5):
     """LH with the level found by cases (L < levels): for the bounded counterexample search."""
     result = value % initial
@@ -187,4 +230,10 @@ THEOREMS = [
     Theorem("KIP-287: model agrees with the encoding", CLAUSES,
             "model.expansion.linear_hash equals the encoded LH on 400 random (value, buckets, N0)",
             check_model_agrees),
+    Theorem("KIP-287: a split moves keys only from its parent to the new partition", SPLIT_CLAUSES,
+            "for all h >= 0, M <= b < 2M (unbounded): LH(h, b+1) != LH(h, b) implies LH(h, b) = b - M, "
+            "LH(h, b+1) = b", check_split_moves_keys_only_to_the_new_bucket),
+    Theorem("KIP-287: model agrees a new partition's keys come from its source", SPLIT_CLAUSES,
+            "model.expansion.source on 400 random (N0, P <= P', h): the key's partition at P is the source of its "
+            "partition at P' (old partitions keep their keys)", check_model_source_agrees),
 ]

@@ -36,6 +36,11 @@ class Both(Judge):
         """The machine's model (what a picture of a counterexample draws)."""
         return self.first.model
 
+    @property
+    def refusals(self):
+        """The requests the target rightly refused, as the machine's judge saw them."""
+        return self.first.refusals
+
     def judge(self, step: Step) -> None:
         self.first.judge(step)
         self.second.judge(step)

@@ -220,6 +220,14 @@ def _processors_past_partitions(self, count):
     self.processors = count  # EX-3 broken: more processors than partitions accepted
 
 
+def _never_undrained(partition, positions, splits, sources=None):
+    return None  # EX-6 broken: a new partition is read before its source is drained
+
+
+def _rebuild_any_key(self, processor, partition, offset, home):
+    return None  # EX-9 to EX-11 broken: any processor may build state of any key, anywhere, without output
+
+
 def _epoch_without_wraparound(epoch):
     return epoch + 1  # SS-9 broken: the epoch after Integer.MAX_VALUE is not 1
 
@@ -293,6 +301,10 @@ CATALOG = (
            ((key_range_assign.Group, "opting_in", _opt_out_ignored),), "key_range_assign"),
     Mutant("ex-processors-past-partitions", "more processors than partitions accepted (EX-3)",
            ((expansion.Expansion, "expand_processors", _processors_past_partitions),), "expansion"),
+    Mutant("ex-drain-ignored", "a new partition read before its source is drained (EX-6)",
+           ((expansion, "undrained", _never_undrained),), "expansion"),
+    Mutant("ex-rebuild-anything", "state rebuilt for any key, at any offset (EX-9)",
+           ((expansion.Expansion, "_check_rebuild", _rebuild_any_key),), "expansion"),
     Mutant("ss-no-wraparound", "the epoch after Integer.MAX_VALUE is not 1 (SS-9)",
            ((share_session, "next_epoch", _epoch_without_wraparound),), "share_session"),
     Mutant("ic-cap-ignored", "the cap on held ranges not enforced (IC-6)",

@@ -48,11 +48,11 @@ the write) in the partition's `error_code`, as Kafka's erroneous partitions,
 once the fetch's wait is over (librdkafka retries such a fetch at once: an
 immediate answer would make it spin).
 
-DescribeShareGroupOffsets answers each share-partition's start offset (SPSO)
-as its leader holds it now, or as the share coordinator persisted it for a
-share-partition this process has not loaded; -1 for one never initialized
-(Kafka's "no offset"). The conformance runner reads it after every step that
-may move SPSO, so a wrong SPSO is seen when it happens, not only at a clean stop.
+DescribeShareGroupOffsets answers each share-partition's start offset as the
+share coordinator stored it, which is what the last state write carried (the
+SPSO before that write moved it), not the leader's SPSO in memory; -1 for one
+never initialized (Kafka's "no offset"): spec SP-47, as Apache Kafka answers.
+The conformance runner reads it after every step that may write state.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def handlers(broker) -> dict:
         groups = [{"group_id": group.group_id, "error_code": Error.NONE, "topics": [
                       {"topic_name": topic.topic_name, "topic_id": topic_id_of(topic.topic_name),
                        "partitions": [{"partition_index": index, "leader_epoch": 0, "error_code": Error.NONE,
-                                       "start_offset": broker.engine.start_offset(
+                                       "start_offset": broker.engine.stored_start_offset(
                                            group.group_id, TopicPartition(topic.topic_name, index))}
                                       for index in topic.partitions]}
                       for topic in group.topics or ()]}

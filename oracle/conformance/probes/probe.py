@@ -14,11 +14,24 @@ careless or hostile client would: any epoch, acknowledgements of records it
 never held, past the end or after the lock expired, sessions past the limit.
 Each answer becomes steps of the traces a broker would be judged by:
 share-partition traces (one per topic-partition: `append` as the log grew,
-`acquire`, `acknowledge`, `leave`, and a `check` of SPSO read with
-DescribeShareGroupOffsets after every step that may move it, where the broker
-serves it) and one share-session trace for the group. Times come from
-tolerance.Timers: every request is kept clear of the windows in which a lock
-deadline may fall, so the model's timers and the broker's agree.
+`acquire`, `acknowledge`, `leave`, and a `check` of the start offset the share
+coordinator stored (`stored_spso`, SP-47), read with DescribeShareGroupOffsets
+after every step that may write state, where the broker serves it) and one
+share-session trace for the group. Times come from tolerance.Timers: every
+request is kept clear of the windows in which a lock deadline may fall, so the
+model's timers and the broker's agree.
+
+On a cluster the probe finds its way as a client does (routing.py): its topics
+are led by one broker (placed there by CreateTopics, on a broker other than the
+group coordinator where there is one), its members' sessions live there, and
+heartbeats and DescribeShareGroupOffsets go to the group coordinator. Each
+group reads from the earliest offset (the group config
+share.auto.offset.reset, where the broker serves IncrementalAlterConfigs), and
+a new topic's share-partitions are known to be initialized before anything is
+produced: a member subscribed to it waits until the group's assignment holds
+every one of them (Kafka initializes them asynchronously, after a heartbeat,
+and assigns only initialized ones). A broker without group configs gets the
+older way: a member opens a session on the empty partitions and closes it.
 
 A probe assumes it is the only client of its group and topics (each probe makes
 fresh ones), so what it saw is everything that happened to them. Probes made
@@ -42,11 +55,20 @@ from kipcheck.model.cross_machine import reloaded_window
 from kipcheck.model.errors import Error
 from kipcheck.model.violation import Violation
 from kipcheck.oracle.check import check_file
-from kipcheck.oracle.conformance.probes.tolerance import Timers
-from kipcheck.oracle.share_traces import ACK_CODES, FINAL_EPOCH, ShareSteps, TraceBook
+from kipcheck.oracle.conformance.probes.routing import (
+    FIND_COORDINATOR, cluster_brokers, find_coordinator, retry_on_coordinator,
+)
+from kipcheck.oracle.conformance.probes.tolerance import Ambiguous, Timers
+from kipcheck.oracle.share_traces import ACK_CODES, FINAL_EPOCH, ShareSteps, TraceBook, session_advanced
 
 DESCRIBE_OFFSETS = 90
 CREATE_TOPICS = 19
+INCREMENTAL_ALTER_CONFIGS, GROUP_RESOURCE, SET = 44, 32, 0
+SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE = 76, 77  # Describe: a broker with share group configs serves it
+ASSIGNMENT_WAIT_S = 60.0
+# Partition errors that say "the leader is being elected": asked again for up to LEADER_WAIT_S.
+LEADER_MOVING = frozenset({Error.NOT_LEADER_OR_FOLLOWER, Error.LEADER_NOT_AVAILABLE, Error.UNKNOWN_TOPIC_OR_PARTITION})
+LEADER_WAIT_S = 60.0
 REQUEST_TIMEOUT_MS = 30_000
 SLACK_MS = 250  # what a request may take beyond its own wait (one that takes longer is inconclusive)
 UNUSED_EPOCH = 1_000_000  # an epoch no session of a probe reaches
@@ -83,28 +105,66 @@ class Probe:
                                    "config": {"max_sessions": target.settings.max_sessions}})
         self.steps = ShareSteps(target.profile, sessions=lambda _: self.sessions,
                                 partitions=lambda _, tp: self.partitions[tp], held=lambda _: self.partitions.values())
-        self.admin = self._connect("admin")
+        self.admin = self._connect("admin", target.address)
         self.api_keys = self._api_keys()
         self.describes_offsets = DESCRIBE_OFFSETS in self.api_keys
+        self._route()
+        self.reads_earliest = self._read_earliest()
 
     # -- setting up --------------------------------------------------------------------------
 
-    def _connect(self, client_id: str) -> BrokerConnection:
-        host, port = self.target.address
+    def _connect(self, client_id: str, address: tuple[str, int] | None = None) -> BrokerConnection:
+        host, port = address or self.leader_address
         return BrokerConnection(host, port, client_id, REQUEST_TIMEOUT_MS, 100_000_000)
 
-    def _api_keys(self) -> set[int]:
+    def _route(self) -> None:
+        """Find the group coordinator and pick the broker that leads the probe's topics (routing.py)."""
+        self.brokers = cluster_brokers(self.admin)
+        # FindCoordinator v4 (batched keys); a broker serving only older versions (librdkafka's mock) is one node.
+        finds = self.api_keys.get(FIND_COORDINATOR, -1) >= 4
+        coordinator_address = find_coordinator(self.admin, self.group) if finds else self.target.address
+        others = [node for node, address in sorted(self.brokers.items()) if address != coordinator_address]
+        self.leader_node = others[0] if others and len(self.brokers) > 1 else min(self.brokers, default=None)
+        self.leader_address = self.brokers.get(self.leader_node, self.target.address)
+        self.leader = self._connect("leader")
+        self.coordinator = self._connect("coordinator", coordinator_address)
+
+    def _refind_coordinator(self) -> None:
+        if self.api_keys.get(FIND_COORDINATOR, -1) >= 4:
+            self.coordinator.close()
+            self.coordinator = self._connect("coordinator", find_coordinator(self.admin, self.group))
+
+    def _read_earliest(self) -> bool:
+        """Set the group config share.auto.offset.reset=earliest; False where the broker has no group configs."""
+        if INCREMENTAL_ALTER_CONFIGS not in self.api_keys or SHARE_GROUP_DESCRIBE not in self.api_keys:
+            return False
+        answer = self.admin.request(INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False, resources=[{
+            "resource_type": GROUP_RESOURCE, "resource_name": self.group,
+            "configs": [{"name": "share.auto.offset.reset", "config_operation": SET, "value": "earliest"}]}])
+        return answer.responses[0].error_code.name == "none"
+
+    def _heartbeat(self, member_id: str, member_epoch: int):
+        return retry_on_coordinator(lambda: self.coordinator.request(
+            SHARE_GROUP_HEARTBEAT, 1, group_id=self.group, member_id=member_id, member_epoch=member_epoch,
+            rack_id=None, subscribed_topic_names=sorted(self.topic_ids)), self._refind_coordinator)
+
+    def _api_keys(self) -> dict[int, int]:
+        """{api key: the highest version the broker serves}."""
         answer = self.admin.request(18, 2)  # v2: what every broker with share groups serves, librdkafka's mock too
-        return {entry.api_key for entry in answer.api_keys}
+        return {entry.api_key: entry.max_version for entry in answer.api_keys}
 
     def topic(self, partitions: int = 1) -> str:
         """A fresh topic (CreateTopics), its share-partitions initialized for the group at offset 0 (by a member that
         subscribes, opens a session on them and closes it)."""
         name = f"{self.group}-t{len(self.topic_ids)}"
         if CREATE_TOPICS in self.api_keys:
+            # On a cluster, every partition on the leader broker: the members' sessions live there.
+            placed = len(self.brokers) > 1
+            assignments = [{"partition_index": index, "broker_ids": [self.leader_node]}
+                           for index in range(partitions)] if placed else []
             answer = self.admin.request(CREATE_TOPICS, 7, topics=[{
-                "name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": []}],
-                timeout=REQUEST_TIMEOUT_MS, validate_only=False)
+                "name": name, "num_partitions": -1 if placed else partitions, "replication_factor": -1 if placed else 1,
+                "assignments": assignments, "configs": []}], timeout=REQUEST_TIMEOUT_MS, validate_only=False)
         else:  # a broker without CreateTopics (librdkafka's mock) creates topics when Metadata names them
             answer = self.admin.request(3, 12, topics=[{"topic_id": None, "name": name}], allow_auto_topic_creation=True,
                                         include_topic_authorized_operations=False)
@@ -117,19 +177,42 @@ class Probe:
         for tp in tps:
             self.partitions[tp] = TraceBook({"format": "kipcheck-trace", "version": 1, "machine": "share-partition",
                                              "profile": self.target.profile, "config": {**config, "start_offset": 0}})
-        # Initialize the share-partitions while the log is empty, so they start at offset 0 whatever the group's
-        # share.auto.offset.reset: Kafka does it when a member subscribes, the reference broker at first use.
-        opener = self.member(f"opener{len(self.topic_ids)}")
-        self.fetch(opener, tps, max_records=1)
-        self.close(opener)
+        if self.reads_earliest:
+            self._wait_initialized(name, partitions)
+        else:  # initialized while the log is empty, so they start at offset 0 whatever the group's reset
+            opener = self.member(f"opener{len(self.topic_ids)}")
+            self.fetch(opener, tps, max_records=1)
+            self.close(opener)
         return name
 
+    def _wait_initialized(self, topic: str, partitions: int) -> None:
+        """A member subscribed to `topic` heartbeats until it is assigned each of its partitions, and leaves: the
+        group coordinator assigns only share-partitions whose state it has initialized. A probe makes its topics
+        before its members join, so this member is alone and is assigned every initialized partition."""
+        if self.members:
+            raise ProbeError("a probe makes its topics before its members join")
+        member_id, epoch = f"initializer-{uuid.uuid4().hex[:12]}", 0
+        deadline = time.monotonic() + ASSIGNMENT_WAIT_S
+        while True:
+            answer = self._heartbeat(member_id, epoch)
+            if answer.error_code.name != "none":
+                raise ProbeError(f"ShareGroupHeartbeat while {topic} is initialized: {answer.error_code.name.upper()}")
+            epoch = answer.member_epoch
+            assigned = {partition for assigned in (answer.assignment.topic_partitions if answer.assignment else ())
+                        if assigned.topic_id == self.topic_ids[topic] for partition in assigned.partitions}
+            if assigned == set(range(partitions)):
+                break
+            if time.monotonic() > deadline:
+                raise ProbeError(f"{topic}: {len(assigned)} of {partitions} partitions assigned (initialized) after "
+                                 f"{ASSIGNMENT_WAIT_S:.0f} s")
+            time.sleep(0.1)
+        self._heartbeat(member_id, FINAL_EPOCH)
+
     def member(self, name: str) -> Member:
-        """A member with its own connection, joined to the group (subscribed to every topic of the probe), so the
-        group's share-partitions are initialized (Kafka does it when a member subscribes)."""
+        """A member with its own connection to the leader, joined to the group (subscribed to every topic of the
+        probe)."""
         member = Member(name, f"{name}-{uuid.uuid4().hex[:12]}", self._connect(name))
-        answer = member.connection.request(76, 1, group_id=self.group, member_id=member.member_id, member_epoch=0,
-                                           rack_id=None, subscribed_topic_names=sorted(self.topic_ids))
+        answer = self._heartbeat(member.member_id, 0)
         if answer.error_code.name != "none":
             raise ProbeError(f"ShareGroupHeartbeat for {name}: {answer.error_code.name.upper()}")
         self.members.append(member)
@@ -168,17 +251,24 @@ class Probe:
 
     def log_batches(self, topic: str, partition: int) -> list[tuple[int, int]]:
         """(first, last) of every batch in the partition's log, read with Fetch (API 1)."""
-        batches, offset = [], 0
+        batches, offset, deadline = [], 0, time.monotonic() + LEADER_WAIT_S
         while True:
-            answer = self.admin.request(1, 12, replica_id=-1, max_wait=0, min_bytes=0, max_bytes=64 << 20,
+            answer = self.leader.request(1, 12, replica_id=-1, max_wait=0, min_bytes=0, max_bytes=64 << 20,
                                         isolation_level=0, session_id=0, session_epoch=-1, rack_id="",
                                         topics=[{"topic": topic, "partitions": [{
                                             "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
                                             "last_fetched_epoch": -1, "log_start_offset": -1,
                                             "partition_max_bytes": 64 << 20}]}], forgotten_topics_data=[])
             part = answer.responses[0].partitions[0]
+            error = Error.of_code(int(part.error_code))
+            if error in LEADER_MOVING and time.monotonic() < deadline:  # a restarted cluster elects its leaders
+                time.sleep(0.1)
+                continue
+            if error != Error.NONE:
+                raise ProbeError(f"Fetch of {topic}:{partition} from offset {offset}: {error}")
+            records = bytes(part.records or b"")
             found = [(struct.unpack_from(">q", batch)[0], struct.unpack_from(">q", batch)[0] + header.last_offset_delta)
-                     for batch, header in split_batches(bytes(part.records or b""))]
+                     for batch, header in (split_batches(records) if records else [])]
             found = [(first, last) for first, last in found if last >= offset]
             if not found:
                 return batches
@@ -223,6 +313,7 @@ class Probe:
         acquired = self.steps.share_fetch(member, epoch, tps, acks, error, results, sent_ms, received_ms, max_records,
                                           wait_ms=wait_ms, observed=observed)
         if error != Error.NONE:
+            self._threw(member, epoch, error, acks, sent_ms, "acknowledge_error_code", set(tps) | set(acks))
             return {}
         if epoch == FINAL_EPOCH:
             self._observe(acks)
@@ -243,9 +334,26 @@ class Probe:
         error = answer.error_code.name.upper()
         errors = self.steps.share_acknowledge(member, epoch, acks, error, self._partition_results(answer), sent_ms)
         if error != Error.NONE:
+            self._threw(member, epoch, error, acks, sent_ms, "error_code", set(acks))
             return {}
         self._observe(acks)
         return errors
+
+    def _threw(self, member: Member, epoch: int, error: str, acks: dict, sent_ms: int, error_field: str,
+               tps: set[str]) -> None:
+        """SP-40, SS-32 (kafka-4.2): a request whose acknowledgements threw is answered UNKNOWN_SERVER_ERROR, after
+        an incremental request's epoch moved; the partition that threw changed nothing. Which one it was is
+        unknown when the request acknowledged in several: that run is inconclusive."""
+        if error != Error.UNKNOWN_SERVER_ERROR or not acks or epoch == 0 or self.target.profile != "kafka-4.2":
+            return
+        if len(acks) > 1:
+            raise Ambiguous(f"a request acknowledging in {len(acks)} partitions threw: which one is unknown")
+        if epoch != FINAL_EPOCH:
+            session_advanced(member, epoch, tps, set())
+        ((tp, batches),) = acks.items()
+        self.partitions[tp].add(sent_ms, member.name, "acknowledge", {
+            "batches": [{"first": first, "last": last, "type": kind} for first, last, kind in batches]},
+            {"error": Error.UNKNOWN_SERVER_ERROR})
 
     def close(self, member: Member, acks: dict[str, list[tuple[int, int, str]]] | None = None,
               with_acknowledge: bool = False) -> None:
@@ -281,15 +389,20 @@ class Probe:
         self._observe(self.partitions)
 
     def check(self, tp: str) -> None:
-        """A `check` of the partition's SPSO, read with DescribeShareGroupOffsets (where the broker serves it)."""
+        """A `check` of the start offset the share coordinator stored for the partition (SP-47), read with
+        DescribeShareGroupOffsets where the broker serves it. Not recorded when a lock may have expired (and
+        written) while it was read: which write it saw is then unknown."""
         if not self.describes_offsets:
             return
         topic, partition = TopicPartition.parse(tp)
-        sent_ms, _, _, answer = self._timed(0, lambda _: self.admin.request(DESCRIBE_OFFSETS, 0, groups=[
-            {"group_id": self.group, "topics": [{"topic_name": topic, "partitions": [partition]}]}]))
+        try:
+            sent_ms, _, _, answer = self._timed(0, lambda _: self.coordinator.request(DESCRIBE_OFFSETS, 0, groups=[
+                {"group_id": self.group, "topics": [{"topic_name": topic, "partitions": [partition]}]}]))
+        except Ambiguous:
+            return
         part = answer.groups[0].topics[0].partitions[0]
-        if part.error_code.name == "none" and part.start_offset >= 0:
-            self.partitions[tp].add(sent_ms, "check", "check", {}, {"spso": part.start_offset})
+        if part.error_code.name == "none":
+            self.partitions[tp].add(sent_ms, "check", "check", {}, {"stored_spso": part.start_offset})
 
     def wait_for_lock_expiry(self) -> None:
         """Sleep until every lock taken so far has surely fired."""
@@ -302,7 +415,12 @@ class Probe:
         the next starts from the window XM-1 says it reloads. Members must open new sessions (epoch 0)."""
         windows = {tp: self._model_window(book) for tp, book in self.partitions.items()}
         self.target.restart()
-        self.admin = self._connect("admin")
+        for connection in (self.admin, self.leader, self.coordinator):
+            connection.close()
+        # The topics stay on their leader; the group's coordinator may have moved.
+        self.admin, self.leader = self._connect("admin", self.target.address), self._connect("leader")
+        self.coordinator = self._connect("coordinator", self.target.address)
+        self._refind_coordinator()
         for member in self.members:
             member.connection.close()
             member.connection, member.epoch = self._connect(member.name), 0
@@ -345,9 +463,8 @@ class Probe:
     def finish(self, directory: Path) -> list[Path]:
         """Close every connection and write the traces (the neighbours' it made too) to `directory`; their paths."""
         paths = [path for other in self.made for path in other.finish(directory)]
-        for member in self.members:
-            member.connection.close()
-        self.admin.close()
+        for connection in (*(member.connection for member in self.members), self.admin, self.leader, self.coordinator):
+            connection.close()
         directory.mkdir(parents=True, exist_ok=True)
         books = [*self.finished, self.sessions, *self.partitions.values()]
         for index, book in enumerate(books):

@@ -18,6 +18,7 @@ What a target tells the session and the command, so that neither asks which targ
     settings           the share settings its traces are judged with: by default those --set told the runner;
                        those it started its broker with, for a broker it starts
     runs_label         what its runs are called ("probes"; "runs" in process)
+    broker_traces_label what its broker_traces() are, in the verdict
     replay(scenario)   the command that runs one failing run again
 
 Adding a target, in two steps:
@@ -102,6 +103,7 @@ class Target:
     forms: ClassVar[dict[str, str]] = {}
     can_restart: ClassVar[bool] = False
     runs_label: ClassVar[str] = "probes"  # what its runs are called in the progress bar and the work dir
+    broker_traces_label: ClassVar[str] = "the broker's own traces"  # what broker_traces() are, in the verdict
 
     def __init__(self, text: str, options: TargetOptions):
         """Check `text` and the options (TargetError), and start nothing: `open` does."""

@@ -4,8 +4,10 @@ The runner starts a KRaft cluster on free loopback ports (oracle/kafka/cluster.p
 embedded broker's test-sized settings under Kafka's names, so that lock expiry, the delivery limit, the
 in-flight limit and the session limit are reached within seconds, and Kafka accepts every one of them. It can
 kill -9 the cluster and start it again, so the broker-restart probe runs (XM-1 and SP-26 are observable). Kafka
-writes no traces of its own. `kafka:4.2x3` runs a cluster of three brokers: the partition leaders, the group
-coordinator and the share coordinator may then sit on different brokers.
+writes no traces of its own; once the runs are over, what its share coordinator stored in __share_group_state is
+read back as share-state traces (oracle/kafka/share_state_topic.py) and judged beside the probes'.
+`kafka:4.2x3` runs a cluster of three brokers: the partition leaders, the group coordinator and the share
+coordinator may then sit on different brokers.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class KafkaTarget(Target):
                                "pins, e.g. kafka:4.2 or kafka:4.4), started here;\n"
                                "x3: a cluster of three brokers"}
     can_restart = True
+    broker_traces_label = "the share coordinator's records, read back"
 
     def __init__(self, text: str, options: TargetOptions):
         from kipcheck.oracle.kafka.runtime import KafkaUnavailable, release_lines
@@ -64,6 +67,14 @@ class KafkaTarget(Target):
             raise TargetError(str(error)) from None
         self.cluster.start()
         self.address = ("127.0.0.1", self.cluster.ports[0])
+        self.work_dir = work_dir
+
+    def broker_traces(self) -> list[Path]:
+        """The share coordinator's records, read back as share-state traces (ST clauses)."""
+        from kipcheck.oracle.kafka.share_state_topic import read_back
+
+        return read_back(self.cluster.bootstrap, self.work_dir / "share-state", self.line,
+                         profile=self.profile).paths
 
     def restart(self) -> None:
         self.cluster.restart()

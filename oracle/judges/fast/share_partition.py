@@ -60,7 +60,8 @@ from typing import Iterable, Sequence
 
 from kipcheck.model.errors import Error
 from kipcheck.model.share_partition import (
-    ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_LOCK_EXPIRED, LOCK_EXPIRED, NOT_ACQUIRED, LimitArchives,
+    ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_LOCK_EXPIRED, LOCK_EXPIRED, NOT_ACQUIRED, RULES, LimitArchives,
+    StoredStart,
     acknowledged_in_progress, acknowledgement_answer, acquisition_violation, archived_runs, below_start_clause,
     cached_runs, check_compaction, check_config, check_log_start, loaded_runs, new_records_bounds, snapshot_violation,
     throttle_threshold,
@@ -96,6 +97,8 @@ class SharePartition:
         self.max_inflight_records = max_inflight_records
         # SP-1: the window starts empty at start_offset.
         self._spso = self._speo = self._log_end = self._base = start_offset
+        self.stored_start = StoredStart(start_offset)  # SP-47
+        self._stored_by_request = RULES[profile].stored_by_request
         self.speo_clause = "SP-24"  # the clause that put SPEO where it is (SP-42 after a record_limit acquisition)
         self._state: list[str] = []
         self._count: list[int] = []
@@ -232,7 +235,7 @@ class SharePartition:
             self._fire_locks(at_ms)
 
     def _fire_locks(self, at_ms: int) -> None:
-        locks = self._locks
+        locks, spso, expired = self._locks, self._spso, False
         while locks and locks[0][0] <= at_ms:
             deadline, _, runs, owner = heappop(locks)
             for first, last, _ in runs:
@@ -241,10 +244,13 @@ class SharePartition:
                     # A record acquired again since carries a later lock entry of its own.
                     if self._state[index] is ACQUIRED and self._deadline[index] == deadline and self._owner[index] == owner:
                         self._release_record(index)
+                        expired = True
                         if self._state[index] is AVAILABLE:
                             self._expired_owner[offset] = owner
         self._next_deadline_ms = locks[0][0] if locks else _NEVER
         self._advance_start()
+        if expired:  # SP-47: each expired lock's write carries SPSO as it stood then, and nobody waits for it
+            self.stored_start.writing(spso, self._spso)
 
     # Log.
 
@@ -587,6 +593,8 @@ class SharePartition:
             # SP-23: SPSO can move only if the record at SPSO is now terminal.
             if spso < self._speo and not self._open[spso - self._base]:
                 self._advance_start()
+            if any(ack_type != "renew" and last >= spso for _, last, ack_type in applied):  # SP-47
+                self.stored_start.wrote(*self._stored_by_request(spso, self._spso))
         return ruled
 
     def storage_failure(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]],
@@ -667,7 +675,7 @@ class SharePartition:
     def leave(self, at_ms: int, actor: str) -> None:
         """SP-22: the actor's session ended; its acquired records are released, counts kept."""
         self.advance(at_ms)
-        owner = self._owner
+        owner, spso, held = self._owner, self._spso, False
         index, stop = self._spso - self._base, self._speo - self._base
         while True:
             try:
@@ -675,7 +683,10 @@ class SharePartition:
             except ValueError:
                 break
             self._release_record(index)
+            held = True
         self._advance_start()
+        if held:  # SP-47: the release is written, and the session's last answer does not wait for it
+            self.stored_start.writing(*self._stored_by_request(spso, self._spso))
 
     # SPSO.
 
