@@ -352,8 +352,8 @@ def test_a_full_view_that_an_unseen_member_joins_becomes_partial_instead_of_rais
     judged_ok(recording)
 
 
-def test_poll_spso_writes_checks_of_the_start_offset_the_reference_broker_answers(start_broker, tmp_path):
-    """--poll-spso: DescribeShareGroupOffsets read between requests, as `check` steps of full views (SP-23)."""
+def test_poll_spso_writes_checks_of_the_start_offset_the_share_coordinator_stored(start_broker, tmp_path):
+    """--poll-spso: DescribeShareGroupOffsets read between requests, as `stored_spso` checks of full views (SP-47)."""
     broker = start_broker(**EARLIEST)
     with Recording([("127.0.0.1", broker.port)], tmp_path / "traces", extra=["--poll-spso", "100"]) as recording:
         topic, group = f"t-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
@@ -373,5 +373,6 @@ def test_poll_spso_writes_checks_of_the_start_offset_the_reference_broker_answer
     assert recording.exit_code == 0, recording.output
     steps = recording.traces("share-partition")[0].read_text().splitlines()
     checks = [line for line in steps if '"op": "check"' in line]
-    assert checks and any('"spso": 0' not in line for line in checks), "SPSO read as it advanced"
+    assert checks and any('"stored_spso": 0' not in line and '"stored_spso": -1' not in line for line in checks), \
+        "the stored start offset read as it advanced"
     judged_ok(recording)

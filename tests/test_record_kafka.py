@@ -42,10 +42,13 @@ def run_and_judge(recording: Recording, partitions: int) -> list:
 
 
 def test_share_consumers_in_front_of_kafka_pass_with_no_violation(start_kafka, tmp_path):
+    """With --poll-spso too: the start offset Kafka's share coordinator stored, judged by SP-47."""
     kafka = start_kafka("4.2")
-    with Recording([("127.0.0.1", kafka.ports[0])], tmp_path / "traces") as recording:
+    with Recording([("127.0.0.1", kafka.ports[0])], tmp_path / "traces", extra=["--poll-spso", "200"]) as recording:
         paths = run_and_judge(recording, 2)
-    assert len([path for path in paths if path.name.startswith("share-partition.")]) == 2
+    partitions = [path for path in paths if path.name.startswith("share-partition.")]
+    assert len(partitions) == 2
+    assert any('"stored_spso"' in path.read_text() for path in partitions), "the stored start offset was read"
 
 
 def test_a_three_broker_cluster_behind_one_proxy(start_kafka, tmp_path):

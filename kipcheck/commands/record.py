@@ -47,11 +47,10 @@ group.share.record.lock.duration.ms (30000), group.share.delivery.count.limit (5
 group.share.partition.max.record.locks (2000), group.share.max.share.sessions (2000),
 group.share.max.size (200), group.share.min.record.lock.duration.ms (15000).
 
---poll-spso MS asks DescribeShareGroupOffsets every MS for the SPSO of the full
-views' share-partitions, written as `check` steps when no request was in flight.
-Use it with a broker that answers its share-partition's SPSO (the reference broker);
-Apache Kafka answers the start offset its share coordinator last stored, which may
-trail it.
+--poll-spso MS asks DescribeShareGroupOffsets every MS for the start offset the
+share coordinator stored for the full views' share-partitions (it may trail the
+leader's SPSO: spec/share-partition.md SP-47), written as `check` steps of
+`stored_spso` when no request was in flight.
 
 Clients: confluent-kafka's (librdkafka's) Producer, Consumer and ShareConsumer are
 what it is shown working with; any client speaking the protocol may be used.
@@ -68,7 +67,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check", action="store_true", help="judge every step as it is written")
     parser.add_argument("--profile", choices=("kip", "kafka-4.2"), default="kafka-4.2",
                         help="whose semantics judge the traces (default kafka-4.2)")
-    parser.add_argument("--poll-spso", type=int, metavar="MS", help="read SPSO with DescribeShareGroupOffsets every MS")
+    parser.add_argument("--poll-spso", type=int, metavar="MS",
+                        help="read the stored start offset with DescribeShareGroupOffsets every MS (SP-47)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="settings",
                         help="a limit or a share setting (repeatable)")
     parser.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))

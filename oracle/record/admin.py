@@ -3,7 +3,7 @@
     admin = Admin([("127.0.0.1", 9092)])
     admin.topic_names([topic_id])                 # {topic_id: name} (Metadata by id)
     admin.share_group("g")                        # (group epoch, {member_id: client_id}), or None when it cannot tell
-    admin.start_offsets("g", [("orders", 0)])     # {("orders", 0): SPSO} (DescribeShareGroupOffsets)
+    admin.start_offsets("g", [("orders", 0)])     # {("orders", 0): the start offset the share coordinator stored}
 
 Each call is one or two blocking round trips: the observer asks only when it opens a trace, confirms a full
 view, or polls SPSO. A broker that cannot answer gives None (the caller treats what it cannot tell as not
@@ -68,7 +68,8 @@ class Admin:
         return described.group_epoch, {member.member_id: member.client_id for member in described.members}
 
     def start_offsets(self, group: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """SPSO of each share-partition as DescribeShareGroupOffsets answers it (those it answers)."""
+        """The start offset the share coordinator stored for each share-partition, as DescribeShareGroupOffsets
+        answers it (SP-47; -1 before the first state write), for those it answers."""
         coordinator = self._coordinator(group)
         topics: dict[str, list[int]] = {}
         for topic, partition in partitions:
@@ -79,7 +80,7 @@ class Admin:
         if not answer:
             return {}
         return {(topic.topic_name, part.partition_index): part.start_offset for topic in answer.groups[0].topics
-                for part in topic.partitions if part.error_code.name == "none" and part.start_offset >= 0}
+                for part in topic.partitions if part.error_code.name == "none"}
 
     def close(self) -> None:
         for connection in self._connections.values():

@@ -183,9 +183,10 @@ class Observer:
         return False
 
     def poll_start_offsets(self, now_ms, idle: bool) -> None:
-        """`check` steps of SPSO as DescribeShareGroupOffsets answers it, for the full views (a partial view does
-        not judge SPSO). Written only when no request was in flight around the question (`idle` before it,
-        and no answer about the partition came during it), so that the answer has one place among the steps."""
+        """`check` steps of the start offset the share coordinator stored (SP-47: `stored_spso`), as
+        DescribeShareGroupOffsets answers it, for the full views (a partial view does not judge it). Written only
+        when no request was in flight around the question (`idle` before it, and no answer about the partition
+        came during it), so that the answer has one place among the steps."""
         if not idle:
             return
         by_group: dict[str, list[tuple[str, int]]] = {}
@@ -196,10 +197,10 @@ class Observer:
         for group, partitions in by_group.items():
             sent_ms = now_ms()
             answered = self.admin.start_offsets(group, partitions)
-            for (topic, number), spso in answered.items():
+            for (topic, number), stored in answered.items():
                 partition = self.partitions[(group, f"{topic}:{number}")]
                 if partition.busy_until_ms < sent_ms:
-                    self.shelf.sink(partition.trace).add(sent_ms, "check", "check", {}, {"spso": spso})
+                    self.shelf.sink(partition.trace).add(sent_ms, "check", "check", {}, {"stored_spso": stored})
 
     # -- share sessions and share-partitions ----------------------------------------------------
 
