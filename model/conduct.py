@@ -1,4 +1,4 @@
-"""A client's conduct: what it may send, given what it was answered (spec: SP-75, SS-40, IC-22).
+"""A client's conduct: what it may send, given what it was answered (spec: SP-85, SS-40, IC-22).
 
 The other models judge a broker: whatever a client sends, they say what the broker must answer. A client
 can be wrong too, and a correct broker's answer hides it (a record acknowledged that was never delivered is
@@ -8,7 +8,7 @@ client, from what it was seen to be given. They are judged only where a trace sa
 
     given = Given()
     given.give("c1", 0, 9)                       # records 0..9 delivered to c1 (acquired, or fetched)
-    given.check("SP-75", "c1", [(0, 4)], "acknowledged")   # raises Violation for an offset never given
+    given.check("SP-85", "c1", [(0, 4)], "acknowledged")   # raises Violation for an offset never given
     given.take_back("c1", 0, 4)                  # finally acknowledged: giving it again is needed to use it again
     session_epoch_violation(cached_epoch=3, epoch=2)        # SS-40: a stale epoch
 
@@ -46,7 +46,7 @@ class Given:
         return subtract(merge(ranges), self.by_client.get(client, ()))
 
     def check(self, clause: str, client: str, ranges: Iterable[Range], verb: str) -> None:
-        """SP-75 (acknowledged) and IC-22 (committed): a client uses only offsets it was given."""
+        """SP-85 (acknowledged) and IC-22 (committed): a client uses only offsets it was given."""
         missing = self.missing(client, ranges)
         if missing:
             given = [list(pair) for pair in self.by_client.get(client, ())]

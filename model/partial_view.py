@@ -1,4 +1,4 @@
-"""Partial views: the steps of some members of a share-partition (SP-70) or of a session cache (SS-41),
+"""Partial views: the steps of some members of a share-partition (SP-80) or of a session cache (SS-41),
 judged without the others.
 
 model/share_partition.py needs every member's steps: a record acquired by a member the trace does not show
@@ -6,10 +6,10 @@ looks available to it, and SPSO moves for reasons it never sees. A view of some 
 some of a group's consumers) is judged by the rules below instead, each of which holds whatever the unseen
 members did, so that an unseen member can never cause a false alarm:
 
-- SP-71: a record is held by at most one seen member at a time;
-- SP-72: the delivery counts seen for a record go up, while the share-partition cannot have been reset;
-- SP-73: acknowledging records the member surely holds is not refused for their state;
-- SP-74: no record is delivered more than the delivery count limit allows.
+- SP-81: a record is held by at most one seen member at a time;
+- SP-82: the delivery counts seen for a record go up, while the share-partition cannot have been reset;
+- SP-83: acknowledging records the member surely holds is not refused for their state;
+- SP-84: no record is delivered more than the delivery count limit allows.
 
 Time comes from outside: an acquisition was served between `sent_ms` (the request left) and `at_ms` (its
 answer came), and a lock lasts at least the broker's minimum lock duration from then, since a group's
@@ -19,8 +19,8 @@ gave it back (an acknowledgement that changed it, a leave) or renewed it (which 
 than the renewal was sent).
 
     view = SharePartitionView(delivery_count_limit=5, min_lock_duration_ms=15000)
-    view.acquire(at_ms=120, sent_ms=100, actor="c1", runs=[(0, 9, 1)])   # Violation: SP-71, SP-72, SP-74
-    view.acknowledge(at_ms=130, actor="c1", batches=[(0, 4, "accept")], error="NONE")  # Violation: SP-73
+    view.acquire(at_ms=120, sent_ms=100, actor="c1", runs=[(0, 9, 1)])   # Violation: SP-81, SP-82, SP-84
+    view.acknowledge(at_ms=130, actor="c1", batches=[(0, 4, "accept")], error="NONE")  # Violation: SP-83
     view.leave("c1")           # its session ended: it holds nothing
     view.reset()               # the share-partition may have been reloaded or reset: what was seen says nothing
     unseen_sessions(max_sessions=2000, error="SHARE_SESSION_LIMIT_REACHED")   # SS-41: 2000
@@ -37,7 +37,7 @@ from typing import Sequence
 from kipcheck.model.errors import Error
 from kipcheck.model.violation import Violation
 
-# SP-73: the answers about the records themselves. Other errors (the leader moved, the share coordinator
+# SP-83: the answers about the records themselves. Other errors (the leader moved, the share coordinator
 # cannot be reached) say nothing about them and are allowed for any request.
 STATE_ERRORS = frozenset({Error.INVALID_RECORD_STATE, Error.INVALID_REQUEST, Error.REQUEST_TIMED_OUT})
 HOLDING_TYPES = frozenset({"accept", "release", "reject", "renew"})
@@ -47,13 +47,13 @@ FINAL_TYPES = frozenset({"accept", "reject"})
 @dataclass
 class Hold:
     actor: str
-    until_ms: int  # surely held before this time (SP-71)
+    until_ms: int  # surely held before this time (SP-81)
 
 
 @dataclass
 class Seen:
     delivery_count: int
-    since_reset: int  # the view's reset count when it was seen (SP-72)
+    since_reset: int  # the view's reset count when it was seen (SP-82)
 
 
 class SharePartitionView:
@@ -81,23 +81,23 @@ class SharePartitionView:
         self._forget_below(self.highest - self.window_max_records)
 
     def _check_acquired(self, at_ms: int, actor: str, offset: int, count: int) -> None:
-        if count > self.delivery_count_limit:  # SP-74: archived once delivered delivery_count_limit times
-            raise Violation("SP-74", f"a delivery count of at most {self.delivery_count_limit}",
+        if count > self.delivery_count_limit:  # SP-84: archived once delivered delivery_count_limit times
+            raise Violation("SP-84", f"a delivery count of at most {self.delivery_count_limit}",
                             f"offset {offset} delivered with count {count}")
         hold = self.holds.get(offset)
-        if hold is not None and at_ms < hold.until_ms:  # SP-71: one holder at a time
-            raise Violation("SP-71", f"offset {offset} left alone: {hold.actor} holds it until at least "
+        if hold is not None and at_ms < hold.until_ms:  # SP-81: one holder at a time
+            raise Violation("SP-81", f"offset {offset} left alone: {hold.actor} holds it until at least "
                                      f"{hold.until_ms}", f"acquired by {actor} at {at_ms}")
         seen = self.seen.get(offset)
-        if seen is not None and seen.since_reset == self.resets and count <= seen.delivery_count:  # SP-72
-            raise Violation("SP-72", f"offset {offset} delivered with a count above {seen.delivery_count}",
+        if seen is not None and seen.since_reset == self.resets and count <= seen.delivery_count:  # SP-82
+            raise Violation("SP-82", f"offset {offset} delivered with a count above {seen.delivery_count}",
                             f"count {count}")
 
     def acknowledge(self, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]], error: str | None) -> None:
         """Check the answer `error` (None: not observed) to the actor's acknowledgement sent at `at_ms`."""
         self.present.add(actor)
         if error in STATE_ERRORS and self._surely_holds(at_ms, actor, batches):
-            raise Violation("SP-73", f"NONE: {actor} holds {[[first, last] for first, last, _ in batches]}",
+            raise Violation("SP-83", f"NONE: {actor} holds {[[first, last] for first, last, _ in batches]}",
                             f"error {error}")
         if error == Error.NONE:
             for first, last, kind in batches:
@@ -109,7 +109,7 @@ class SharePartitionView:
     def _acknowledged(self, at_ms: int, actor: str, offset: int, kind: str) -> None:
         hold = self.holds.get(offset)
         if kind == "renew":
-            if hold is not None and hold.actor == actor:  # SP-73: the lock restarts no earlier than sent
+            if hold is not None and hold.actor == actor:  # SP-83: the lock restarts no earlier than sent
                 hold.until_ms = max(hold.until_ms, at_ms + self.min_lock_duration_ms)
             return
         if hold is not None and hold.actor == actor:
@@ -136,10 +136,10 @@ class SharePartitionView:
         self._drop(actor, None)
         self.present.discard(actor)
         if not self.present:
-            self.resets += 1  # SP-72: with no seen member in it, the group may have been empty and reset
+            self.resets += 1  # SP-82: with no seen member in it, the group may have been empty and reset
 
     def reset(self) -> None:
-        """SP-72: the share-partition may have been reloaded (its leader restarted or moved) or its offsets
+        """SP-82: the share-partition may have been reloaded (its leader restarted or moved) or its offsets
         reset: no hold and no delivery count seen before says anything about what follows."""
         self.holds.clear()
         self.resets += 1

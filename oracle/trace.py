@@ -34,8 +34,8 @@ class Header:
     machine: str
     profile: str
     config: dict[str, Any]
-    view: str = "full"       # "partial": the steps of some members only (spec SP-70, SS-41)
-    conduct: bool = False    # the actors' own conduct is judged too (spec SP-75, SS-40, IC-22)
+    view: str = "full"       # "partial": the steps of some members only (spec SP-80, SS-41)
+    conduct: bool = False    # the actors' own conduct is judged too (spec SP-85, SS-40, IC-22)
 
 
 class Step(msgspec.Struct, forbid_unknown_fields=True, gc=False):

@@ -112,16 +112,16 @@ def misbehaving(start_broker, tmp_path):
 
 
 def test_an_application_acknowledging_offsets_it_never_received_is_caught_live(misbehaving):
-    """SP-75: the broker refuses the acknowledgement (correctly); the application's bug is what is caught."""
+    """SP-85: the broker refuses the acknowledgement (correctly); the application's bug is what is caught."""
     recording, connection, group, member_id, topic, topic_uuid = misbehaving
     answer = share_fetch(connection, group, member_id, 0, topic_uuid)
     acquired = [(run.first_offset, run.last_offset) for run in answer.responses[0].partitions[0].acquired_records]
     assert acquired == [(0, 9)]
     answer = share_acknowledge(connection, group, member_id, 1, topic_uuid, [(0, 4, 1), (12, 14, 1)])
     line = recording.wait_for("VIOLATION")
-    assert "SP-75" in line and "[[12, 14]], never given to it" in line, recording.output
+    assert "SP-85" in line and "[[12, 14]], never given to it" in line, recording.output
     assert recording.stop() == 1
-    assert "VIOLATION SP-75" in recording.output
+    assert "VIOLATION SP-85" in recording.output
 
 
 def test_an_application_acknowledging_with_a_stale_epoch_is_caught_live(misbehaving):
@@ -248,7 +248,7 @@ def test_a_broker_that_forgets_delivery_counts_is_caught(start_broker, tmp_path)
 
 
 def test_a_consumer_not_behind_the_proxy_makes_a_partial_view_with_no_false_alarm(start_broker, tmp_path):
-    """SP-70: a second consumer of the group talks to the broker directly. What it acquires, releases and
+    """SP-80: a second consumer of the group talks to the broker directly. What it acquires, releases and
     redelivers is invisible to the proxy, whose traces are partial views: no alarm from the unseen member."""
     broker = start_broker(**EARLIEST)
     with Recording([("127.0.0.1", broker.port)], tmp_path / "traces") as recording:
@@ -317,7 +317,7 @@ def test_a_full_view_that_an_unseen_member_joins_becomes_partial_instead_of_rais
     releases records and leaves. What it did breaks the full model's expectations (a record the trace never
     saw delivered comes with count 2); before printing a violation the proxy asks the group's description:
     the member is gone, but the group's epoch moved more often than members joined and left through the proxy,
-    so the trace is judged as a partial view instead (SP-70)."""
+    so the trace is judged as a partial view instead (SP-80)."""
     broker = start_broker(**EARLIEST)
     with Recording([("127.0.0.1", broker.port)], tmp_path / "traces") as recording:
         topic, group = f"t-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"

@@ -1,4 +1,4 @@
-"""Partial views and the clients' conduct (spec SP-70 to SP-75, SS-40, SS-41, IC-22), judged from trace headers."""
+"""Partial views and the clients' conduct (spec SP-80 to SP-85, SS-40, SS-41, IC-22), judged from trace headers."""
 
 import json
 
@@ -35,7 +35,7 @@ UNSEEN_MEMBER_STEPS = [
 
 
 def test_sp70_what_an_unseen_member_did_is_a_false_alarm_for_the_full_model_and_none_for_a_partial_view():
-    """SP-70: a partial view is judged by the clauses that hold whatever unseen members did."""
+    """SP-80: a partial view is judged by the clauses that hold whatever unseen members did."""
     appends = [(0, "log", "append", {"count": 5}) for _ in range(3)]
     config = {"start_offset": 0}
     full = check_lines(trace({"machine": "share-partition", "profile": "kafka-4.2", "config": config},
@@ -51,7 +51,7 @@ def test_sp71_a_lock_is_surely_held_from_the_send_time_for_the_minimum_lock_dura
     view.acquire(at_ms=500, sent_ms=100, actor="c1", runs=[(0, 4, 1)])
     with pytest.raises(Violation) as caught:
         view.acquire(at_ms=1099, sent_ms=1000, actor="c2", runs=[(4, 4, 2)])
-    assert caught.value.clause == "SP-71"
+    assert caught.value.clause == "SP-81"
     view.acquire(at_ms=1100, sent_ms=1000, actor="c2", runs=[(4, 4, 2)])  # c1's lock may have expired by then
 
 
@@ -61,7 +61,7 @@ def test_sp71_a_renewal_holds_from_its_send_time_and_a_release_lets_go():
     view.acknowledge(at_ms=900, actor="c1", batches=[(0, 0, "renew")], error="NONE")
     view.acknowledge(at_ms=950, actor="c1", batches=[(1, 1, "release")], error="NONE")
     view.acquire(at_ms=960, sent_ms=955, actor="c2", runs=[(1, 1, 2)])
-    with pytest.raises(Violation, match="SP-71"):
+    with pytest.raises(Violation, match="SP-81"):
         view.acquire(at_ms=1800, sent_ms=1700, actor="c2", runs=[(0, 0, 2)])
 
 
@@ -74,7 +74,7 @@ def test_sp72_counts_may_restart_after_a_reset_or_once_no_seen_member_was_left()
     view.reset()          # the leader restarted: counts not yet persisted are lost
     view.acquire(at_ms=40, sent_ms=35, actor="c3", runs=[(5, 5, 2)])
     view.acknowledge(at_ms=50, actor="c3", batches=[(5, 5, "release")], error="NONE")
-    with pytest.raises(Violation, match="SP-72"):
+    with pytest.raises(Violation, match="SP-82"):
         view.acquire(at_ms=60, sent_ms=55, actor="c2", runs=[(5, 5, 1)])
 
 
@@ -86,7 +86,7 @@ def test_sp73_only_requests_wholly_of_held_records_are_judged():
     view.acknowledge(at_ms=20, actor="c1", batches=[(0, 4, "accept")], error="NOT_LEADER_OR_FOLLOWER")
     view.acknowledge(at_ms=1001, actor="c1", batches=[(0, 4, "accept")], error="INVALID_RECORD_STATE")  # expired
     view.acquire(at_ms=1010, sent_ms=1005, actor="c1", runs=[(0, 4, 2)])
-    with pytest.raises(Violation, match="SP-73"):
+    with pytest.raises(Violation, match="SP-83"):
         view.acknowledge(at_ms=1020, actor="c1", batches=[(0, 4, "reject")], error="INVALID_RECORD_STATE")
 
 

@@ -21,14 +21,14 @@ PLAINTEXT only (no TLS, no SASL), and has no authentication of its own: it gives
 whoever can connect to it the cluster's access, so listen on loopback unless that
 is what you want.
 
-Traces (in --trace-dir; spec/conformance.md and spec/share-partition.md SP-70 say
+Traces (in --trace-dir; spec/conformance.md and spec/share-partition.md SP-80 say
 how they are written and judged):
   share-session.BROKER.GROUP.MEMBER.jsonl    each member's share sessions with one
       broker (a partial view of the broker's cache, SS-41; its epochs judged, SS-40)
   share-partition.GROUP.TOPIC:PARTITION.jsonl   from the first acquisition seen; a
       full view when the proxy saw the group born and sees every member (judged by
-      every clause), a partial view otherwise (SP-70); acknowledgements of records
-      never delivered are judged too (SP-75)
+      every clause), a partial view otherwise (SP-80); acknowledgements of records
+      never delivered are judged too (SP-85)
   ic.GROUP.TOPIC:PARTITION.jsonl    individual commits (OffsetCommit with ranges),
       with what each client fetched: a range committed that it never fetched is IC-22
 

@@ -119,7 +119,7 @@ class SharePartitionJudge(Judge):
         self.model.lock_duration_ms = lock_duration_ms
 
     # sent_ms (a trace format extension): when the request left; the model takes the acquisition at at_ms, a
-    # partial view (SP-71) from sent_ms.
+    # partial view (SP-81) from sent_ms.
     @op(args=["max_records", "acquire_mode", "wait_ms", "lock_duration_ms", "sent_ms"], observed=["records", "archived"])
     def op_acquire(self, step: Step) -> None:
         max_records = step.args.get("max_records")

@@ -13,7 +13,7 @@ the verdict, as for `kipcheck check`).
 
 A full view is judged by every clause, but what an observer saw can stop being a full view (a member it does
 not see joins the group, a request crossed a lock's expiry, a leader moved): `demote` marks the file a partial
-view (SP-70: `"view": "partial"`, and `min_lock_duration_ms` in its config) by rewriting its header, and judges
+view (SP-80: `"view": "partial"`, and `min_lock_duration_ms` in its config) by rewriting its header, and judges
 it again from its first step by the partial view's clauses. A full view's violation is reported only once
 `confirm` (given by the observer) says the view was full; otherwise the trace is demoted.
 """

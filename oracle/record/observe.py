@@ -7,13 +7,13 @@ The requests and answers it reads (`wants`): Metadata (topic names), ShareGroupH
 group through the proxy), ShareFetch and ShareAcknowledge (through oracle/share_traces.ShareSteps, as the
 conformance probe writes them), Fetch and OffsetCommit (individual commit: oracle/record/commits.py).
 
-The traces (spec/conformance.md says how a client's view becomes steps; SP-70 and SS-41 what a partial view is):
+The traces (spec/conformance.md says how a client's view becomes steps; SP-80 and SS-41 what a partial view is):
 - share-session, one per member and broker (`share-session.<broker port>.<group>.<member>.jsonl`): a partial
   view of the broker's cache (other members' sessions are in other traces), with conduct judged (SS-40).
   A member is followed from a session it opened through the proxy (epoch 0); one whose session began before
   is not seen until it opens one.
 - share-partition, one per group and topic-partition (`share-partition.<group>.<topic>:<partition>.jsonl`),
-  from its first acquisition by a seen member, with conduct judged (SP-75). It is a full view when the proxy
+  from its first acquisition by a seen member, with conduct judged (SP-85). It is a full view when the proxy
   saw the group born (its first member joined through it, answered member epoch 1), the group's description
   names no member the proxy has not seen join, and the group's epoch moved no more often than members joined
   and left through the proxy; otherwise a partial view. A full view becomes
@@ -331,7 +331,7 @@ class Observer:
             partition.lock_windows.append((exchange.sent_ms + duration, exchange.received_ms + duration))
 
     def _moved(self, partition: Partition, at_ms: int, reason: str) -> None:
-        """The share-partition may have been reloaded: a partial view from now on, told so (SP-72)."""
+        """The share-partition may have been reloaded: a partial view from now on, told so (SP-82)."""
         partition.trace.demote(reason, self.settings.min_lock_duration_ms)
         self.shelf.sink(partition.trace).add(at_ms, "log", "reset", {})
 

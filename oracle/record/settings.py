@@ -17,7 +17,7 @@ Limits (a broker's names where a broker has the setting, a client's where a clie
 
 The share settings (`group.share.*`) are those of conformance targets (BrokerSettings): what the traces'
 headers say, Kafka's defaults unless given; and `group.share.min.record.lock.duration.ms` (15000), the shortest
-lock the broker gives whatever a group's configuration, which a partial view relies on (SP-71).
+lock the broker gives whatever a group's configuration, which a partial view relies on (SP-81).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ LIMITS = {
     "max.connections": "max_connections",
     "record.observe.max.bytes": "observe_max_bytes",
 }
-# The broker's shortest lock, whatever a group's configuration: how long a partial view takes a lock to last (SP-71).
+# The broker's shortest lock, whatever a group's configuration: how long a partial view takes a lock to last (SP-81).
 MIN_LOCK_NAME = "group.share.min.record.lock.duration.ms"
 
 

@@ -2,8 +2,8 @@
 
     judge = judge_for(header)       # what oracle/check.py judges every trace with
 
-A header may say `"view": "partial"` (the trace holds the steps of some members only: spec SP-70 and SS-41
-say which clauses still hold) and `"conduct": true` (the actors' own requests are judged too: SP-75, SS-40,
+A header may say `"view": "partial"` (the trace holds the steps of some members only: spec SP-80 and SS-41
+say which clauses still hold) and `"conduct": true` (the actors' own requests are judged too: SP-85, SS-40,
 IC-22). A full view with conduct is judged by the machine's judge and by the conduct rules, step by step;
 a partial view by the view's rules (model/partial_view.py) and, with conduct, the conduct rules. One module
 per machine here, imported only for a trace of that machine (`kipcheck check` on one file stays quick).

@@ -1,5 +1,5 @@
-"""A share-partition trace as a partial view (SP-70: SP-71 to SP-74) and/or judged for the consumers' conduct
-(SP-75)."""
+"""A share-partition trace as a partial view (SP-80: SP-81 to SP-84) and/or judged for the consumers' conduct
+(SP-85)."""
 
 from __future__ import annotations
 
@@ -54,8 +54,8 @@ def _unjudged(method: Callable) -> Callable:
 
 
 class SharePartitionViewJudge(Judge):
-    """A share-partition trace judged as a partial view (SP-70: SP-71 to SP-74) and/or for the consumers'
-    conduct (SP-75). It reads every op a full trace may hold; those that say nothing about the rules it
+    """A share-partition trace judged as a partial view (SP-80: SP-81 to SP-84) and/or for the consumers'
+    conduct (SP-85). It reads every op a full trace may hold; those that say nothing about the rules it
     judges (append, check, the log's ops) are read and left unjudged."""
 
     machine = "share-partition"
@@ -94,8 +94,8 @@ class SharePartitionViewJudge(Judge):
         batches = [self._batch(step, batch) for batch in self.arg(step, "batches", list)]
         error = self.observed(step, "error", str)
         if self.given is not None and step.actor not in self.unjudged:
-            # SP-75: a consumer acknowledges only records delivered to it (and not yet acknowledged by it).
-            self.given.check("SP-75", step.actor, [(first, last) for first, last, _ in batches], "acknowledged")
+            # SP-85: a consumer acknowledges only records delivered to it (and not yet acknowledged by it).
+            self.given.check("SP-85", step.actor, [(first, last) for first, last, _ in batches], "acknowledged")
             if error == Error.NONE:
                 for first, last, kind in batches:
                     if kind in ("accept", "reject", "gap"):
@@ -117,7 +117,7 @@ class SharePartitionViewJudge(Judge):
             self.view.leave(step.actor)
 
     def op_reset(self, step: Step) -> None:
-        """The share-partition may have been reloaded or reset: its leader restarted or moved (SP-72)."""
+        """The share-partition may have been reloaded or reset: its leader restarted or moved (SP-82)."""
         self._partial_only(step)
         self.view.reset()
 
