@@ -138,9 +138,10 @@ def contrast(outcome, record: JobRecord) -> None:
     for job in stages:
         linear = [(linear_processor(previous, value), linear_processor(job, value)) for value in hashes]
         modulo = [(modulo_processor(previous, value), modulo_processor(job, value)) for value in hashes]
-        name = f"{'partitions' if job.partitions != previous.partitions else 'processors'} -> {job.expansions[-1].count}"
-        print(f"  {name:<36} {sum(a != b for a, b in linear):14} {sum(b >= previous.processors for a, b in linear if a != b):15}"
-              f" {sum(a != b for a, b in modulo):8}")
+        kind = "partitions" if job.partitions != previous.partitions else "processors"
+        moved = [after for before, after in linear if before != after]
+        print(f"  {kind + ' -> ' + str(job.expansions[-1].count):<36} {len(moved):14} "
+              f"{sum(after >= previous.processors for after in moved):15} {sum(a != b for a, b in modulo):8}")
         previous = job
     wrong, total = modulo_replay(producer, outcome.job.events, stages)
     print(f"the same job routed by modulo, replayed: {wrong} of {total} outputs wrong ({100 * wrong / total:.1f} %)")

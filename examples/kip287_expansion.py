@@ -62,6 +62,8 @@ REFERENCE_SETTINGS = {"group.consumer.assignors": "uniform,range,linear-hashing"
 KAFKA_SETTINGS = {"group.initial.rebalance.delay.ms": "0"}
 CATCH_UP_LAG_MAX = 20  # records a new processor may still be behind when it says ready
 MAX_RECORDS = 20  # records a processor reads from one partition per round
+RATE_MAX = 100_000  # records/s the producer is asked for, at most
+PHASE_SECONDS_MAX = 3600.0
 
 
 def running_count(key: bytes, value: bytes | None, state: int | None) -> tuple[int, int]:
@@ -336,7 +338,8 @@ def execute(args: argparse.Namespace, launcher: tuple[str, ...] = (sys.executabl
         if broker is not None:
             broker.stop()
     killed_traces = [job.work / "traces" / f"expansion.processor-{index}.jsonl" for index in killed]
-    return Outcome(job, record, records, protocol, killed, problems, judge([job.work / "traces", work / "broker"], killed_traces))
+    verdicts = judge([job.work / "traces", work / "broker"], killed_traces)
+    return Outcome(job, record, records, protocol, killed, problems, verdicts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -388,7 +391,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--work-dir", help="where outputs, traces and logs are kept (default: a new temporary one)")
     parser.add_argument("--index", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--max-records", type=int, default=MAX_RECORDS, help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if not 1 <= args.rate <= RATE_MAX or not 0 < args.phase_seconds <= PHASE_SECONDS_MAX:
+        parser.error(f"--rate is 1 to {RATE_MAX} records/s and --phase-seconds more than 0 and at most "
+                     f"{PHASE_SECONDS_MAX:g}, found {args.rate} and {args.phase_seconds:g}")
+    return args
 
 
 if __name__ == "__main__":
