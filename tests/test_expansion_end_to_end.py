@@ -11,11 +11,13 @@ catches up (outputs doubled, EX-10 in its trace).
 
 from __future__ import annotations
 
+import pytest
 from expansion_processor_bugs import launcher, load_example
 
 from kipcheck.impl.expansion.partitioner import LinearHashPartitioner
 from kipcheck.model.expansion import key_hash
 
+pytestmark = pytest.mark.slow  # whole runs of the example, about 30 s each
 example = load_example()
 SHORT = ["--phase-seconds", "2", "--rate", "150"]  # about 30 s a run on a loaded two-core machine
 
