@@ -6,6 +6,8 @@ process only (the production code is never edited):
     python tests/expansion_broker_bugs.py BUG broker --port 0 ...   # what EmbeddedBroker(launcher=launcher(BUG)) runs
 
 - `grown-in-memory`: CreatePartitions grows the topic without writing topics.json: answered, lost by kill -9.
+- `assignor-forgets-initial-count`: the linear-hashing server assignor hashes over the current processor
+  count instead of N0 (partitions 15..17 of the seed's job go to processors 0..2, not 5..7).
 """
 
 from __future__ import annotations
@@ -34,8 +36,16 @@ def _grown_in_memory() -> None:
     Topics.grow = grow
 
 
+def _assignor_forgets_initial_count() -> None:
+    from kipcheck.impl.expansion import assignor
+    from kipcheck.model.expansion import linear_hash
+
+    assignor.target = lambda job, partition: linear_hash(partition, job.processors, job.processors)
+
+
 BUGS: dict[str, Callable[[], None]] = {
     "grown-in-memory": _grown_in_memory,
+    "assignor-forgets-initial-count": _assignor_forgets_initial_count,
 }
 
 

@@ -4,7 +4,7 @@ processor killed -9 while it catches up. Each run's output must equal the single
 records read back, and every trace (producer, processors, the reference broker's) must pass `kipcheck check`.
 
 Run on the reference broker (KIP-848, its linear-hashing server assignor) and on Apache Kafka 4.2 (the classic
-protocol, the group leader assigns). Two broken jobs show the comparison and the oracle can fail: a producer that
+protocol, the group leader assigns). Three broken jobs show the comparison and the oracle can fail: a producer that
 routes by modulo (the processors refuse its records, EX-2 in its trace) and a new processor that outputs while it
 catches up (outputs doubled, EX-10 in its trace).
 """
@@ -12,10 +12,12 @@ catches up (outputs doubled, EX-10 in its trace).
 from __future__ import annotations
 
 import pytest
+from expansion_broker_bugs import launcher as broker_launcher
 from expansion_processor_bugs import launcher, load_example
 
 from kipcheck.impl.expansion.partitioner import LinearHashPartitioner
 from kipcheck.model.expansion import key_hash
+from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
 
 pytestmark = pytest.mark.slow  # whole runs of the example, about 30 s each
 example = load_example()
@@ -81,3 +83,14 @@ def test_a_new_processor_that_outputs_while_catching_up_is_caught(tmp_path):
     caught = [verdict for name, verdict in verdicts_of(outcome).items()
               if name.startswith(tuple(f"expansion.processor-{index}." for index in range(10, 15)))]
     assert any(v.status == "violation" and v.clause == "EX-10" for v in caught), [v.summary() for v in caught]
+
+
+def test_a_server_assignor_that_forgets_the_initial_count_is_caught(tmp_path):
+    with EmbeddedBroker(tmp_path / "broker", example.REFERENCE_SETTINGS,
+                        launcher=broker_launcher("assignor-forgets-initial-count")) as broker:
+        outcome = run(tmp_path, "--bootstrap", broker.bootstrap, "--protocol", "consumer")
+    assert not outcome.ok
+    # The output can still be right (the wrong processor rebuilds the keys from the log before it outputs them):
+    # only the traces show that a partition went where linear hashing over N0 does not send it.
+    caught = [verdict for name, verdict in verdicts_of(outcome).items() if name.startswith("expansion.processor-")]
+    assert any(v.status == "violation" and v.clause == "EX-2" for v in caught), [v.summary() for v in caught]
