@@ -65,7 +65,7 @@ class Ownership:
     def _learn(self, kind: str, tp: TopicPartition, lost: set[TopicPartition]) -> None:
         held = self._where.get(tp)
         if kind == ASSIGN:
-            self._where[tp] = OWNED  # a pending revocation is cancelled: the coordinator wants it here
+            self._where[tp] = OWNED  # RD-6: a pending revocation is cancelled, the coordinator wants it here
         elif kind == REVOKE and held == OWNED:
             self._where[tp] = REVOKE_NEXT  # RD-4: a partition already pending stays where it is
         elif kind == LOSE and held is not None:   # RD-5: dropped at once, reported until the next poll

@@ -472,7 +472,7 @@ class SharePartition:
         # failing one, or of a request whose write fails, stand (Kafka 4.2).
         self._renew([batch for batch in (batches if error == Error.NONE else batches[:handled]) if batch[2] == "renew"],
                     now_ms, lock_duration_ms)
-        if error == Error.NONE:
+        if error == Error.NONE:   # SP-19: the transitions of every batch, or of none
             error = self._apply_acknowledgements(member_id, [batch for batch in batches if batch[2] != "renew"], now_ms)
         args: dict = {"batches": [{"first": first, "last": last, "type": ack_type} for first, last, ack_type in batches]}
         if renew:
