@@ -9,12 +9,12 @@
 
 The rules are the model's: every record is replayed through
 model/expansion.py's `Expansion`, so a record that breaks EX-1 to EX-5 (a
-shrinking count, more processors than partitions, a split from the wrong
-source) is refused with the clause it breaks. Where the record is kept is in
-spec/expansion.md EX-5: the last record of the compacted topic JOBS_TOPIC,
-keyed by the job's group, on a broker (impl/expansion/store.py writes and reads
-it with confluent-kafka's clients; a broker reads it from its own log with
-LatestRecords).
+shrinking count, EX-4; more processors than partitions, EX-3; a split from
+the wrong source) is refused with the clause it breaks. Where the record is
+kept is in spec/expansion.md EX-5: the last record of the compacted topic
+JOBS_TOPIC, keyed by the job's group, on a broker (impl/expansion/store.py
+writes and reads it with confluent-kafka's clients; a broker reads it from its
+own log with LatestRecords).
 
     records = LatestRecords()
     records.read(log.read, log.end_offset).get("counter")    # the group's last record's bytes, or None
