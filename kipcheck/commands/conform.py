@@ -46,7 +46,15 @@ The verdict is a table per machine and clause: passed, failed, or not
 observable on this target. The first failure is shrunk to a minimal trace
 that `kipcheck check` reproduces, and the command that replays its run is printed.
 
-exit status: 0 everything as expected, 1 a failure, 2 bad arguments."""
+Before probing, the runner waits (--target-timeout) until the target serves
+share groups, and reads the share settings it describes about itself
+(DescribeConfigs of its broker resource; the lock duration of every ShareFetch
+answer): they replace Kafka's defaults where --set says nothing. A target that
+is never reachable is one line and exit status 2; a target that goes away
+during a run makes that run inconclusive, never failed.
+
+exit status: 0 everything as expected, 1 a failure (a clause broken), 2 bad
+arguments, or a target that could not be reached or went away (not judged)."""
 
 DEFAULT_BUDGET_S = 60.0
 HELP_COLUMN = 29  # where a target's lines start in the description
@@ -54,6 +62,7 @@ HELP_COLUMN = 29  # where a target's lines start in the description
 
 def configure(parser: argparse.ArgumentParser) -> None:
     from kipcheck.oracle.conformance.targets import BrokerSettings, forms
+    from kipcheck.oracle.conformance.targets.contact import CONTACT_TIMEOUT_S
 
     parser.description = DESCRIPTION.format(targets=_targets_help())
     *others, last = forms()
@@ -69,8 +78,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--machine", help="judge only this machine's example traces, and run no probes")
     parser.add_argument("--no-broker", action="store_true", help="judge the example traces only")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help=f"a share setting of a wire target, by Kafka's name ({', '.join(BrokerSettings.NAMES)}); "
-                             "defaults are Kafka's")
+                        help=f"a share setting of a wire target, by Kafka's name ({', '.join(BrokerSettings.NAMES)}), "
+                             "for a broker that does not describe it (DescribeConfigs); else the broker's word, "
+                             "else Kafka's default")
+    parser.add_argument("--target-timeout", type=float, default=CONTACT_TIMEOUT_S, metavar="SECONDS",
+                        help=f"how long to wait for the target to serve share groups (default {CONTACT_TIMEOUT_S:.0f})")
     parser.add_argument("--tolerance-ms", type=int, default=None, metavar="MS",
                         help="how late a lock timer may fire, as seen from the client (default 300)")
     parser.add_argument("--launcher", metavar="COMMAND",
@@ -105,10 +117,12 @@ def run(args: argparse.Namespace) -> int:
                                 tuple(shlex.split(args.launcher)) if args.launcher else None)
         target = resolve(args.target, options)
         probes, clients = target.scenarios(args.scenario or [])
-        if args.budget <= 0 or (args.tolerance_ms is not None and args.tolerance_ms < 0):
-            raise TargetError("--budget must be > 0 and --tolerance-ms >= 0")
+        if args.budget <= 0 or args.target_timeout < 0 or (args.tolerance_ms is not None and args.tolerance_ms < 0):
+            raise TargetError("--budget must be > 0, --target-timeout and --tolerance-ms >= 0")
     except ValueError as error:  # TargetError: before anything runs, a typo must not cost a whole run
         print(f"kipcheck conform: {error}", file=sys.stderr)
+        return 2
+    if args.machine is None and not args.no_broker and not _reachable(target, args.target_timeout):
         return 2
     suite = [example for example in examples() if args.machine in (None, example.machine)]
     if not suite:
@@ -116,15 +130,35 @@ def run(args: argparse.Namespace) -> int:
         return 2
     cases: list = []
     failures = _judge_examples(suite, args.verbose, cases)
+    not_judged = None
     if args.machine is None and not args.no_broker:
-        failures += _probe_target(args, target, probes, clients, cases)
+        probed, not_judged = _probe_target(args, target, probes, clients, cases)
+        failures += probed
     if args.junit is not None:
         from kipcheck.oracle.conformance.report import write_junit
 
         write_junit(args.junit, cases)
-    print(f"\nverdict: {'PASS' if not failures else 'FAIL'}: {len(cases) - failures} of {len(cases)} conformance checks "
-          f"as expected" + (f"; {failures} FAILED" if failures else ""))
-    return 1 if failures else 0
+    verdict = "PASS" if not failures else "FAIL"
+    if not failures and not_judged:
+        verdict = "NOT JUDGED"
+    print(f"\nverdict: {verdict}: {len(cases) - failures} of {len(cases)} conformance checks "
+          f"as expected" + (f"; {failures} FAILED" if failures else "") + (f"; {not_judged}" if not_judged else ""))
+    return 1 if failures else 2 if not_judged else 0
+
+
+def _reachable(target, timeout_s: float) -> bool:
+    """A target reached over the wire before anything runs (one the runner starts is waited for once started):
+    False, with one line on stderr, when it does not serve share groups within `timeout_s`."""
+    from kipcheck.oracle.conformance.targets.contact import TargetUnreachable, wait_ready
+
+    if target.address is None:
+        return True
+    try:
+        wait_ready(target.address, timeout_s)
+    except TargetUnreachable as error:
+        print(f"kipcheck conform: cannot probe {target.name}: {error}", file=sys.stderr)
+        return False
+    return True
 
 
 def _settings(pairs: list[str], profile: str) -> dict[str, str]:
@@ -165,23 +199,27 @@ def _judge_examples(suite: list, verbose: bool, cases: list) -> int:
     return failures
 
 
-def _probe_target(args, target, probes: list[str], clients: list[str], cases: list) -> int:
-    """Probe the target, run the client scenarios, judge everything, print the table. Returns the failures."""
+def _probe_target(args, target, probes: list[str], clients: list[str], cases: list) -> tuple[int, str | None]:
+    """Probe the target, run the client scenarios, judge everything, print the table. Returns the failures, and
+    what could not be judged (the target unreachable or gone), if anything."""
     from kipcheck.oracle.conformance import session
 
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="kipcheck-conform-"))
     outcome = session.run(target, probes, clients, work_dir, args.seed, args.budget, args.tolerance_ms,
-                          args.first_failure)
+                          args.first_failure, args.target_timeout)
+    if outcome.unreachable is not None:
+        print(f"kipcheck conform: cannot probe {target.name}: {outcome.unreachable}", file=sys.stderr)
+        return 0, "the target could not be reached"
     print(outcome.render(args.verbose, args.target))
     cases += outcome.junit_cases()
     if args.html is not None:
         from kipcheck.oracle.conformance.picture import write_html
 
         write_html(args.html, outcome.table(args.verbose), outcome.counterexamples())
-    if outcome.failures == 0 and args.work_dir is None:
+    if outcome.failures == 0 and not outcome.lost and args.work_dir is None:
         import shutil
 
         shutil.rmtree(work_dir, ignore_errors=True)
-    elif outcome.failures:
+    elif outcome.failures or outcome.lost:
         print(f"\ntraces, broker data and logs kept in {work_dir}")
-    return outcome.failures
+    return outcome.failures, f"the target went away during {len(outcome.lost)} run(s)" if outcome.lost else None

@@ -51,7 +51,7 @@ from pathlib import Path
 
 from kipcheck.impl.consumer.connection import BrokerConnection
 from kipcheck.impl.topic_partition import TopicPartition
-from kipcheck.impl.wire.batches import split_batches
+from kipcheck.impl.wire.batches import ATTRIBUTES_OFFSET, CONTROL, InvalidBatch, read_header, split_batches
 from kipcheck.model.cross_machine import reloaded_window
 from kipcheck.model.errors import Error
 from kipcheck.model.violation import Violation
@@ -61,8 +61,10 @@ from kipcheck.oracle.conformance.probes.routing import (
 )
 from kipcheck.oracle.conformance.probes.tolerance import Ambiguous, Timers
 
-ACK_CODES = {"gap": 0, "accept": 1, "release": 2, "reject": 3}
+ACK_CODES = {"gap": 0, "accept": 1, "release": 2, "reject": 3, "renew": 4}  # renew: version 2 (KIP-1222)
 FINAL_EPOCH = -1
+SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
+BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1  # ShareFetch v2 ShareAcquireMode (KIP-1206)
 DESCRIBE_OFFSETS = 90
 CREATE_TOPICS = 19
 INCREMENTAL_ALTER_CONFIGS, GROUP_RESOURCE, SET = 44, 32, 0
@@ -122,6 +124,9 @@ class Probe:
         self.admin = self._connect("admin", target.address)
         self.api_keys = self._api_keys()
         self.describes_offsets = DESCRIBE_OFFSETS in self.api_keys
+        # Version 2 where the broker offers it: RENEW and the record_limit acquire mode (Kafka 4.2).
+        self.share_versions = (min(self.api_keys.get(SHARE_FETCH, 1), 2), min(self.api_keys.get(SHARE_ACKNOWLEDGE, 1), 2))
+        self.speaks_v2 = self.share_versions == (2, 2)
         self._route()
         self.reads_earliest = self._read_earliest()
 
@@ -298,6 +303,13 @@ class Probe:
             topics.setdefault(topic, []).append({"partition_index": partition, "acknowledgement_batches": batches})
         return [{"topic_id": self.topic_ids[topic], "partitions": parts} for topic, parts in topics.items()]
 
+    def _forgotten(self, tps: list[str]) -> list[dict]:
+        topics: dict[str, list[int]] = {}
+        for tp in tps:
+            topic, partition = TopicPartition.parse(tp)
+            topics.setdefault(topic, []).append(partition)
+        return [{"topic_id": self.topic_ids[topic], "partitions": partitions} for topic, partitions in topics.items()]
+
     def _timed(self, wait_ms: int, send):
         """Send when no lock deadline can fall during the request (its wait shortened to fit, see Timers.fit):
         (sent_ms, received_ms, wait_ms used, answer)."""
@@ -309,35 +321,67 @@ class Probe:
         return sent_ms, received_ms, wait_ms, answer
 
     def fetch(self, member: Member, tps: list[str], max_records: int = 500, wait_ms: int = 0,
-              acks: dict[str, list[tuple[int, int, str]]] | None = None, epoch: int | None = None) -> dict[str, list]:
-        """One ShareFetch; returns {tp: acquired runs [first, last, delivery_count]} (empty when refused)."""
+              acks: dict[str, list[tuple[int, int, str]]] | None = None, epoch: int | None = None,
+              forget: list[str] = (), record_limit: bool = False, renew: bool = False) -> dict[str, list]:
+        """One ShareFetch; returns {tp: acquired runs [first, last, delivery_count]} (empty when refused).
+        `forget`: topic-partitions taken out of the session (ForgottenTopicsData). Version 2 only: `record_limit`,
+        the record_limit acquire mode (SP-42); `renew`, a renewing ShareFetch (IsRenewAck, every limit 0: its
+        acknowledgements may renew, and it acquires nothing, SP-41)."""
         acks = {tp: batches for tp, batches in (acks or {}).items() if batches}
         epoch = member.epoch if epoch is None else epoch
-        topics = self._topics(tps, acks)
+        added, forgotten = set(tps) | set(acks), set(forget)
         observed = {"other_sessions": self._other_sessions()} if epoch == 0 and self.neighbours else {}
         sent_ms, received_ms, wait_ms, answer = self._timed(wait_ms, lambda wait: member.connection.request(
-            78, 1, group_id=self.group, member_id=member.member_id, share_session_epoch=epoch, max_wait=wait,
-            min_bytes=1, max_bytes=64 << 20, max_records=max_records, batch_size=max_records, topics=topics,
-            forgotten_topics_data=[]))
+            SHARE_FETCH, self.share_versions[0], **self._fetch_body(member, epoch, wait, max_records, tps, acks, forget,
+                                                                    record_limit, renew)))
         error = answer.error_code.name.upper()
+        observed["error"] = error
         self.sessions.add(sent_ms, member.name, "share_fetch", {
-            "epoch": epoch, "add": sorted(set(tps) | set(acks)), "forget": [], "acks": _session_acks(acks)},
-            {"error": error, **observed})
+            "epoch": epoch, "add": sorted(added), "forget": sorted(forgotten), "acks": _session_acks(acks)}, observed)
         if error != Error.NONE:
-            self._threw(member, epoch, error, acks, sent_ms, "acknowledge_error_code", set(tps) | set(acks))
+            self._threw(member, epoch, error, acks, sent_ms, "acknowledge_error_code", added, forgotten)
             return {}
+        lock_ms = _lock_ms(answer) or self.target.settings.lock_ms
         if epoch == 0 and member.epoch != 0 and self.target.profile == "kip":
             self._left(sent_ms, member)  # SS-3: under kip, re-opening releases the old session's records
-        self._session_advanced(member, epoch, set(tps) | set(acks))
+        session = member.session
+        self._session_advanced(member, epoch, added, forgotten)
         results = self._partition_results(answer)
         for tp, batches in acks.items():
-            self._acknowledged(tp, sent_ms, member, batches, results.get(tp), "acknowledge_error_code")
+            self._acknowledged(tp, sent_ms, member, batches, results.get(tp), "acknowledge_error_code",
+                               lock_ms if renew else None)
+        if renew:
+            self.timers.lock_taken(sent_ms, received_ms, lock_ms)  # SP-41: a renewed lock may run from now
         if epoch == FINAL_EPOCH:
-            self._left(sent_ms, member)
+            self._left(sent_ms, member, session)
             self._observe(acks)
             return {}
+        acquired = {} if renew else self._acquired(member, results, received_ms, max_records, wait_ms, record_limit,
+                                                   _lock_ms(answer))
+        if any(acquired.values()):
+            observed["acquired_in"] = sorted(tp for tp, runs in acquired.items() if runs)  # SS-19
+            self.timers.lock_taken(sent_ms, received_ms, lock_ms)
+        self._observe(results)
+        return acquired
+
+    def _fetch_body(self, member: Member, epoch: int, wait_ms: int, max_records: int, tps: list[str], acks: dict,
+                    forget: list[str], record_limit: bool, renew: bool) -> dict:
+        limits = {"max_wait": 0, "min_bytes": 0, "max_bytes": 0, "max_records": 0} if renew else {
+            "max_wait": wait_ms, "min_bytes": 1, "max_bytes": 64 << 20, "max_records": max_records}
+        v2 = {"share_acquire_mode": RECORD_LIMIT if record_limit else BATCH_OPTIMIZED, "is_renew_ack": renew} \
+            if self.share_versions[0] >= 2 else {}
+        if (record_limit or renew) and not v2:
+            raise ProbeError("record_limit and RENEW need ShareFetch version 2, which the broker does not serve")
+        return {"group_id": self.group, "member_id": member.member_id, "share_session_epoch": epoch,
+                "batch_size": max(max_records, 1), "topics": self._topics(tps, acks),
+                "forgotten_topics_data": self._forgotten(forget), **limits, **v2}
+
+    def _acquired(self, member: Member, results: dict, received_ms: int, max_records: int, wait_ms: int,
+                  record_limit: bool, lock_ms: int) -> dict[str, list]:
+        """An `acquire` step for every partition of the session and of the answer ({tp: acquired runs}): a session
+        partition left out of the answer got nothing. With it, the records its bytes held (`delivered`, SP-48)."""
         acquired = {}
-        for tp in sorted(member.session | set(results)):  # a session partition left out of the answer got nothing
+        for tp in sorted(member.session | set(results)):
             part = results.get(tp)
             if part is not None and part.error_code.name != "none":
                 continue
@@ -346,39 +390,54 @@ class Probe:
             args = {"max_records": max_records}
             if wait_ms and member.session == {tp}:
                 args["wait_ms"] = wait_ms  # SP-28: a lone fetcher of a one-partition session that waited
-            self.partitions[tp].add(received_ms, member.name, "acquire", args, {"records": [list(run) for run in runs]})
+            if record_limit:
+                args["acquire_mode"] = "record_limit"  # SP-42
+            if lock_ms:
+                args["lock_duration_ms"] = lock_ms  # SP-46: the AcquisitionLockTimeoutMs of the answer
+            observed = {"records": [list(run) for run in runs]}
+            delivered = delivered_runs(part.records) if part is not None else []
+            if delivered or (runs and delivered is not None):
+                observed["delivered"] = delivered
+            self.partitions[tp].add(received_ms, member.name, "acquire", args, observed)
             acquired[tp] = runs
-        if any(acquired.values()):
-            self.timers.lock_taken(sent_ms, received_ms, self.target.settings.lock_ms)
-        self._observe(results)
         return acquired
 
     def acknowledge(self, member: Member, acks: dict[str, list[tuple[int, int, str]]],
-                    epoch: int | None = None) -> dict[str, str]:
-        """One ShareAcknowledge; returns {tp: error name} ({} when the request was refused)."""
+                    epoch: int | None = None, renew: bool = False) -> dict[str, str]:
+        """One ShareAcknowledge; returns {tp: error name} ({} when the request was refused). `renew`: IsRenewAck
+        (version 2), so that its acknowledgements may be of type renew (SP-41)."""
         acks = {tp: batches for tp, batches in acks.items() if batches}
         epoch = member.epoch if epoch is None else epoch
-        topics = self._topics([], acks)
-        sent_ms, _, _, answer = self._timed(0, lambda _: member.connection.request(
-            79, 1, group_id=self.group, member_id=member.member_id, share_session_epoch=epoch, topics=topics))
+        v2 = {"is_renew_ack": renew} if self.share_versions[1] >= 2 else {}
+        if renew and not v2:
+            raise ProbeError("RENEW needs ShareAcknowledge version 2, which the broker does not serve")
+        sent_ms, received_ms, _, answer = self._timed(0, lambda _: member.connection.request(
+            SHARE_ACKNOWLEDGE, self.share_versions[1], group_id=self.group, member_id=member.member_id,
+            share_session_epoch=epoch, topics=self._topics([], acks), **v2))
         error = answer.error_code.name.upper()
         self.sessions.add(sent_ms, member.name, "share_acknowledge", {"epoch": epoch, "acks": _session_acks(acks)},
                           {"error": error})
         if error != Error.NONE:
-            self._threw(member, epoch, error, acks, sent_ms, "error_code", set(acks))
+            self._threw(member, epoch, error, acks, sent_ms, "error_code", set())
             return {}
-        self._session_advanced(member, epoch, set(acks))
+        lock_ms = getattr(answer, "acquisition_lock_timeout", None)  # version 2 answers it
+        lock_ms = _lock_ms(answer) if lock_ms is not None else 0
+        session = member.session
+        self._session_advanced(member, epoch, set())  # SS-14: a ShareAcknowledge changes no partition of the session
         results = self._partition_results(answer)
         errors = {}
         for tp, batches in acks.items():
-            errors[tp] = self._acknowledged(tp, sent_ms, member, batches, results.get(tp), "error_code")
+            errors[tp] = self._acknowledged(tp, sent_ms, member, batches, results.get(tp), "error_code",
+                                            (lock_ms or self.target.settings.lock_ms) if renew else None)
+        if renew:
+            self.timers.lock_taken(sent_ms, received_ms, lock_ms or self.target.settings.lock_ms)  # SP-41
         if epoch == FINAL_EPOCH:
-            self._left(sent_ms, member)
+            self._left(sent_ms, member, session)
         self._observe(acks)
         return errors
 
     def _threw(self, member: Member, epoch: int, error: str, acks: dict, sent_ms: int, error_field: str,
-               tps: set[str]) -> None:
+               tps: set[str], forgotten: set[str] = frozenset()) -> None:
         """SP-40, SS-32 (kafka-4.2): a request whose acknowledgements threw is answered UNKNOWN_SERVER_ERROR, after
         an incremental request's epoch moved; the partition that threw changed nothing. Which one it was is
         unknown when the request acknowledged in several: that run is inconclusive."""
@@ -387,7 +446,7 @@ class Probe:
         if len(acks) > 1:
             raise Ambiguous(f"a request acknowledging in {len(acks)} partitions threw: which one is unknown")
         if epoch != FINAL_EPOCH:
-            self._session_advanced(member, epoch, tps)
+            self._session_advanced(member, epoch, tps, forgotten)
         ((tp, batches),) = acks.items()
         self.partitions[tp].add(sent_ms, member.name, "acknowledge", {
             "batches": [{"first": first, "last": last, "type": kind} for first, last, kind in batches]},
@@ -412,9 +471,14 @@ class Probe:
         member.connection.close()
         member.connection = self._connect(member.name)
         self.sessions.add(at_ms, member.name, "disconnect", {})
-        if member.epoch != 0:
+        had_session = member.epoch != 0
+        if had_session:
             self._left(at_ms, member)
         member.epoch, member.session = 0, set()
+        if had_session and self.target.profile == "kafka-4.2" and not any(other.epoch for other in self.members):
+            # SS-31: the group's last session closed with its connection; its share-partitions are dropped, and
+            # reloaded from the share coordinator when next used.
+            self._reload({tp: self._model_window(book) for tp, book in self.partitions.items()})
         for _ in range(DISCONNECT_POLLS):
             answer = member.connection.request(78, 1, group_id=self.group, member_id=member.member_id,
                                                share_session_epoch=UNUSED_EPOCH, max_wait=0, min_bytes=1,
@@ -459,19 +523,25 @@ class Probe:
         self._route()
         for member in self.members:
             member.connection.close()
-            member.connection, member.epoch = self._connect(member.name), 0
-        for tp, (spso, window) in windows.items():
-            self.finished.append(self.partitions[tp])
-            reloaded = reloaded_window(window)
-            config = {**self.partitions[tp].header["config"], "start_offset": spso, "initial_state": reloaded}
-            self.partitions[tp] = TraceBook({**self.partitions[tp].header, "config": config})
-            topic, partition = TopicPartition.parse(tp)
-            self.produce(topic, partition, [])  # the log past the reloaded window, as append steps
+            member.connection, member.epoch, member.session = self._connect(member.name), 0, set()
+        self._reload(windows)
         # Sessions die with the broker: the share-session trace of the old process ends, a new one starts.
         self.finished.append(self.sessions)
         self.sessions = TraceBook(dict(self.sessions.header))
         for tp in self.partitions:
             self.check(tp)
+
+    def _reload(self, windows: dict[str, tuple[int, list[list]]]) -> None:
+        """Each share-partition trace ends, and the next starts from what its share-partition reloads from the share
+        coordinator (XM-1), given its (SPSO, window) when it was dropped: after a restart, or after Kafka dropped
+        the share-partitions of a group whose last session's connection closed (SS-31)."""
+        for tp, (spso, window) in windows.items():
+            self.finished.append(self.partitions[tp])
+            config = {**self.partitions[tp].header["config"], "start_offset": spso,
+                      "initial_state": reloaded_window(window)}
+            self.partitions[tp] = TraceBook({**self.partitions[tp].header, "config": config})
+            topic, partition = TopicPartition.parse(tp)
+            self.produce(topic, partition, [])  # the log past the reloaded window, as append steps
 
     def window_end(self, tp: str) -> int:
         """SPEO of the partition as the model has it after what the probe saw (to aim acknowledgements at it)."""
@@ -486,11 +556,13 @@ class Probe:
 
     # -- bookkeeping -------------------------------------------------------------------------
 
-    def _session_advanced(self, member: Member, epoch: int, tps: set[str]) -> None:
+    def _session_advanced(self, member: Member, epoch: int, added: set[str], forgotten: set[str] = frozenset()) -> None:
+        """The member's session after an accepted request: SS-16 (a full fetch names the whole set), SS-8 (added,
+        then forgotten), SS-9 (the epoch after Integer.MAX_VALUE is 1), SS-12 (a final request ends it)."""
         if epoch == FINAL_EPOCH:
             member.epoch, member.session = 0, set()
             return
-        member.session = tps if epoch == 0 else member.session | tps
+        member.session = set(added) if epoch == 0 else (member.session | added) - forgotten
         member.epoch = 1 if epoch == 2**31 - 1 else epoch + 1
 
     def _observe(self, tps) -> None:
@@ -503,17 +575,24 @@ class Probe:
         return {f"{names[topic.topic_id]}:{part.partition_index}": part
                 for topic in answer.responses for part in topic.partitions if topic.topic_id in names}
 
-    def _acknowledged(self, tp: str, at_ms: int, member: Member, batches, part, error_field: str) -> str | None:
-        """An acknowledge step; its error is not judged when the answer left the partition out."""
+    def _acknowledged(self, tp: str, at_ms: int, member: Member, batches, part, error_field: str,
+                      renew_lock_ms: int | None = None) -> str | None:
+        """An acknowledge step; its error is not judged when the answer left the partition out. `renew_lock_ms`:
+        the request announced renewals (IsRenewAck), which restart locks for that long (SP-41, SP-46)."""
         error = None if part is None else _error_name(getattr(part, error_field))
-        self.partitions[tp].add(at_ms, member.name, "acknowledge",
-                                {"batches": [{"first": first, "last": last, "type": kind} for first, last, kind in batches]},
-                                None if error is None else {"error": error})
+        args = {"batches": [{"first": first, "last": last, "type": kind} for first, last, kind in batches]}
+        if renew_lock_ms is not None:
+            args.update(renew=True, lock_duration_ms=renew_lock_ms)
+        self.partitions[tp].add(at_ms, member.name, "acknowledge", args, None if error is None else {"error": error})
         return error
 
-    def _left(self, at_ms: int, member: Member) -> None:
-        for book in self.partitions.values():
-            book.add(at_ms, member.name, "leave", {})
+    def _left(self, at_ms: int, member: Member, session: set[str] | None = None) -> None:
+        """`leave` where the member's records are released: under kafka-4.2 in the partitions of the session that
+        ended (`session`, else its session now), SS-30; under kip in every partition."""
+        session = member.session if session is None else session
+        for tp, book in self.partitions.items():
+            if self.target.profile != "kafka-4.2" or tp in session:
+                book.add(at_ms, member.name, "leave", {})
 
     def finish(self, directory: Path) -> list[Path]:
         """Close every connection and write the traces (the neighbours' it made too) to `directory`; their paths."""
@@ -564,6 +643,42 @@ def judge(paths: list[Path]):
 def _session_acks(acks: dict[str, list[tuple[int, int, str]]]) -> list[dict]:
     return [{"tp": tp, "first": first, "last": last, "type": kind} for tp, batches in acks.items()
             for first, last, kind in batches]
+
+
+def _lock_ms(answer) -> int:
+    """The answer's AcquisitionLockTimeoutMs (0: the broker did not say)."""
+    return max(int(answer.acquisition_lock_timeout.total_seconds() * 1000), 0)
+
+
+def delivered_runs(records: bytes | None) -> list[list[int]] | None:
+    """The offsets of the records in a ShareFetch answer's record bytes, as runs [first, last] in the order the
+    records come (a record sent twice makes runs overlap). A transaction marker is the one record of its control
+    batch; a batch that does not read (a bad CRC) delivers nothing. None when a batch is compressed with a codec
+    this Python does not decode (snappy, lz4, zstd): what was delivered is then unknown."""
+    from kipcheck.impl.consumer.errors import KafkaError
+    from kipcheck.impl.consumer.records import decode_batch, last_offset, split_batches
+
+    offsets: list[int] = []
+    for batch in split_batches(bytes(records or b"")):
+        (base_offset,) = struct.unpack_from(">q", batch, 0)
+        try:
+            read_header(batch)
+            if batch[ATTRIBUTES_OFFSET + 1] & CONTROL:
+                offsets += range(base_offset, last_offset(batch) + 1)
+            else:
+                offsets += [record.offset for record in decode_batch("", 0, batch)]
+        except InvalidBatch:
+            continue
+        except KafkaError as error:
+            if error.error == Error.UNSUPPORTED_COMPRESSION_TYPE:
+                return None
+    runs: list[list[int]] = []
+    for offset in offsets:
+        if runs and offset == runs[-1][1] + 1:
+            runs[-1][1] = offset
+        else:
+            runs.append([offset, offset])
+    return runs
 
 
 def _error_name(error_code) -> str:

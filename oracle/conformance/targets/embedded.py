@@ -187,12 +187,14 @@ class EmbeddedTarget(Target):
     forms = {"embedded": "the reference broker, started here on a free\n"
                          "loopback port (the default; what `make conformance` runs)"}
     can_restart = True
+    given_by = "started with it"
 
     def __init__(self, text: str, options: TargetOptions):
         super().__init__(text, options)
         self.launcher = options.launcher or DEFAULT_LAUNCHER
         self.broker_settings = embedded_settings(self.profile)
-        self.settings = BrokerSettings.from_properties(self.broker_settings, self.profile)
+        self.given = dict(self.broker_settings)
+        self.settings = BrokerSettings.from_properties(self.given, self.profile)
         self.broker: EmbeddedBroker | None = None
 
     def client_scenarios(self) -> list[str]:
