@@ -475,11 +475,40 @@ BUGS: dict[str, Callable[[], None]] = {
 }
 
 
+# -- faults: not bugs to catch, but a target the runner must not judge -------------------------------
+
+def _exits_mid_run() -> None:
+    import os
+
+    from kipcheck.impl.broker.handlers import share
+
+    original = share.handlers
+    served = iter(range(EXIT_AFTER_SHARE_FETCHES))
+
+    def handlers(broker):
+        """The broker process dies after EXIT_AFTER_SHARE_FETCHES ShareFetch requests (the runner cannot
+        restart a wire target: it is gone)."""
+        served_handlers = original(broker)
+        low, high, share_fetch = served_handlers[78]
+
+        async def dying_share_fetch(connection, request):
+            if next(served, None) is None:
+                os._exit(1)
+            return await share_fetch(connection, request)
+        return {**served_handlers, 78: (low, high, dying_share_fetch)}
+    share.handlers = handlers
+
+
+EXIT_AFTER_SHARE_FETCHES = 40
+FAULTS: dict[str, Callable[[], None]] = {"exits-mid-run": _exits_mid_run}
+
+
 if __name__ == "__main__":
     name, arguments = sys.argv[1], sys.argv[2:]
-    if name not in BUGS:
-        raise SystemExit(f"unknown bug {name!r} (known: {', '.join(BUGS)})")
-    BUGS[name]()
+    patches = {**BUGS, **FAULTS}
+    if name not in patches:
+        raise SystemExit(f"unknown bug {name!r} (known: {', '.join(patches)})")
+    patches[name]()
     from kipcheck.cli import main
 
     raise SystemExit(main(arguments))
