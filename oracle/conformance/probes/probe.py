@@ -42,7 +42,6 @@ SS-5), which assumes no other client holds sessions on that broker.
 
 from __future__ import annotations
 
-import json
 import struct
 import time
 import uuid
@@ -51,7 +50,7 @@ from pathlib import Path
 
 from kipcheck.impl.consumer.connection import BrokerConnection
 from kipcheck.impl.topic_partition import TopicPartition
-from kipcheck.impl.wire.batches import ATTRIBUTES_OFFSET, CONTROL, InvalidBatch, read_header, split_batches
+from kipcheck.impl.wire.batches import split_batches
 from kipcheck.model.cross_machine import reloaded_window
 from kipcheck.model.errors import Error
 from kipcheck.model.violation import Violation
@@ -60,9 +59,8 @@ from kipcheck.oracle.conformance.probes.routing import (
     FIND_COORDINATOR, cluster_brokers, find_coordinator, retry_on_coordinator,
 )
 from kipcheck.oracle.conformance.probes.tolerance import Ambiguous, Timers
+from kipcheck.oracle.share_traces import ACK_CODES, FINAL_EPOCH, ShareSteps, TraceBook, session_advanced
 
-ACK_CODES = {"gap": 0, "accept": 1, "release": 2, "reject": 3, "renew": 4}  # renew: version 2 (KIP-1222)
-FINAL_EPOCH = -1
 SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
 BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1  # ShareFetch v2 ShareAcquireMode (KIP-1206)
 DESCRIBE_OFFSETS = 90
@@ -70,6 +68,9 @@ CREATE_TOPICS = 19
 INCREMENTAL_ALTER_CONFIGS, GROUP_RESOURCE, SET = 44, 32, 0
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE = 76, 77  # Describe: a broker with share group configs serves it
 ASSIGNMENT_WAIT_S = 60.0
+# Partition errors that say "the leader is being elected": asked again for up to LEADER_WAIT_S.
+LEADER_MOVING = frozenset({Error.NOT_LEADER_OR_FOLLOWER, Error.LEADER_NOT_AVAILABLE, Error.UNKNOWN_TOPIC_OR_PARTITION})
+LEADER_WAIT_S = 60.0
 REQUEST_TIMEOUT_MS = 30_000
 SLACK_MS = 250  # what a request may take beyond its own wait (one that takes longer is inconclusive)
 UNUSED_EPOCH = 1_000_000  # an epoch no session of a probe reaches
@@ -89,23 +90,6 @@ class Member:
     session: set[str] = field(default_factory=set)  # the topic-partitions of its session
 
 
-@dataclass
-class TraceBook:
-    """The steps of one trace, in order; `header` is its first line."""
-
-    header: dict
-    steps: list[dict] = field(default_factory=list)
-
-    def add(self, at_ms: int, actor: str, op: str, args: dict, observed: dict | None = None) -> None:
-        step = {"step": len(self.steps) + 1, "at_ms": at_ms, "actor": actor, "op": op, "args": args}
-        if observed is not None:
-            step["observed"] = observed
-        self.steps.append(step)
-
-    def lines(self) -> list[str]:
-        return [json.dumps(self.header)] + [json.dumps(step) for step in self.steps]
-
-
 class Probe:
     def __init__(self, target, name: str, timers: Timers):
         self.target = target
@@ -121,6 +105,9 @@ class Probe:
         self.sessions = TraceBook({"format": "kipcheck-trace", "version": 1, "machine": "share-session",
                                    "profile": target.profile,
                                    "config": {"max_sessions": target.settings.max_sessions}})
+        self.steps = ShareSteps(target.profile, sessions=lambda _: self.sessions,
+                                partitions=lambda _, tp: self.partitions[tp], held=lambda _: list(self.partitions),
+                                read_records=True)
         self.admin = self._connect("admin", target.address)
         self.api_keys = self._api_keys()
         self.describes_offsets = DESCRIBE_OFFSETS in self.api_keys
@@ -270,7 +257,7 @@ class Probe:
 
     def log_batches(self, topic: str, partition: int) -> list[tuple[int, int]]:
         """(first, last) of every batch in the partition's log, read with Fetch (API 1)."""
-        batches, offset = [], 0
+        batches, offset, deadline = [], 0, time.monotonic() + LEADER_WAIT_S
         while True:
             answer = self.leader.request(1, 12, replica_id=-1, max_wait=0, min_bytes=0, max_bytes=64 << 20,
                                         isolation_level=0, session_id=0, session_epoch=-1, rack_id="",
@@ -279,8 +266,12 @@ class Probe:
                                             "last_fetched_epoch": -1, "log_start_offset": -1,
                                             "partition_max_bytes": 64 << 20}]}], forgotten_topics_data=[])
             part = answer.responses[0].partitions[0]
-            if int(part.error_code) != 0:
-                raise ProbeError(f"Fetch of {topic}:{partition} from offset {offset}: {Error.of_code(int(part.error_code))}")
+            error = Error.of_code(int(part.error_code))
+            if error in LEADER_MOVING and time.monotonic() < deadline:  # a restarted cluster elects its leaders
+                time.sleep(0.1)
+                continue
+            if error != Error.NONE:
+                raise ProbeError(f"Fetch of {topic}:{partition} from offset {offset}: {error}")
             records = bytes(part.records or b"")
             found = [(struct.unpack_from(">q", batch)[0], struct.unpack_from(">q", batch)[0] + header.last_offset_delta)
                      for batch, header in (split_batches(records) if records else [])]
@@ -334,33 +325,21 @@ class Probe:
         sent_ms, received_ms, wait_ms, answer = self._timed(wait_ms, lambda wait: member.connection.request(
             SHARE_FETCH, self.share_versions[0], **self._fetch_body(member, epoch, wait, max_records, tps, acks, forget,
                                                                     record_limit, renew)))
-        error = answer.error_code.name.upper()
-        observed["error"] = error
-        self.sessions.add(sent_ms, member.name, "share_fetch", {
-            "epoch": epoch, "add": sorted(added), "forget": sorted(forgotten), "acks": _session_acks(acks)}, observed)
+        error, results = answer.error_code.name.upper(), self._partition_results(answer)
+        lock_ms = _lock_ms(answer) or self.target.settings.lock_ms
+        acquire_args = {"acquire_mode": "record_limit"} if record_limit else {}  # SP-42
+        if _lock_ms(answer):
+            acquire_args["lock_duration_ms"] = _lock_ms(answer)  # SP-46: the AcquisitionLockTimeoutMs of the answer
+        acquired = self.steps.share_fetch(member, epoch, tps, acks, error, results, sent_ms, received_ms, max_records,
+                                          forget, wait_ms, observed, acquire_args, lock_ms if renew else None)
         if error != Error.NONE:
             self._threw(member, epoch, error, acks, sent_ms, "acknowledge_error_code", added, forgotten)
             return {}
-        lock_ms = _lock_ms(answer) or self.target.settings.lock_ms
-        if epoch == 0 and member.epoch != 0 and self.target.profile == "kip":
-            self._left(sent_ms, member)  # SS-3: under kip, re-opening releases the old session's records
-        session = member.session
-        self._session_advanced(member, epoch, added, forgotten)
-        results = self._partition_results(answer)
-        for tp, batches in acks.items():
-            self._acknowledged(tp, sent_ms, member, batches, results.get(tp), "acknowledge_error_code",
-                               lock_ms if renew else None)
-        if renew:
+        if renew or any(acquired.values()):
             self.timers.lock_taken(sent_ms, received_ms, lock_ms)  # SP-41: a renewed lock may run from now
         if epoch == FINAL_EPOCH:
-            self._left(sent_ms, member, session)
             self._observe(acks)
             return {}
-        acquired = {} if renew else self._acquired(member, results, received_ms, max_records, wait_ms, record_limit,
-                                                   _lock_ms(answer))
-        if any(acquired.values()):
-            observed["acquired_in"] = sorted(tp for tp, runs in acquired.items() if runs)  # SS-19
-            self.timers.lock_taken(sent_ms, received_ms, lock_ms)
         self._observe(results)
         return acquired
 
@@ -376,32 +355,6 @@ class Probe:
                 "batch_size": max(max_records, 1), "topics": self._topics(tps, acks),
                 "forgotten_topics_data": self._forgotten(forget), **limits, **v2}
 
-    def _acquired(self, member: Member, results: dict, received_ms: int, max_records: int, wait_ms: int,
-                  record_limit: bool, lock_ms: int) -> dict[str, list]:
-        """An `acquire` step for every partition of the session and of the answer ({tp: acquired runs}): a session
-        partition left out of the answer got nothing. With it, the records its bytes held (`delivered`, SP-48)."""
-        acquired = {}
-        for tp in sorted(member.session | set(results)):
-            part = results.get(tp)
-            if part is not None and part.error_code.name != "none":
-                continue
-            runs = [] if part is None else _coalesce([[run.first_offset, run.last_offset, run.delivery_count]
-                                                      for run in part.acquired_records])
-            args = {"max_records": max_records}
-            if wait_ms and member.session == {tp}:
-                args["wait_ms"] = wait_ms  # SP-28: a lone fetcher of a one-partition session that waited
-            if record_limit:
-                args["acquire_mode"] = "record_limit"  # SP-42
-            if lock_ms:
-                args["lock_duration_ms"] = lock_ms  # SP-46: the AcquisitionLockTimeoutMs of the answer
-            observed = {"records": [list(run) for run in runs]}
-            delivered = delivered_runs(part.records) if part is not None else []
-            if delivered or (runs and delivered is not None):
-                observed["delivered"] = delivered
-            self.partitions[tp].add(received_ms, member.name, "acquire", args, observed)
-            acquired[tp] = runs
-        return acquired
-
     def acknowledge(self, member: Member, acks: dict[str, list[tuple[int, int, str]]],
                     epoch: int | None = None, renew: bool = False) -> dict[str, str]:
         """One ShareAcknowledge; returns {tp: error name} ({} when the request was refused). `renew`: IsRenewAck
@@ -415,24 +368,15 @@ class Probe:
             SHARE_ACKNOWLEDGE, self.share_versions[1], group_id=self.group, member_id=member.member_id,
             share_session_epoch=epoch, topics=self._topics([], acks), **v2))
         error = answer.error_code.name.upper()
-        self.sessions.add(sent_ms, member.name, "share_acknowledge", {"epoch": epoch, "acks": _session_acks(acks)},
-                          {"error": error})
+        lock_ms = _lock_ms(answer) if getattr(answer, "acquisition_lock_timeout", None) is not None else 0  # v2
+        lock_ms = lock_ms or self.target.settings.lock_ms
+        errors = self.steps.share_acknowledge(member, epoch, acks, error, self._partition_results(answer), sent_ms,
+                                              lock_ms if renew else None)
         if error != Error.NONE:
             self._threw(member, epoch, error, acks, sent_ms, "error_code", set())
             return {}
-        lock_ms = getattr(answer, "acquisition_lock_timeout", None)  # version 2 answers it
-        lock_ms = _lock_ms(answer) if lock_ms is not None else 0
-        session = member.session
-        self._session_advanced(member, epoch, set())  # SS-14: a ShareAcknowledge changes no partition of the session
-        results = self._partition_results(answer)
-        errors = {}
-        for tp, batches in acks.items():
-            errors[tp] = self._acknowledged(tp, sent_ms, member, batches, results.get(tp), "error_code",
-                                            (lock_ms or self.target.settings.lock_ms) if renew else None)
         if renew:
-            self.timers.lock_taken(sent_ms, received_ms, lock_ms or self.target.settings.lock_ms)  # SP-41
-        if epoch == FINAL_EPOCH:
-            self._left(sent_ms, member, session)
+            self.timers.lock_taken(sent_ms, received_ms, lock_ms)  # SP-41
         self._observe(acks)
         return errors
 
@@ -446,7 +390,7 @@ class Probe:
         if len(acks) > 1:
             raise Ambiguous(f"a request acknowledging in {len(acks)} partitions threw: which one is unknown")
         if epoch != FINAL_EPOCH:
-            self._session_advanced(member, epoch, tps, forgotten)
+            session_advanced(member, epoch, tps, forgotten)
         ((tp, batches),) = acks.items()
         self.partitions[tp].add(sent_ms, member.name, "acknowledge", {
             "batches": [{"first": first, "last": last, "type": kind} for first, last, kind in batches]},
@@ -473,7 +417,7 @@ class Probe:
         self.sessions.add(at_ms, member.name, "disconnect", {})
         had_session = member.epoch != 0
         if had_session:
-            self._left(at_ms, member)
+            self.steps.left(at_ms, member)
         member.epoch, member.session = 0, set()
         if had_session and self.target.profile == "kafka-4.2" and not any(other.epoch for other in self.members):
             # SS-31: the group's last session closed with its connection; its share-partitions are dropped, and
@@ -519,8 +463,10 @@ class Probe:
         self.target.restart()
         for connection in (self.admin, self.leader, self.coordinator):
             connection.close()
-        self.admin = self._connect("admin", self.target.address)
-        self._route()
+        # The topics stay on their leader; the group's coordinator may have moved.
+        self.admin, self.leader = self._connect("admin", self.target.address), self._connect("leader")
+        self.coordinator = self._connect("coordinator", self.target.address)
+        self._refind_coordinator()
         for member in self.members:
             member.connection.close()
             member.connection, member.epoch, member.session = self._connect(member.name), 0, set()
@@ -556,15 +502,6 @@ class Probe:
 
     # -- bookkeeping -------------------------------------------------------------------------
 
-    def _session_advanced(self, member: Member, epoch: int, added: set[str], forgotten: set[str] = frozenset()) -> None:
-        """The member's session after an accepted request: SS-16 (a full fetch names the whole set), SS-8 (added,
-        then forgotten), SS-9 (the epoch after Integer.MAX_VALUE is 1), SS-12 (a final request ends it)."""
-        if epoch == FINAL_EPOCH:
-            member.epoch, member.session = 0, set()
-            return
-        member.session = set(added) if epoch == 0 else (member.session | added) - forgotten
-        member.epoch = 1 if epoch == 2**31 - 1 else epoch + 1
-
     def _observe(self, tps) -> None:
         """The state after a step that may have changed it: a `check` of each partition's SPSO."""
         for tp in tps:
@@ -574,25 +511,6 @@ class Probe:
         names = {topic_id: name for name, topic_id in self.topic_ids.items()}
         return {f"{names[topic.topic_id]}:{part.partition_index}": part
                 for topic in answer.responses for part in topic.partitions if topic.topic_id in names}
-
-    def _acknowledged(self, tp: str, at_ms: int, member: Member, batches, part, error_field: str,
-                      renew_lock_ms: int | None = None) -> str | None:
-        """An acknowledge step; its error is not judged when the answer left the partition out. `renew_lock_ms`:
-        the request announced renewals (IsRenewAck), which restart locks for that long (SP-41, SP-46)."""
-        error = None if part is None else _error_name(getattr(part, error_field))
-        args = {"batches": [{"first": first, "last": last, "type": kind} for first, last, kind in batches]}
-        if renew_lock_ms is not None:
-            args.update(renew=True, lock_duration_ms=renew_lock_ms)
-        self.partitions[tp].add(at_ms, member.name, "acknowledge", args, None if error is None else {"error": error})
-        return error
-
-    def _left(self, at_ms: int, member: Member, session: set[str] | None = None) -> None:
-        """`leave` where the member's records are released: under kafka-4.2 in the partitions of the session that
-        ended (`session`, else its session now), SS-30; under kip in every partition."""
-        session = member.session if session is None else session
-        for tp, book in self.partitions.items():
-            if self.target.profile != "kafka-4.2" or tp in session:
-                book.add(at_ms, member.name, "leave", {})
 
     def finish(self, directory: Path) -> list[Path]:
         """Close every connection and write the traces (the neighbours' it made too) to `directory`; their paths."""
@@ -640,59 +558,6 @@ def judge(paths: list[Path]):
     return [check_file(path) for path in paths]
 
 
-def _session_acks(acks: dict[str, list[tuple[int, int, str]]]) -> list[dict]:
-    return [{"tp": tp, "first": first, "last": last, "type": kind} for tp, batches in acks.items()
-            for first, last, kind in batches]
-
-
 def _lock_ms(answer) -> int:
     """The answer's AcquisitionLockTimeoutMs (0: the broker did not say)."""
     return max(int(answer.acquisition_lock_timeout.total_seconds() * 1000), 0)
-
-
-def delivered_runs(records: bytes | None) -> list[list[int]] | None:
-    """The offsets of the records in a ShareFetch answer's record bytes, as runs [first, last] in the order the
-    records come (a record sent twice makes runs overlap). A transaction marker is the one record of its control
-    batch; a batch that does not read (a bad CRC) delivers nothing. None when a batch is compressed with a codec
-    this Python does not decode (snappy, lz4, zstd): what was delivered is then unknown."""
-    from kipcheck.impl.consumer.errors import KafkaError
-    from kipcheck.impl.consumer.records import decode_batch, last_offset, split_batches
-
-    offsets: list[int] = []
-    for batch in split_batches(bytes(records or b"")):
-        (base_offset,) = struct.unpack_from(">q", batch, 0)
-        try:
-            read_header(batch)
-            if batch[ATTRIBUTES_OFFSET + 1] & CONTROL:
-                offsets += range(base_offset, last_offset(batch) + 1)
-            else:
-                offsets += [record.offset for record in decode_batch("", 0, batch)]
-        except InvalidBatch:
-            continue
-        except KafkaError as error:
-            if error.error == Error.UNSUPPORTED_COMPRESSION_TYPE:
-                return None
-    runs: list[list[int]] = []
-    for offset in offsets:
-        if runs and offset == runs[-1][1] + 1:
-            runs[-1][1] = offset
-        else:
-            runs.append([offset, offset])
-    return runs
-
-
-def _error_name(error_code) -> str:
-    from kio.schema.errors import ErrorCode
-
-    return ErrorCode(int(error_code)).name.upper()
-
-
-def _coalesce(runs: list[list[int]]) -> list[list[int]]:
-    """Contiguous runs of equal delivery count merged (the trace's `records` shape)."""
-    merged: list[list[int]] = []
-    for first, last, count in runs:
-        if merged and merged[-1][1] + 1 == first and merged[-1][2] == count:
-            merged[-1][1] = last
-        else:
-            merged.append([first, last, count])
-    return merged
