@@ -188,21 +188,26 @@ def _settings(pairs: list[str], profile: str) -> dict[str, str]:
     return settings
 
 
-def _compare(args, outcome, compared, work_dir: Path, cases: list) -> int:
+def _compare(args, outcome, compared, work_dir: Path, cases: list) -> tuple[int, str | None]:
     """The first target's probe runs, by name, on `compared`: its verdict, then the comparison. Returns its
-    failures and each unexplained difference."""
+    failures and each unexplained difference, and what could not be judged (`compared` unreachable or gone)."""
     from kipcheck.oracle.conformance import session
     from kipcheck.oracle.conformance.compare import ALLOWED, compare_runs
 
     names = [run.name for run in outcome.probe_runs]
-    other = session.run(compared, names, [], work_dir, args.seed, float("inf"), args.tolerance_ms)
+    other = session.run(compared, names, [], work_dir, args.seed, float("inf"), args.tolerance_ms,
+                        contact_timeout_s=args.target_timeout)
+    if other.unreachable is not None:
+        print(f"kipcheck conform: cannot probe {compared.name}: {other.unreachable}", file=sys.stderr)
+        return 0, f"{args.compare} could not be reached"
     print(other.render(args.verbose, args.compare))
     cases += [(f"{args.compare}: {suite}", *rest) for suite, *rest in other.junit_cases()]
     comparison = compare_runs(outcome.probe_runs, other.probe_runs)
     print(comparison.render(args.target, args.compare))
     cases += [("comparison", name, 0.0, None if name in ALLOWED else comparison.examples[name], None)
               for name in comparison.classes]
-    return other.failures + comparison.unexplained
+    lost = f"{args.compare} went away during {len(other.lost)} run(s)" if other.lost else None
+    return other.failures + comparison.unexplained, lost
 
 
 def _judge_examples(suite: list, verbose: bool, cases: list) -> int:
@@ -246,16 +251,19 @@ def _probe_target(args, target, probes: list[str], clients: list[str], cases: li
     print(outcome.render(args.verbose, args.target))
     cases += outcome.junit_cases()
     failures = outcome.failures
+    not_judged = f"the target went away during {len(outcome.lost)} run(s)" if outcome.lost else None
     if compared is not None:
-        failures += _compare(args, outcome, compared, work_dir / "compared", cases)
+        compared_failures, compared_not_judged = _compare(args, outcome, compared, work_dir / "compared", cases)
+        failures += compared_failures
+        not_judged = "; ".join(filter(None, [not_judged, compared_not_judged])) or None
     if args.html is not None:
         from kipcheck.oracle.conformance.picture import write_html
 
         write_html(args.html, outcome.table(args.verbose), outcome.counterexamples())
-    if failures == 0 and not outcome.lost and args.work_dir is None:
+    if failures == 0 and not not_judged and args.work_dir is None:
         import shutil
 
         shutil.rmtree(work_dir, ignore_errors=True)
-    elif failures or outcome.lost:
+    elif failures or not_judged:
         print(f"\ntraces, broker data and logs kept in {work_dir}")
-    return failures, f"the target went away during {len(outcome.lost)} run(s)" if outcome.lost else None
+    return failures, not_judged
