@@ -142,7 +142,7 @@ class ShareSteps:
         if error != Error.NONE:
             return {}
         session = member.session
-        session_advanced(member, epoch, set(acks), set())
+        session_advanced(member, epoch, set(), set())  # SS-14: the session keeps its partitions
         errors = {tp: self.acknowledged(tp, sent_ms, member, batches, results.get(tp), "error_code", renew_lock_ms)
                   for tp, batches in acks.items()}
         if epoch == FINAL_EPOCH:
@@ -201,6 +201,14 @@ def coalesce(runs: list[list[int]]) -> list[list[int]]:
         else:
             merged.append([first, last, count])
     return merged
+
+
+def answer_lock_ms(answer) -> int | None:
+    """A ShareFetch or ShareAcknowledge answer's AcquisitionLockTimeoutMs; None when it says none (a version
+    without the field, or no positive duration)."""
+    timeout = getattr(answer, "acquisition_lock_timeout", None)
+    lock_ms = int(timeout.total_seconds() * 1000) if timeout is not None else 0
+    return lock_ms if lock_ms > 0 else None
 
 
 def delivered_runs(records: bytes | None) -> list[list[int]] | None:

@@ -59,7 +59,9 @@ from kipcheck.oracle.conformance.probes.routing import (
     FIND_COORDINATOR, cluster_brokers, find_coordinator, retry_on_coordinator,
 )
 from kipcheck.oracle.conformance.probes.tolerance import Ambiguous, Timers
-from kipcheck.oracle.share_traces import ACK_CODES, FINAL_EPOCH, ShareSteps, TraceBook, session_advanced
+from kipcheck.oracle.share_traces import (
+    ACK_CODES, FINAL_EPOCH, ShareSteps, TraceBook, answer_lock_ms, session_advanced,
+)
 
 SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
 BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1  # ShareFetch v2 ShareAcquireMode (KIP-1206)
@@ -326,10 +328,10 @@ class Probe:
             SHARE_FETCH, self.share_versions[0], **self._fetch_body(member, epoch, wait, max_records, tps, acks, forget,
                                                                     record_limit, renew)))
         error, results = answer.error_code.name.upper(), self._partition_results(answer)
-        lock_ms = _lock_ms(answer) or self.target.settings.lock_ms
+        lock_ms = answer_lock_ms(answer) or self.target.settings.lock_ms
         acquire_args = {"acquire_mode": "record_limit"} if record_limit else {}  # SP-42
-        if _lock_ms(answer):
-            acquire_args["lock_duration_ms"] = _lock_ms(answer)  # SP-46: the AcquisitionLockTimeoutMs of the answer
+        if answer_lock_ms(answer):
+            acquire_args["lock_duration_ms"] = answer_lock_ms(answer)  # SP-46: the answer's AcquisitionLockTimeoutMs
         acquired = self.steps.share_fetch(member, epoch, tps, acks, error, results, sent_ms, received_ms, max_records,
                                           forget, wait_ms, observed, acquire_args, lock_ms if renew else None)
         if error != Error.NONE:
@@ -368,8 +370,7 @@ class Probe:
             SHARE_ACKNOWLEDGE, self.share_versions[1], group_id=self.group, member_id=member.member_id,
             share_session_epoch=epoch, topics=self._topics([], acks), **v2))
         error = answer.error_code.name.upper()
-        lock_ms = _lock_ms(answer) if getattr(answer, "acquisition_lock_timeout", None) is not None else 0  # v2
-        lock_ms = lock_ms or self.target.settings.lock_ms
+        lock_ms = answer_lock_ms(answer) or self.target.settings.lock_ms  # version 2 answers one
         errors = self.steps.share_acknowledge(member, epoch, acks, error, self._partition_results(answer), sent_ms,
                                               lock_ms if renew else None)
         if error != Error.NONE:
@@ -556,8 +557,3 @@ def replay(header: dict, steps: list[dict]):
 
 def judge(paths: list[Path]):
     return [check_file(path) for path in paths]
-
-
-def _lock_ms(answer) -> int:
-    """The answer's AcquisitionLockTimeoutMs (0: the broker did not say)."""
-    return max(int(answer.acquisition_lock_timeout.total_seconds() * 1000), 0)
