@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 from typing import Callable
 
+from kipcheck.model.profiles import is_kafka
 from kipcheck.oracle.conformance.probes.probe import SLACK_MS, Probe
 
 WAIT_MS = 1_500  # a fetch's MaxWaitMs when the probe expects records
@@ -278,8 +279,8 @@ def forgotten_partition(probe: Probe) -> str:
 
 
 def _kafka_v2(probe: Probe, what: str) -> None:
-    if probe.target.profile != "kafka-4.2":
-        raise NotObservable(f"{what} is Kafka 4.2's (ShareFetch v2): judged under --profile kafka-4.2")
+    if not is_kafka(probe.target.profile):
+        raise NotObservable(f"{what} is Kafka's (ShareFetch v2, from 4.2): judged under the Kafka profiles")
     if not probe.speaks_v2:
         raise NotObservable(f"{what} needs ShareFetch and ShareAcknowledge v2, which the broker does not serve")
 
@@ -339,7 +340,7 @@ def lock_kept(probe: Probe) -> str:
 def swarm(seed: int) -> Callable[[Probe], str]:
     """A generated run: the partitions, batch sizes, members, and each step's kind (fetch, acknowledge with a random
     or hostile choice of records and types, acknowledge inside the next fetch, forget a partition, renew a lock, let
-    locks expire, crash, re-open, close) drawn from `seed`; on a broker serving version 2 under kafka-4.2, fetches
+    locks expire, crash, re-open, close) drawn from `seed`; on a broker serving version 2 under a Kafka profile, fetches
     may use the record_limit acquire mode."""
     def run(probe: Probe) -> str:
         rng = random.Random(seed)
@@ -349,7 +350,7 @@ def swarm(seed: int) -> Callable[[Probe], str]:
             probe.produce(topic, int(tp.rpartition(":")[2]), [rng.randint(1, 6) for _ in range(rng.randint(1, 6))])
         members = [probe.member(f"m{index}") for index in range(rng.randint(1, 3))]
         swarm_run = SwarmRun(probe, rng, tps, {member.name: {tp: [] for tp in tps} for member in members})
-        v2 = probe.speaks_v2 and probe.target.profile == "kafka-4.2"
+        v2 = probe.speaks_v2 and is_kafka(probe.target.profile)
         weights = {"fetch": 5, "ack": 4, "piggyback": 3, "hostile": rng.choice([0, 1, 3]), "expire": rng.choice([0, 1]),
                    "crash": rng.choice([0, 1]), "reopen": rng.choice([0, 1]), "close": 1,
                    "forget": rng.choice([0, 2]) if len(tps) > 1 else 0, "renew": rng.choice([0, 2]) if v2 else 0}

@@ -53,6 +53,7 @@ from kipcheck.impl.topic_partition import TopicPartition
 from kipcheck.impl.wire.batches import split_batches
 from kipcheck.model.cross_machine import reloaded_window
 from kipcheck.model.errors import Error
+from kipcheck.model.profiles import is_kafka
 from kipcheck.model.violation import Violation
 from kipcheck.oracle.check import check_file
 from kipcheck.oracle.conformance.probes.routing import (
@@ -383,10 +384,10 @@ class Probe:
 
     def _threw(self, member: Member, epoch: int, error: str, acks: dict, sent_ms: int, error_field: str,
                tps: set[str], forgotten: set[str] = frozenset()) -> None:
-        """SP-40, SS-32 (kafka-4.2): a request whose acknowledgements threw is answered UNKNOWN_SERVER_ERROR, after
-        an incremental request's epoch moved; the partition that threw changed nothing. Which one it was is
-        unknown when the request acknowledged in several: that run is inconclusive."""
-        if error != Error.UNKNOWN_SERVER_ERROR or not acks or epoch == 0 or self.target.profile != "kafka-4.2":
+        """SP-40, SS-32 (the Kafka profiles): a request whose acknowledgements threw is answered
+        UNKNOWN_SERVER_ERROR, after an incremental request's epoch moved; the partition that threw changed nothing.
+        Which one it was is unknown when the request acknowledged in several: that run is inconclusive."""
+        if error != Error.UNKNOWN_SERVER_ERROR or not acks or epoch == 0 or not is_kafka(self.target.profile):
             return
         if len(acks) > 1:
             raise Ambiguous(f"a request acknowledging in {len(acks)} partitions threw: which one is unknown")
@@ -420,7 +421,7 @@ class Probe:
         if had_session:
             self.steps.left(at_ms, member)
         member.epoch, member.session = 0, set()
-        if had_session and self.target.profile == "kafka-4.2" and not any(other.epoch for other in self.members):
+        if had_session and is_kafka(self.target.profile) and not any(other.epoch for other in self.members):
             # SS-31: the group's last session closed with its connection; its share-partitions are dropped, and
             # reloaded from the share coordinator when next used.
             self._reload({tp: self._model_window(book) for tp, book in self.partitions.items()})
