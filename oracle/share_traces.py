@@ -65,7 +65,8 @@ class TraceBook:
 class ShareSteps:
     """`sessions(member)`: the share-session trace of the member's requests; `partitions(member, tp)`: the
     share-partition trace a step of the member in tp goes to (None: not written); `held(member)`: the
-    share-partition traces of every partition where the member may hold records (where `leave` goes)."""
+    topic-partitions where the member may hold records (where `leave` may go); `read_records`: decode the record
+    bytes of every ShareFetch answer (`delivered`, SP-48)."""
 
     def __init__(self, profile: str, sessions: Callable[[object], Sink],
                  partitions: Callable[[object, str], Sink | None], held: Callable[[object], Iterable[str]],
@@ -126,9 +127,10 @@ class ShareSteps:
             if wait_ms and member.session == {tp}:
                 args["wait_ms"] = wait_ms  # SP-28: a lone fetcher of a one-partition session that waited
             step_observed = {"records": [list(run) for run in runs]}
-            delivered = delivered_runs(part.records) if part is not None and self.read_records else []
-            if delivered or (runs and delivered is not None and self.read_records):
-                step_observed["delivered"] = delivered
+            if self.read_records and part is not None:
+                delivered = delivered_runs(part.records)  # None: a codec this Python cannot read, not judged
+                if delivered is not None and (delivered or runs):
+                    step_observed["delivered"] = delivered
             book.add(received_ms, member.name, "acquire", args, step_observed)
         return acquired
 
