@@ -503,12 +503,13 @@ EXIT_AFTER_SHARE_FETCHES = 40
 FAULTS: dict[str, Callable[[], None]] = {"exits-mid-run": _exits_mid_run}
 
 
-if __name__ == "__main__":
-    name, arguments = sys.argv[1], sys.argv[2:]
-    patches = {**BUGS, **FAULTS}
-    if name not in patches:
-        raise SystemExit(f"unknown bug {name!r} (known: {', '.join(patches)})")
-    patches[name]()
+def _cli_main():
     from kipcheck.cli import main
 
-    raise SystemExit(main(arguments))
+    return main
+
+
+if __name__ == "__main__":
+    from bug_launcher import run_with_bug
+
+    run_with_bug({**BUGS, **FAULTS}, _cli_main)

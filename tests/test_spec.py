@@ -13,7 +13,6 @@ IMPL_TAG = re.compile(r"\b((?:SP|SS|ST|IC|RD|KR|EX|XM)-\d+)(?!\d)")
 NOT_YET_SERVED = {
     "SP-65": "the reference broker has no compacted topics, so no batch of a share-partition is ever compacted away",
     "ST-33": "the reference broker serves no group deletion, so its share coordinator never deletes a state",
-    "EX-12": "impl/expansion does not refuse an expansion while a handover is pending; its callers must wait",
 }
 
 
