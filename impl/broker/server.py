@@ -72,6 +72,11 @@ class Connection:
     handling: int = 0  # requests whose handler has not finished
     idle: bool = False  # closed by the idle watchdog
 
+    @property
+    def client_host(self) -> str:
+        """The client's address as Kafka's group coordinator records a member's host (InetAddress: "/ADDRESS")."""
+        return "/" + self.peer.rpartition(":")[0]
+
 
 Handler = Callable[[Connection, Request], Awaitable[Any]]
 

@@ -74,7 +74,7 @@ def handlers(broker) -> dict:
         body = request.body
         answer = broker.groups.heartbeat(
             body.group_id, body.member_id, body.member_epoch, body.subscribed_topic_names, now_ms(),
-            body.rack_id, request.header.client_id or "", connection.peer)
+            body.rack_id, request.header.client_id or "", connection.client_host)
         assignment = None
         if answer.assignment is not None:
             assignment = {"topic_partitions": [{"topic_id": topic_id_of(topic), "partitions": partitions}
@@ -279,7 +279,7 @@ def _by_topic(broker, partitions: dict[TopicPartition, dict], unknown: list, unk
 def _describe_group(broker, group_id: str) -> dict:
     group = broker.groups.groups.get(group_id)
     if group is None:
-        return {"error_code": Error.GROUP_ID_NOT_FOUND, "error_message": f"share group {group_id!r} not found",
+        return {"error_code": Error.GROUP_ID_NOT_FOUND, "error_message": f"Group {group_id} not found.",
                 "group_id": group_id, "group_state": "Dead", "group_epoch": -1, "assignment_epoch": -1,
                 "assignor_name": "simple", "members": []}
     members = [{"member_id": member.member_id, "rack_id": member.rack_id, "member_epoch": member.epoch,

@@ -72,7 +72,7 @@ def share_group_alterable(broker, group_id: str) -> tuple[str, str | None]:
     if not share_group_exists(broker, group_id):
         return Error.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
     if broker.groups.groups.get(group_id) and broker.groups.groups[group_id].members:
-        return Error.NON_EMPTY_GROUP, f"Share group {group_id} is not empty."
+        return Error.NON_EMPTY_GROUP, None   # Kafka's answer carries no message: the error's own is printed
     return Error.NONE, None
 
 

@@ -33,15 +33,13 @@ from typing import Callable
 from kipcheck.oracle.conformance.scenarios.clients import create_topic, produce
 from kipcheck.oracle.conformance.scenarios.runner import (WAIT_S, ScenarioResult, SharedBroker, check, run_on_shared,
                                                           run_scenario, skipped)
-from kipcheck.oracle.conformance.targets.embedded import DEFAULT_LAUNCHER, embedded_settings
+from kipcheck.oracle.conformance.targets.embedded import DEFAULT_LAUNCHER, GROUP_SETTINGS, embedded_settings
 from kipcheck.oracle.kafka.java_clients import JavaClients, JavaRecord
 
 CLIENT_LINE = "4.2"        # the Kafka release whose clients run against the reference broker
 LOCK_MS = 2000             # the record lock duration of both targets (EMBEDDED_SETTINGS, KAFKA_SETTINGS)
 EARLIEST = {"share.auto.offset.reset": "earliest"}   # a group config on Kafka: set per group, on either broker
-# Consumer groups that rebalance within a second: the broker side (the embedded broker's; the Kafka target's are
-# in KAFKA_SETTINGS) and the classic client's heartbeat.
-GROUP_SETTINGS = {"group.consumer.heartbeat.interval.ms": "500", "group.initial.rebalance.delay.ms": "0"}
+# A classic group member that hears of a rebalance within a second (the brokers' side is GROUP_SETTINGS).
 CLASSIC_CLIENT = {"group.protocol": "classic", "heartbeat.interval.ms": "500",
                   "partition.assignment.strategy":
                       "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"}

@@ -15,6 +15,10 @@ What a target tells the session and the command, so that neither asks which targ
     unobservable       clause id -> why this target cannot show it (the table says "not observable"); by
                        default XM-1 and SP-26 when it cannot restart
     client_scenarios() the client scenarios (scenarios/) it runs; by default none
+    run_client_scenario(name, work_dir)   one of them: by default on a broker of its own, after the target closed;
+                       a target with clients_on_target runs them on its own broker while it is open, before its
+                       broker_traces() are read (Apache Kafka's, whose records then hold theirs too)
+    client_scenarios_label  what its client scenarios are, in the verdict
     settings           the share settings its traces are judged with: by default those --set told the runner;
                        those it started its broker with, for a broker it starts
     runs_label         what its runs are called ("probes"; "runs" in process)
@@ -104,6 +108,8 @@ class Target:
     can_restart: ClassVar[bool] = False
     runs_label: ClassVar[str] = "probes"  # what its runs are called in the progress bar and the work dir
     broker_traces_label: ClassVar[str] = "the broker's own traces"  # what broker_traces() are, in the verdict
+    clients_on_target: ClassVar[bool] = False   # its client scenarios run on its own broker, while it is open
+    client_scenarios_label: ClassVar[str] = "client scenarios (each on a broker of its own)"
 
     def __init__(self, text: str, options: TargetOptions):
         """Check `text` and the options (TargetError), and start nothing: `open` does."""
@@ -125,6 +131,14 @@ class Target:
     def client_scenarios(self) -> list[str]:
         return []
 
+    def run_client_scenario(self, name: str, work_dir: Path):
+        """The client scenario `name` (a ScenarioResult), on a reference broker of its own started with the
+        target's profile and --launcher."""
+        from kipcheck.oracle.conformance import scenarios
+
+        launcher = {"launcher": self.options.launcher} if self.options.launcher else {}
+        return scenarios.scenario(name)(work_dir, profile=self.profile, **launcher)
+
     def scenarios(self, names: list[str]) -> tuple[list[str], list[str]]:
         """(probe runs, client scenarios) to run of the --scenario `names`: with none named, the whole catalogue,
         swarm runs and every client scenario this target runs. TargetError for a name it does not run."""
@@ -141,7 +155,8 @@ class Target:
             raise TargetError(f"unknown scenario{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
                               f"(known: {known})")
         if not set(clients) <= set(self.client_scenarios()):
-            raise TargetError(f"client scenarios ({', '.join(clients)}) start their own broker: use --target embedded")
+            others = sorted(set(clients) - set(self.client_scenarios()))
+            raise TargetError(f"client scenarios ({', '.join(others)}) start their own broker: use --target embedded")
         return probes, clients
 
     def open(self, work_dir: Path) -> None:
