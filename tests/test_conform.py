@@ -19,7 +19,8 @@ from kipcheck.oracle.check import check_lines
 from kipcheck.oracle.conformance.probes.runner import run_probes
 from kipcheck.oracle.conformance.probes.tolerance import Timers
 from kipcheck.oracle.conformance.shrink import shrink_lines
-from kipcheck.oracle.conformance.targets import TARGET_MODULES, TargetOptions, forms, resolve, target_classes
+from kipcheck.oracle.conformance.targets import (TARGET_MODULES, TargetError, TargetOptions, forms, resolve,
+                                                 target_classes)
 from kipcheck.oracle.conformance.targets.embedded import EmbeddedTarget
 
 HEADER = {"format": "kipcheck-trace", "version": 1, "machine": "share-partition", "profile": "kafka-4.2",
@@ -59,7 +60,18 @@ def test_each_target_says_what_it_cannot_show_and_how_its_failure_replays(text, 
     assert target.can_restart == restarts
     assert ({"XM-1", "SP-26"} <= set(target.unobservable)) != restarts, "a restart shows XM-1 and SP-26"
     assert target.replay("late-ack") == f"kipcheck conform --target {name} --profile kip --scenario late-ack"
-    assert (target.client_scenarios() != []) == (text == "embedded"), "only the embedded target runs client scenarios"
+    assert (target.client_scenarios() != []) == (text == "embedded"), "only the runner's own brokers run client scenarios"
+
+
+def test_the_kafka_target_runs_the_portable_client_scenarios_on_its_own_cluster():
+    from kipcheck.oracle.conformance import scenarios
+
+    target = resolve("kafka:4.2", TargetOptions("kafka-4.2"))
+    assert target.clients_on_target and target.client_scenarios() == scenarios.portable_names()
+    assert {name.split("-")[0] for name in scenarios.portable_names()} == {"java"}
+    with pytest.raises(TargetError, match=r"client scenarios \(share-groups\) start their own"):
+        target.scenarios(["share-groups", "java-share-explicit"])
+    assert target.scenarios(["java-share-explicit"]) == ([], ["java-share-explicit"])
 
 
 def test_the_embedded_target_replays_with_its_launcher_and_the_registry_names_every_form():

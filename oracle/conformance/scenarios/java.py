@@ -46,12 +46,14 @@ CLASSIC_CLIENT = {"group.protocol": "classic", "heartbeat.interval.ms": "500",
 Body = Callable[[SharedBroker, JavaClients], str]
 
 
-def java_scenario(name: str, body: Body, doc: str, needs_traces: bool = True):
+def java_scenario(name: str, body: Body, doc: str, needs_traces: bool = True, kafka_only: str = ""):
     """A scenario of the registry whose clients are Kafka's Java clients; runnable on any broker (`portable`).
-    needs_traces=False: on the reference broker it writes no traces (classic groups), its clients are the judge."""
+    needs_traces=False: on the reference broker it writes no traces (classic groups), its clients are the judge;
+    kafka_only: why it runs under Kafka's profiles only (what it uses is Kafka's, not the KIP text's)."""
     def scenario(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER, profile: str = "kafka-4.2",
                  shared: SharedBroker | None = None, client_line: str = CLIENT_LINE) -> ScenarioResult:
-        reason = java_unavailable(client_line)
+        reason = f"{kafka_only}: under --profile {profile} it is not run" \
+            if kafka_only and not profile.startswith("kafka-") else java_unavailable(client_line)
         if reason:
             return skipped(name, reason, profile)
 
@@ -377,7 +379,8 @@ SCENARIOS = {
         "A KafkaShareConsumer accepts, releases and rejects: released records come back with count 2."),
     "java-share-renew": java_scenario(
         "java-share-renew", _share_renew,
-        "A KafkaShareConsumer renews its records (RENEW) past their lock: no other member gets them."),
+        "A KafkaShareConsumer renews its records (RENEW) past their lock: no other member gets them.",
+        kafka_only="RENEW is Kafka 4.2's (KIP-1222), the KIP's text has none"),
     "java-share-record-limit": java_scenario(
         "java-share-record-limit", _share_record_limit,
         "share.acquire.mode=record_limit: a batch is shared in acquisitions of at most max.poll.records."),
