@@ -10,7 +10,8 @@ two, the portable client scenarios (Apache Kafka's own Java clients, scenarios/j
 with that line's clients, each judged by what its clients saw; their share groups' records are read back with
 the probes'.
 `kafka:4.2x3` runs a cluster of three brokers: the partition leaders, the group coordinator and the share
-coordinator may then sit on different brokers.
+coordinator may then sit on different brokers. Without --profile, `kafka:4.4` is judged by the kafka-4.4 profile
+and `kafka:4.2` by kafka-4.2.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from kipcheck.model.profiles import KAFKA_42, PROFILES
 from kipcheck.oracle.conformance.targets import BrokerSettings, Target, TargetError, TargetOptions
 from kipcheck.oracle.conformance.targets.embedded import EMBEDDED_SETTINGS, GROUP_SETTINGS
 
@@ -64,6 +66,12 @@ class KafkaTarget(Target):
     @classmethod
     def accepts(cls, text: str) -> bool:
         return KAFKA.match(text) is not None
+
+    @classmethod
+    def default_profile(cls, text: str) -> str:
+        """The profile of the release line it runs (kafka:4.4: kafka-4.4), kafka-4.2 for a line without one."""
+        profile = f"kafka-{KAFKA.match(text)['line']}"
+        return profile if profile in PROFILES else KAFKA_42
 
     def open(self, work_dir: Path) -> None:
         from kipcheck.oracle.kafka.cluster import KafkaCluster
