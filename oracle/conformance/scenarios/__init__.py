@@ -48,6 +48,11 @@ def portable_names() -> list[str]:
     return [name for name, scenario in _registry().items() if getattr(scenario, "portable", False)]
 
 
+def java_names() -> list[str]:
+    """The scenarios whose clients are Apache Kafka's Java clients: run when named, or with --java-clients."""
+    return list(importlib.import_module(f"{__name__}.java").SCENARIOS)
+
+
 def scenario(name: str) -> Callable:
     """The scenario `name` (KeyError for a name no module defines)."""
     return _registry()[name]

@@ -51,7 +51,8 @@ class ScenarioResult:
         if self.skipped:
             return f"SKIP  broker/{self.profile}/{self.name:<26} {self.skipped}"
         mark = "PASS" if self.ok else "FAIL"
-        traces = f"{len(self.traces) - len(self.violations())}/{len(self.traces)} traces ok"
+        traces = f"{len(self.traces) - len(self.violations())}/{len(self.traces)} traces ok" if self.traces \
+            else "no traces of its own"
         lines = [f"{mark}  broker/{self.profile}/{self.name:<26} clients: {'ok' if self.checks_ok else 'FAILED'}; {traces}  ({self.seconds:.0f} s)"]
         if not self.checks_ok:
             lines.append(f"      {self.detail}")

@@ -7,12 +7,11 @@ import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
+import java.lang.reflect.Proxy;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.Map;
-
-import org.apache.kafka.common.utils.Exit;
 
 /**
  * Kafka's command-line tools, many runs in one JVM: each line names a tool's main class and its arguments, and is
@@ -21,7 +20,8 @@ import org.apache.kafka.common.utils.Exit;
  * <pre>java -cp KIPCHECK_JAR:KAFKA_CLASSPATH dev.kipcheck.kafka.ToolRunner</pre>
  *
  * Standard input: one run a line, the main class and its arguments separated by tabs. Standard output: one JSON
- * object a line for each, {"exit": STATUS, "out": TEXT, "err": TEXT}. Kafka's tools end through Exit.exit, which
+ * object a line for each, {"exit": STATUS, "out": TEXT, "err": TEXT}. Kafka's tools end through Exit.exit (in
+ * org.apache.kafka.common.utils up to 4.2, in its internals package from 4.4; whichever the jars hold), which
  * is caught here: the first call's status is the run's, and what the tool printed after it is dropped, as a JVM
  * that ended there would never have printed it (a tool may catch the exception that stands in for the exit, and
  * go on). A main that returns exits 0, one that throws exits 1 with its exception on "err". Log4j must write to
@@ -72,15 +72,47 @@ public final class ToolRunner {
 
     private static volatile Run current;
 
-    public static void main(String[] args) throws IOException {
+    /** Kafka's Exit classes, the one of each release line: the package moved in Kafka 4.4. */
+    private static final String[] EXIT_CLASSES = {
+        "org.apache.kafka.common.utils.Exit", "org.apache.kafka.common.utils.internals.Exit"};
+
+    public static void main(String[] args) throws IOException, ReflectiveOperationException {
         PrintStream answers = new PrintStream(System.out, false, StandardCharsets.UTF_8);
-        Exit.setExitProcedure((status, message) -> current.exited(status));
+        catchExits();
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
         while ((line = in.readLine()) != null) {
             String[] words = line.split("\t", -1);
             answers.println(Json.write(run(words[0], Arrays.copyOfRange(words, 1, words.length))));
             answers.flush();
+        }
+    }
+
+    /** Every Exit class on the classpath calls Run.exited instead of ending the JVM. */
+    static void catchExits() throws ReflectiveOperationException {
+        int found = 0;
+        for (String name : EXIT_CLASSES) {
+            Class<?> exit;
+            try {
+                exit = Class.forName(name);
+            } catch (ClassNotFoundException notInThisRelease) {
+                continue;
+            }
+            Class<?> procedure = Class.forName(name + "$Procedure");
+            Object exited = Proxy.newProxyInstance(procedure.getClassLoader(), new Class<?>[] {procedure},
+                (proxy, method, methodArguments) -> {
+                    if (method.getDeclaringClass() == Object.class) {
+                        return method.getName().equals("equals") ? proxy == methodArguments[0]
+                            : method.getName().equals("hashCode") ? System.identityHashCode(proxy) : "exited";
+                    }
+                    current.exited((Integer) methodArguments[0]);
+                    return null;
+                });
+            exit.getMethod("setExitProcedure", procedure).invoke(null, exited);
+            found++;
+        }
+        if (found == 0) {
+            throw new ClassNotFoundException("none of Kafka's Exit classes: " + String.join(", ", EXIT_CLASSES));
         }
     }
 
