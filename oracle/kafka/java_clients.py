@@ -98,7 +98,8 @@ class JavaClients:
 
     def share_group_offsets(self, group: str) -> dict[str, "ShareOffset"]:
         """{"TOPIC-P": ShareOffset} of every share-partition the group has, as its share coordinator stores it."""
-        return {partition: ShareOffset(**offset) for partition, offset in self.ask("share_group_offsets", group)["offsets"].items()}
+        offsets = self.ask("share_group_offsets", group)["offsets"]
+        return {partition: ShareOffset(**offset) for partition, offset in offsets.items()}
 
     def consumer_group_offsets(self, group: str) -> dict[str, int]:
         return self.ask("consumer_group_offsets", group)["offsets"]

@@ -192,7 +192,8 @@ class EmbeddedTarget(Target):
     forms = {"embedded": "the reference broker, started here on a free\n"
                          "loopback port (the default; what `make conformance` runs)"}
     can_restart = True
-    client_scenarios_label = "client scenarios (confluent-kafka's and Apache Kafka's Java clients; each on a broker of its own)"
+    client_scenarios_label = ("client scenarios (real clients: confluent-kafka's, kio's, and java-*: Apache Kafka's "
+                              "own; each on a broker of its own)")
 
     def __init__(self, text: str, options: TargetOptions):
         from kipcheck.impl.share.config import PROFILES, unserved_profile
