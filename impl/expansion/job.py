@@ -8,8 +8,8 @@
 
 The rules are the model's: every record is replayed through
 model/expansion.py's `Expansion`, so a record that breaks EX-1 to EX-5 (a
-shrinking count, more processors than partitions, a split from the wrong
-source) is refused with the clause it breaks. Where the record is kept is in
+shrinking count, EX-4; more processors than partitions, EX-3; a split from
+the wrong source) is refused with the clause it breaks. Where the record is kept is in
 spec/expansion.md EX-5: the last record of a compacted topic, keyed by the
 group, on a broker; here it is a value that any store can hold.
 """

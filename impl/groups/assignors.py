@@ -205,6 +205,9 @@ class KeyRangeRoundRobinAssignor:
 
     def assign(self, spec: GroupSpec) -> dict[str, Assignment]:
         target: dict[str, dict[str, set[Unit]]] = {member_id: {} for member_id in spec.members}
+        # The model's own layout: every partition covered (KR-1) by disjoint shares (KR-2) of subscribed topics
+        # (KR-3), split only where opting-in members outnumber the partitions (KR-5), into contiguous near-equal
+        # ranges (KR-6), one per opting-in subscriber, spread evenly (KR-7).
         for member_id, entries in key_range_assign.assign(self.model_group(spec)).items():
             for topic, partition, share in entries:
                 unit = partition if share is None else KeyShare(partition, *share)

@@ -121,6 +121,7 @@ def run(target: Target, probe_names: list[str], client_names: list[str], work_di
     except Exception as error:
         # One line for the verdict; the whole traceback beside the run's traces, for whoever reports it.
         log = work_dir / "target-failure.txt"
+        work_dir.mkdir(parents=True, exist_ok=True)  # a target may fail before it made its directory
         log.write_text(traceback.format_exc())
         outcome.error = f"{type(error).__name__}: {error} (traceback in {log})"
     finally:

@@ -240,7 +240,7 @@ async def _acquire(broker, group: str, member: str, partitions: list[TopicPartit
         remaining_ms = deadline_ms - now_ms()
         if any("acquired" in result for result in results.values()) or remaining_ms <= 0:
             return
-        await broker.wait_changed(remaining_ms)
+        await broker.wait_changed(remaining_ms)   # SP-28: records produced or released wake a waiting fetch
 
 
 def _share_fetch_reply(broker, request, error: str, results: dict, unknown: list):
