@@ -188,7 +188,7 @@ class ShareCoordinator:
     def delete(self, key: str, now_ms: int = 0) -> str:
         """ST-33 (kafka-4.2): DeleteShareGroupState, as the admin APIs that delete a share group's offsets ask it."""
         if self._kip:
-            raise ValueError("the KIP's share coordinator deletes no state (ST-30)")
+            raise ValueError("the KIP's share coordinator deletes no state (seed 002 has no DeleteShareGroupState)")
         error = Error.NONE if key not in self._states else self._store({"type": "ShareTombstone", "key": key})
         self._trace(key, now_ms, "delete", {}, {"error": error})
         return error

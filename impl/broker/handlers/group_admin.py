@@ -5,8 +5,8 @@ Admin.deleteConsumerGroups and deleteShareGroups, and so kafka-consumer-groups.s
 A group is deleted only without members (NON_EMPTY_GROUP otherwise): a classic or consumer group with its
 committed offsets, a share group with the state of every share-partition it has (DeleteShareGroupState, as
 share_admin.py's DeleteShareGroupOffsets). An id no group has is GROUP_ID_NOT_FOUND, an empty one
-INVALID_GROUP_ID. The KIP's text has no way to delete a share-partition's state (spec ST-30): under `kip` a share
-group with state is not deleted (UNSUPPORTED_VERSION).
+INVALID_GROUP_ID. The KIP's text has no way to delete a share-partition's state (seed 002 has no
+DeleteShareGroupState): under `kip` a share group with state is not deleted (UNSUPPORTED_VERSION).
 """
 
 from __future__ import annotations

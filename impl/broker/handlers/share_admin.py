@@ -16,8 +16,8 @@ partition named a new state at its start offset, with the next state epoch (Init
 makes the share group when no group has the id yet, as Kafka 4.2 does; delete deletes the state of every
 partition of each topic named (DeleteShareGroupState's tombstones) of a group that exists; the next member to
 subscribe initializes them again by share.auto.offset.reset. A topic unknown, or a partition it does not have,
-is UNKNOWN_TOPIC_OR_PARTITION. The KIP's text has no way to delete a share-partition's state (spec ST-30): under
-`kip` DeleteShareGroupOffsets is not served. Where Kafka 4.2 answers UNKNOWN_SERVER_ERROR (a describe naming
+is UNKNOWN_TOPIC_OR_PARTITION. The KIP's text has no way to delete a share-partition's state (seed 002 has no
+DeleteShareGroupState): under `kip` DeleteShareGroupOffsets is not served. Where Kafka 4.2 answers UNKNOWN_SERVER_ERROR (a describe naming
 partition -1) the reference broker answers as for any partition without a state (spec/kafka-findings.md).
 """
 
