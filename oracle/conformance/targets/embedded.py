@@ -194,6 +194,7 @@ class EmbeddedTarget(Target):
     can_restart = True
     client_scenarios_label = ("client scenarios (real clients: confluent-kafka's, kio's, and java-*: Apache Kafka's "
                               "own; each on a broker of its own)")
+    given_by = "started with it"
 
     def __init__(self, text: str, options: TargetOptions):
         from kipcheck.impl.share.config import PROFILES, unserved_profile
@@ -203,7 +204,8 @@ class EmbeddedTarget(Target):
             raise TargetError(f"--target embedded: {unserved_profile(self.profile)}")
         self.launcher = options.launcher or DEFAULT_LAUNCHER
         self.broker_settings = embedded_settings(self.profile)
-        self.settings = BrokerSettings.from_properties(self.broker_settings, self.profile)
+        self.given = dict(self.broker_settings)
+        self.settings = BrokerSettings.from_properties(self.given, self.profile)
         self.broker: EmbeddedBroker | None = None
 
     def client_scenarios(self) -> list[str]:
