@@ -5,7 +5,6 @@ share group at the log end unless its group config says otherwise, so each test 
 to earliest for its group (IncrementalAlterConfigs, GROUP resource), through the proxy.
 """
 
-import time
 import uuid
 
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
@@ -23,12 +22,7 @@ def earliest(bootstrap: str, group: str) -> None:
         future.result(30)
 
 
-def stored_start_offsets_read(recording: Recording) -> bool:
-    return any('"stored_spso"' in path.read_text() for path in recording.trace_dir.glob("share-partition.*.jsonl"))
-
-
-def run_and_judge(recording: Recording, partitions: int, settled=lambda recording: True) -> list:
-    """The share workload through `recording`, stopped once `settled(recording)` (or after 60 s), judged."""
+def run_and_judge(recording: Recording, partitions: int) -> list:
     topic, group = f"t-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
     create_topic(recording.bootstrap, topic, partitions)
     earliest(recording.bootstrap, group)
@@ -36,9 +30,6 @@ def run_and_judge(recording: Recording, partitions: int, settled=lambda recordin
     explicit = share_consumer(recording.bootstrap, group, [topic], explicit=True)
     done, released = share_workload(recording.bootstrap, topic, [implicit, explicit], explicit, partitions)
     assert len(done) == 100 and released
-    deadline = time.monotonic() + 60
-    while not settled(recording) and time.monotonic() < deadline:  # a busy machine answers late
-        time.sleep(0.2)
     assert recording.stop() == 0, recording.output
     assert "VIOLATION" not in recording.output
     paths = sorted(recording.trace_dir.glob("*.jsonl"))
@@ -51,14 +42,10 @@ def run_and_judge(recording: Recording, partitions: int, settled=lambda recordin
 
 
 def test_share_consumers_in_front_of_kafka_pass_with_no_violation(start_kafka, tmp_path):
-    """With --poll-spso too: the start offset Kafka's share coordinator stored, judged by SP-47."""
     kafka = start_kafka("4.2")
-    with Recording([("127.0.0.1", kafka.ports[0])], tmp_path / "traces", extra=["--poll-spso", "200"]) as recording:
-        # The proxy asks only between requests: with the consumers idle after the workload, it has asked.
-        paths = run_and_judge(recording, 2, settled=stored_start_offsets_read)
-    partitions = [path for path in paths if path.name.startswith("share-partition.")]
-    assert len(partitions) == 2
-    assert any('"stored_spso"' in path.read_text() for path in partitions), "the stored start offset was read"
+    with Recording([("127.0.0.1", kafka.ports[0])], tmp_path / "traces") as recording:
+        paths = run_and_judge(recording, 2)
+    assert len([path for path in paths if path.name.startswith("share-partition.")]) == 2
 
 
 def test_a_three_broker_cluster_behind_one_proxy(start_kafka, tmp_path):
