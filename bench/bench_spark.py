@@ -1,13 +1,16 @@
 """Spark benchmarks: `kipcheck check --spark` against the plain checker, and the two connectors.
 
     .venv/bin/python bench/bench_spark.py check                 # 1,000 traces of 10,000 steps
-    .venv/bin/python bench/bench_spark.py check --traces 200 --steps 5000
+    .venv/bin/python bench/bench_spark.py check --traces 200 --steps 5000 --workers 2
     .venv/bin/python bench/bench_spark.py connectors            # the headline: keyrange k = 1, 2, 4, 8; share vs rate
 
 `check` generates share-partition traces (bench_check.py's generator, seeds 1..N) into a
 temporary directory and times, in one run, wall clock: the single-process checker
-(check_file on each, one core), then check_on_spark with local[1] and local[2], each
-including its Spark start-up; it prints the times and the ratios to the single process.
+(check_file on each, one core), then check_on_spark with local[1], local[2] and on a Spark
+standalone cluster of --workers one-core workers started on loopback (impl/spark/standalone.py;
+the cluster's own start-up is printed apart), each including its session's start-up; it prints
+the times, the ratios to the single process and to local[1] (one core to two), and the load
+average before and after: on a shared machine the cores are not all the checker's.
 
 `connectors` starts the reference broker, fills one-partition topics, and prints:
 (1) kipcheck-keyrange batch reads with keyRangesPerPartition k = 1, 2, 4, 8 and a processing-bound
@@ -44,7 +47,18 @@ def trace_generator():
     return module.generate
 
 
+def timed_on_spark(paths: list[str], master: str, plain: list) -> float:
+    """Wall-clock seconds of check_on_spark on `master` (its session's start-up included), which must agree."""
+    started = time.perf_counter()
+    verdicts = check_on_spark(paths, master)
+    elapsed = time.perf_counter() - started
+    assert verdicts == plain, f"{master} disagrees with the plain checker"
+    return elapsed
+
+
 def bench_check(options) -> None:
+    from kipcheck.impl.spark.standalone import StandaloneCluster
+
     generate = trace_generator()
     with tempfile.TemporaryDirectory() as folder:
         paths = [str(Path(folder) / f"trace-{seed}.jsonl") for seed in range(1, options.traces + 1)]
@@ -54,17 +68,25 @@ def bench_check(options) -> None:
         size_mb = sum(os.path.getsize(path) for path in paths) / 1e6
         print(f"generated {options.traces} traces x {options.steps} steps ({size_mb:.0f} MB) "
               f"in {time.perf_counter() - started:.0f} s")
+        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         started = time.perf_counter()
         plain = [check_file(path) for path in paths]
         single_s = time.perf_counter() - started
         assert all(plain), "the generated traces must pass"
-        print(f"single process  {single_s:7.1f} s  1.00x")
-        for master in ("local[1]", "local[2]"):
+        print(f"{'single process':26} {single_s:7.1f} s  1.00x")
+        one_core_s = timed_on_spark(paths, "local[1]", plain)
+        print(f"{'spark local[1]':26} {one_core_s:7.1f} s  {single_s / one_core_s:.2f}x (start-up included)")
+        elapsed = timed_on_spark(paths, "local[2]", plain)
+        print(f"{'spark local[2]':26} {elapsed:7.1f} s  {single_s / elapsed:.2f}x, "
+              f"{one_core_s / elapsed:.2f}x local[1]")
+        if options.workers:
             started = time.perf_counter()
-            verdicts = check_on_spark(paths, master)
-            elapsed = time.perf_counter() - started
-            assert verdicts == plain, f"{master} disagrees with the plain checker"
-            print(f"spark {master:9} {elapsed:7.1f} s  {single_s / elapsed:.2f}x (start-up included)")
+            with StandaloneCluster(Path(folder) / "cluster", workers=options.workers) as cluster:
+                print(f"standalone cluster of {options.workers} one-core workers up in "
+                      f"{time.perf_counter() - started:.0f} s")
+                elapsed = timed_on_spark(paths, cluster.master_url, plain)
+            name = f"spark {options.workers} workers"
+            print(f"{name:26} {elapsed:7.1f} s  {single_s / elapsed:.2f}x, {one_core_s / elapsed:.2f}x local[1]")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 
@@ -166,6 +188,8 @@ def main() -> None:
     check = commands.add_parser("check")
     check.add_argument("--traces", type=int, default=1000)
     check.add_argument("--steps", type=int, default=10_000)
+    check.add_argument("--workers", type=int, default=2,
+                       help="one-core workers of the standalone cluster on loopback (0: no cluster)")
     connectors = commands.add_parser("connectors")
     connectors.add_argument("--records", type=int, default=4_000, help="records in the one-partition topic")
     connectors.add_argument("--work-ms", type=float, default=5.0, help="processing time per record")
