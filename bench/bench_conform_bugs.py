@@ -1,18 +1,21 @@
 """The power of `kipcheck conform`, measured: seeded broker bugs caught from the outside, and false alarms.
 
-    .venv/bin/python bench/bench_conform_bugs.py                 # every bug, then 20 runs against the clean broker
-    .venv/bin/python bench/bench_conform_bugs.py --bug foreign-ack --clean-runs 0
+    .venv/bin/python bench/bench_conform_bugs.py                 # every bug, then 20 clean runs, with and without --set
+    .venv/bin/python bench/bench_conform_bugs.py --bug foreign-ack --clean-runs 0 --settings described
 
 For each bug of tests/broker_bugs.py the reference broker is started with the bug
 patched in (a test-only launcher), and `kipcheck conform --target wire://...`
 probes it with its default budget, stopping at the first failure: the bug is
-caught when conform exits 1. A bug the wire target cannot reach (it shows only
-after a broker restart, which the runner cannot cause on a broker it did not
-start) is tried next with `--target embedded --launcher ...`, where the runner
-restarts the broker itself. Then the clean broker is probed `--clean-runs` times
-over the wire with the full budget: every failure there is a false alarm.
-Prints one line per bug (caught by which target, seconds to the catch, the
-clause), the kill rate and the false-alarm count.
+caught when conform exits 1 naming a clause. It is probed twice: once told the
+broker's share settings with --set, once told nothing (the runner reads them
+from the broker: DescribeConfigs, and the lock duration of every ShareFetch
+answer). A bug the wire target cannot reach (it shows only after a broker
+restart, which the runner cannot cause on a broker it did not start) is tried
+next with `--target embedded --launcher ...`, where the runner restarts the
+broker itself. Then the clean broker is probed `--clean-runs` times over the
+wire with the full budget, in each way: every failure there is a false alarm.
+Prints one line per bug (for each way: caught by which target, seconds to the
+catch, the clauses), the kill rate and the false-alarm count of each way.
 """
 
 from __future__ import annotations
@@ -46,10 +49,11 @@ def conform(arguments: list[str], work_dir: Path) -> tuple[int, float, str]:
     return result.returncode, time.monotonic() - started, ",".join(sorted(set(FAILED_CLAUSE.findall(result.stdout))))
 
 
-def over_wire(broker_launcher: tuple[str, ...], work_dir: Path, extra: list[str]) -> tuple[int, float, str]:
+def over_wire(broker_launcher: tuple[str, ...], work_dir: Path, extra: list[str], told: bool) -> tuple[int, float, str]:
+    """conform over the wire against the reference broker started by `broker_launcher`; `told`: with --set."""
     profile = "kafka-4.2"
     broker_settings = embedded_settings(profile)
-    settings = [argument for name, value in broker_settings.items() if name in BrokerSettings.NAMES
+    settings = [argument for name, value in broker_settings.items() if told and name in BrokerSettings.NAMES
                 for argument in ("--set", f"{name}={value}")]
     with EmbeddedBroker(work_dir / "broker", broker_settings, profile=profile, launcher=broker_launcher,
                         traced=False) as broker:
@@ -57,36 +61,54 @@ def over_wire(broker_launcher: tuple[str, ...], work_dir: Path, extra: list[str]
                        work_dir / "conform")
 
 
+def catch(name: str, work: Path, told: bool) -> tuple[bool, str]:
+    """Whether `name` is caught (over the wire, else by the embedded target), and its line's cell."""
+    code, seconds, clauses = over_wire(launcher(name), work / "wire", ["--first-failure"], told)
+    target = "wire"
+    if not (code == 1 and clauses):  # a catch names the clause; a crash of the patched broker is no catch
+        probes = [argument for scenario in [*CATALOGUE, "swarm"] for argument in ("--scenario", scenario)]
+        code, seconds, clauses = conform(["--launcher", " ".join(launcher(name)), "--first-failure", *probes],
+                                         work / "embedded")
+        target = "embedded"
+    hit = code == 1 and bool(clauses)
+    return hit, f"{target if hit else 'MISSED':<9} {seconds:>6.1f} {clauses:<14}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bug", action="append", choices=sorted(BUGS), help="only this bug (repeatable)")
-    parser.add_argument("--clean-runs", type=int, default=20, help="probes of the clean broker (default 20)")
+    parser.add_argument("--clean-runs", type=int, default=20, help="probes of the clean broker, each way (default 20)")
+    parser.add_argument("--settings", choices=("both", "given", "described"), default="both",
+                        help="probe told the settings with --set (given), told nothing (described), or both ways")
     args = parser.parse_args()
     names = args.bug or list(BUGS)
-    caught = 0
-    print(f"{'bug':<46} {'caught by':<10} {'seconds':>8}  clauses", flush=True)
+    ways = {"given": [True], "described": [False], "both": [True, False]}[args.settings]
+    caught = {told: 0 for told in ways}
+    heads = "  ".join(f"{'with --set' if told else 'without --set':<31}" for told in ways)
+    print(f"{'bug':<46} {heads}\n{'':<46} " + "  ".join(f"{'caught by':<9} {'s':>6} {'clauses':<14}" for _ in ways),
+          flush=True)
     with tempfile.TemporaryDirectory(prefix="kipcheck-bench-bugs-") as temporary:
         work = Path(temporary)
         for index, name in enumerate(names):
-            code, seconds, clauses = over_wire(launcher(name), work / f"wire-{index}", ["--first-failure"])
-            target = "wire"
-            if not (code == 1 and clauses):  # a catch names the clause; a crash of the patched broker is no catch
-                probes = [argument for scenario in [*CATALOGUE, "swarm"] for argument in ("--scenario", scenario)]
-                code, seconds, clauses = conform(["--launcher", " ".join(launcher(name)), "--first-failure", *probes],
-                                                 work / f"embedded-{index}")
-                target = "embedded"
-            hit = code == 1 and bool(clauses)
-            caught += hit
-            print(f"{name:<46} {target if hit else 'MISSED':<10} {seconds:>8.1f}  {clauses}", flush=True)
-        alarms = []
+            cells = []
+            for told in ways:
+                hit, cell = catch(name, work / f"{index}-{told}", told)
+                caught[told] += hit
+                cells.append(cell)
+            print(f"{name:<46} " + "  ".join(cells), flush=True)
+        alarms: dict[bool, list[str]] = {told: [] for told in ways}
         for run in range(args.clean_runs):
-            code, seconds, clauses = over_wire(DEFAULT_LAUNCHER, work / f"clean-{run}", [])
-            if code != 0:
-                alarms.append(f"run {run + 1}: exit {code} {clauses}")
-            print(f"clean broker, run {run + 1:>2}: exit {code} ({seconds:.0f} s) {clauses}", flush=True)
-    print(f"\nkill rate: {caught} of {len(names)} seeded bugs caught; false alarms: {len(alarms)} of {args.clean_runs} "
-          f"clean runs" + "".join(f"\n  {alarm}" for alarm in alarms))
-    return 0 if caught == len(names) and not alarms else 1
+            for told in ways:
+                code, seconds, clauses = over_wire(DEFAULT_LAUNCHER, work / f"clean-{run}-{told}", [], told)
+                if code != 0:
+                    alarms[told].append(f"run {run + 1}: exit {code} {clauses}")
+                print(f"clean broker, run {run + 1:>2}, {'with' if told else 'without'} --set: exit {code} "
+                      f"({seconds:.0f} s) {clauses}", flush=True)
+    for told in ways:
+        print(f"\n{'with' if told else 'without'} --set: kill rate {caught[told]} of {len(names)} seeded bugs caught; "
+              f"false alarms: {len(alarms[told])} of {args.clean_runs} clean runs"
+              + "".join(f"\n  {alarm}" for alarm in alarms[told]))
+    return 0 if all(caught[told] == len(names) and not alarms[told] for told in ways) else 1
 
 
 if __name__ == "__main__":

@@ -32,6 +32,10 @@ Library API (time comes in as `at_ms`, which never decreases):
                                                # the acknowledgement failed on storage: no change (SP-27)
     partition.leave(at_ms, actor)              # release the actor's records (SP-22)
     partition.stored_start.allows(spso)        # the share coordinator may hold this SPSO now (SP-47)
+    delivered_violation(partition, records, delivered)
+                                               # Violation or None: the record bytes of an acquisition's
+                                               # answer, runs [first, last] as sent, hold exactly its
+                                               # records (SP-48; read after the acquisition)
     partition.lock_duration_ms = ms            # the lock duration of the acquisitions and renewals that
                                                # follow (SP-46: a group's share.record.lock.duration.ms);
                                                # None (the default): record_lock_duration_ms
@@ -351,7 +355,6 @@ class SharePartition:
         self._spso = self._speo = self._log_end = start_offset
         self.speo_clause = "SP-24"  # the clause that put SPEO where it is (SP-42 after a record_limit acquisition)
         self._records: dict[int, Record] = {}  # offset -> record, for the window [SPSO, SPEO)
-        self._batch_firsts: list[int] = []  # SP-2: the first offset of every log batch
         self.limit_archives = RecentOffsets()  # SP-21: read only to name a clause
         self.dead_letters = RecentOffsets()  # SP-74: phase 2 finished for them
         self._holes: set[int] = set()  # SP-14: loaded offsets no run covers, not acquired since
@@ -459,7 +462,6 @@ class SharePartition:
         if count < 1:
             raise ValueError(f"an append holds at least one record, not {count}")
         self.log.append(self._log_end, count, producer)
-        self._batch_firsts.append(self._log_end)
         self._log_end += count
 
     # The log under Kafka 4.2: transactions, the log start offset, compaction (SP-60..SP-65).
@@ -564,9 +566,7 @@ class SharePartition:
 
     def log_batch_of(self, offset: int) -> tuple[int, int]:
         """(first, last) offset of the log batch that holds `offset` (below the log end)."""
-        index = bisect_right(self._batch_firsts, offset) - 1
-        following = self._batch_firsts[index + 1] if index + 1 < len(self._batch_firsts) else self._log_end
-        return self._batch_firsts[index], following - 1
+        return self.log.batch_of(offset, self._log_end)
 
     def acquire(self, at_ms: int, actor: str, max_records: int, records: Sequence[Sequence[int]],
                 record_limit: bool = False, archived: Sequence[Sequence[int]] | None = None) -> None:
@@ -810,7 +810,8 @@ def _run_violation(partition, first: int, last: int, count: int) -> Violation | 
         if state == ARCHIVING:  # SP-73: on its way to the dead-letter queue
             return Violation("SP-73", f"available records only (record {offset} is archiving: on its way to the "
                                       f"dead-letter queue)", f"record {offset} acquired")
-        holder = f" by {partition.owner_of(offset)}" if state == ACQUIRED else ""
+        holder = f" by {partition.owner_of(offset)}, locked until {partition.lock_deadline_of(offset)} ms" \
+            if state == ACQUIRED else ""
         return Violation("SP-3", f"available records only (record {offset} is {state}{holder})",
                          f"record {offset} acquired")
     for offset in range(first, last + 1):  # SP-4: the observed count is the stored count plus one
@@ -1018,6 +1019,38 @@ def waited_fetch_violation(partition, wait_ms: int, records: Sequence[Sequence[i
     if wait_ms > 0 and not records and acquirable:
         return Violation("SP-28", f"some of the acquirable records {acquirable} (the fetch waited {wait_ms} ms)",
                          "records=[]")
+    return None
+
+
+def delivered_violation(partition, records: Sequence[Sequence[int]],
+                        delivered: Sequence[Sequence[int]]) -> Violation | None:
+    """SP-48: why the records an acquisition's answer sent (`delivered`, runs [first, last] of their offsets in
+    the order they came) are not those an acquisition of `records` (runs [first, last, delivery_count], allowed)
+    sends; None when they are. Read after the acquisition: it changes neither the log nor its batches."""
+    if not records:
+        # SP-48: nothing acquired, nothing sent.
+        return Violation("SP-48", "no record sent with an acquisition of none",
+                         f"records {delivered[0][0]}-{delivered[0][1]} sent") if delivered else None
+    previous_last = -1
+    for first, last in delivered:  # SP-48: each record once, in the log's order
+        if first <= previous_last:
+            return Violation("SP-48", f"each record sent once, in ascending offsets (after record {previous_last})",
+                             f"records {first}-{last} sent")
+        previous_last = last
+    firsts = [first for first, _ in delivered]
+    for first, last, _ in records:  # SP-48: every acquired record is sent, unless compaction removed it (SP-65)
+        for offset in range(first, last + 1):
+            index = bisect_right(firsts, offset) - 1
+            if (index < 0 or delivered[index][1] < offset) and not partition.log.is_removed(offset):
+                return Violation("SP-48", f"acquired record {offset} among the records sent", f"no record {offset}")
+    log_end = partition.log_end_offset
+    low, _ = partition.log_batch_of(records[0][0])
+    _, high = partition.log_batch_of(records[-1][1])
+    if delivered and (delivered[0][0] < low or delivered[-1][1] > min(high, log_end - 1)):
+        # SP-48: no record outside the log batches from the one holding the first acquired record to the last's.
+        outside = delivered[0][0] if delivered[0][0] < low else delivered[-1][1]
+        return Violation("SP-48", f"records of the log batches {low}-{high} that hold the acquired ones only",
+                         f"record {outside} sent")
     return None
 
 

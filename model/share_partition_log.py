@@ -14,9 +14,13 @@ removed. Pure: no I/O, no clock.
     log.start_offset                         # SP-64: the log start offset last learnt
     log.remove(first, last)                  # SP-65: whole batches removed by compaction
     log.first_present(offset)                # SP-65: the first offset at or past `offset` not removed
+    log.batch_of(offset, log_end)            # SP-2: (first, last) of the log batch holding `offset`
+    log.forget_batches_below(offset)         # keep only the batches from the one holding `offset` (memory)
 """
 
 from __future__ import annotations
+
+from bisect import bisect_right
 
 from kipcheck.model.profiles import KAFKA_PROFILES, is_kafka
 
@@ -46,9 +50,11 @@ class LogFacts:
         self._pending: dict[str, list[tuple[int, int]]] = {}  # producer -> its open transaction's data batches
         self._aborted: list[tuple[int, int]] = []  # data batches of aborted transactions, ascending
         self._removed: list[tuple[int, int]] = []  # batches removed by compaction, ascending, merged
+        self._batch_firsts: list[int] = []  # SP-2: the first offset of every log batch appended (and kept)
 
     def append(self, first: int, count: int, producer: str | None) -> None:
-        """SP-61: a data batch; a transactional one opens or extends its producer's transaction."""
+        """SP-2: a log batch; SP-61: a transactional one opens or extends its producer's transaction."""
+        self._batch_firsts.append(first)
         if producer is None:
             return
         kafka_only("a transactional append", self.profile)
@@ -119,3 +125,19 @@ class LogFacts:
             if first <= offset <= last:
                 return last + 1
         return offset
+
+    def batch_of(self, offset: int, log_end: int) -> tuple[int, int]:
+        """SP-2: (first, last) offset of the log batch holding `offset` (below `log_end`). Below the first batch
+        appended, the trace does not know the batches (a window reloaded after a restart, SP-26): they are taken
+        as one, from offset 0."""
+        index = bisect_right(self._batch_firsts, offset) - 1
+        if index < 0:
+            return 0, (self._batch_firsts[0] if self._batch_firsts else log_end) - 1
+        following = self._batch_firsts[index + 1] if index + 1 < len(self._batch_firsts) else log_end
+        return self._batch_firsts[index], following - 1
+
+    def forget_batches_below(self, offset: int) -> None:
+        """Drop the batches wholly below `offset`, which nothing reads again (`offset` never goes back)."""
+        index = bisect_right(self._batch_firsts, offset) - 1
+        if index > 0:
+            del self._batch_firsts[:index]

@@ -22,6 +22,7 @@ Library API (pure; callers compare an observed error with `Answer.error`):
     answer.released      # kafka-4.2: the topic-partitions they are released in, the session's (SS-30)
     answer.group_empty   # kafka-4.2: a disconnect left the group no session; its share-partitions go (SS-31)
     cache.sessions()     # Ruled({member: epoch}, clause of the last request)
+    cache.fetchable(member)  # the topic-partitions a ShareFetch the model just accepted may acquire in (SS-19)
     cache.by_member      # {member: Session(epoch, partitions)}: readable, and settable to
                          # start from any state (e.g. an epoch of Integer.MAX_VALUE)
 
@@ -104,6 +105,13 @@ class ShareSessionCache:
         else:
             answer = self._incremental(member, epoch, "SS-8", add, forget)
         return self._decided(answer)
+
+    def fetchable(self, member: str) -> frozenset[str]:
+        """The topic-partitions a ShareFetch just accepted for `member` may acquire records in."""
+        # SS-19: only those of its session, as the request left it (SS-8, SS-16); a final request
+        # removed the session and acquires nothing.
+        session = self.by_member.get(member)
+        return session.partitions if session is not None else frozenset()
 
     def share_acknowledge(self, member: str, epoch: int) -> Answer:
         if epoch == INITIAL_EPOCH:

@@ -5,7 +5,8 @@ Each machine has one file, spec/<machine>.md. A clause is a level-two heading
 `- profile: kip` or `- profile: kafka-4.2, kafka-4.4` (the profiles it holds
 under, when not all of them), then its text. Decisions taken where the seeds
 are silent or contradict each other are clauses too, with `- decision: ...`
-saying why.
+saying why. A clause no code of impl/ serves says why in `- model-only: ...`;
+a file names the impl modules that serve its machine in a `Served by:` line.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from pathlib import Path
 
 CLAUSE_ID = re.compile(r"\b(SP|SS|ST|IC|RD|KR|EX|XM)-\d+\b")
 _HEADING = re.compile(r"^## ((?:SP|SS|ST|IC|RD|KR|EX|XM)-\d+): (.+)$")
-_FIELD = re.compile(r"^- (seed|profile|decision): (.+)$")
+_FIELD = re.compile(r"^- (seed|profile|decision|model-only): (.+)$")
+_SERVED_BY = re.compile(r"^Served by: (.+)$", re.MULTILINE)
 # The source documents (shared/seeds/NNN_*.txt), cited in a clause's seed line by number.
 SEEDS = {
     "000": "KIP-X: Introduce a cooperative consumer processing semantic (the draft)",
@@ -43,6 +45,7 @@ class Clause:
     decision: str | None
     text: str
     source: str
+    model_only: str | None = None   # why no code of impl/ serves it
 
     @property
     def profiles(self) -> tuple[str, ...]:
@@ -53,7 +56,8 @@ class Clause:
         return not self.profiles or profile in self.profiles
 
 
-def _parse(path: Path) -> list[Clause]:
+def parse(path: Path) -> list[Clause]:
+    """The clauses of one spec file."""
     clauses: list[Clause] = []
     current: dict | None = None
 
@@ -65,7 +69,7 @@ def _parse(path: Path) -> list[Clause]:
             clauses.append(Clause(
                 clause_id, current["title"], PREFIXES[clause_id.split("-")[0]], current["seed"],
                 current.get("profile", "all"), current.get("decision"),
-                "\n".join(current["text"]).strip(), path.name,
+                "\n".join(current["text"]).strip(), path.name, current.get("model-only"),
             ))
 
     in_code = False
@@ -94,11 +98,17 @@ def clauses() -> dict[str, Clause]:
     """Every clause of every machine, by id."""
     found: dict[str, Clause] = {}
     for path in sorted(Path(__file__).parent.glob("*.md")):
-        for clause in _parse(path):
+        for clause in parse(path):
             if clause.id in found:
                 raise ValueError(f"clause {clause.id} defined twice ({found[clause.id].source}, {clause.source})")
             found[clause.id] = clause
     return found
+
+
+def served_by(path: Path) -> list[str]:
+    """The impl modules a spec file's `Served by:` line names (paths from the repository root)."""
+    found = _SERVED_BY.search(path.read_text(encoding="utf-8"))
+    return [name.strip() for name in found.group(1).split(",")] if found else []
 
 
 def cited(seed: str) -> str:

@@ -7,9 +7,12 @@ one bug into the reference broker, in this process only:
 
 Each bug is one realistic slip in impl/share or impl/broker (a line or two
 changed), the first group named after what goes wrong, the second after the
-Apache Kafka bug it reproduces. The production code is never edited: patches
+Apache Kafka bug it reproduces, the third after what only a client speaking
+as real clients do sees (acknowledgements inside a fetch that acquires,
+ForgottenTopicsData, version 2's RENEW and record_limit, the record bytes, the
+settings the broker states). The production code is never edited: patches
 are subclasses or replaced functions installed before the broker starts.
-tests/test_conform_bugs.py shows a few caught; bench/bench_conform_bugs.py runs
+tests/test_conform.py shows a few caught; bench/bench_conform_bugs.py runs
 the whole table (kill rate, time to each catch, false alarms).
 """
 
@@ -323,6 +326,125 @@ def _snapshot_one_update_late() -> None:
     ShareCoordinator._record_for_write = record_for_write
 
 
+# -- bugs a client sees only in what real clients send and read ------------------------------------
+
+def _piggyback_acquired_dropped() -> None:
+    from kipcheck.impl.broker.handlers import share
+
+    original = share._fetched_partition
+
+    def fetched_partition(broker, tp, result):
+        """A ShareFetch carrying acknowledgements answers its acknowledgement error and none of the records it
+        acquired in the same partition (they stay acquired, unseen, until their locks expire)."""
+        if "acknowledge_error_code" in result:
+            result = {key: value for key, value in result.items() if key != "acquired"}
+        return original(broker, tp, result)
+    share._fetched_partition = fetched_partition
+
+
+def _piggyback_acks_ignored() -> None:
+    from kipcheck.impl.broker.handlers import share
+    from kipcheck.model.errors import Error
+
+    original = share._apply_session_answer
+
+    def apply_session_answer(broker, connection, group, member, answer, acks, at_ms, error_field, renew):
+        """The acknowledgements of a ShareFetch that is not final are answered NONE and never applied."""
+        if error_field == "acknowledge_error_code" and not answer.closed:
+            broker.engine.session_used(connection, group, member, answer)
+            return {tp: {error_field: Error.NONE} for tp in acks}
+        return original(broker, connection, group, member, answer, acks, at_ms, error_field, renew)
+    share._apply_session_answer = apply_session_answer
+
+
+def _forget_ignored() -> None:
+    from kipcheck.impl.broker.share_engine import ShareEngine
+
+    original = ShareEngine.share_fetch_session
+
+    def share_fetch_session(self, group, member, epoch, add, forget, acks, at_ms):
+        """ForgottenTopicsData is ignored: a forgotten partition stays in the session, fetched and released with it."""
+        return original(self, group, member, epoch, add, [], acks, at_ms)
+    ShareEngine.share_fetch_session = share_fetch_session
+
+
+def _renew_ignored(base):
+    class Bug(base):
+        """RENEW is answered NONE and renews nothing: the lock runs out when it would have."""
+
+        def _renew(self, batches, now_ms, lock_duration_ms):
+            return None
+    return Bug
+
+
+def _record_limit_ignored() -> None:
+    from kipcheck.impl.broker.share_engine import ShareEngine
+
+    original = ShareEngine.acquire
+
+    def acquire(self, group, member, tp, max_records, at_ms, record_limit=False):
+        """The record_limit acquire mode is served as batch_optimized: whole log batches, MaxRecords a soft limit."""
+        return original(self, group, member, tp, max_records, at_ms, False)
+    ShareEngine.acquire = acquire
+
+
+def _last_batch_not_sent() -> None:
+    from kipcheck.impl.broker.handlers import share
+    from kipcheck.impl.wire.batches import split_batches
+
+    original = share._fetched_partition
+
+    def fetched_partition(broker, tp, result):
+        """An acquisition spanning several log batches is sent without the last of them: its records are lost to
+        the client, which acknowledges their offsets as gaps."""
+        answer = original(broker, tp, result)
+        batches = split_batches(answer["records"]) if answer["records"] else []
+        if len(batches) > 1:
+            answer["records"] = b"".join(batch for batch, _ in batches[:-1])
+        return answer
+    share._fetched_partition = fetched_partition
+
+
+def _next_batch_sent() -> None:
+    from kipcheck.impl.broker.handlers import share
+
+    original = share._fetched_partition
+
+    def fetched_partition(broker, tp, result):
+        """An acquisition's record bytes run one log batch past its last acquired record (reading the log to the
+        offset after it): a record nobody acquired goes out with it."""
+        answer = original(broker, tp, result)
+        acquired = result.get("acquired", [])
+        if acquired:
+            answer["records"] = broker.partition_log(tp.topic, tp.partition).read_range(acquired[0][0],
+                                                                                        acquired[-1][1] + 1)
+        return answer
+    share._fetched_partition = fetched_partition
+
+
+def _lock_misreported() -> None:
+    from kipcheck.impl.broker.handlers import configs, share
+
+    original_reply = share.reply
+
+    def reply(request, **fields):
+        """The broker says its locks last three times longer than they do: in every ShareFetch and ShareAcknowledge
+        answer (AcquisitionLockTimeoutMs) and in DescribeConfigs."""
+        if fields.get("acquisition_lock_timeout"):
+            fields["acquisition_lock_timeout"] *= 3
+        return original_reply(request, **fields)
+    share.reply = reply
+    original_describe = configs._DESCRIBE[configs.BROKER]
+
+    def describe_broker(broker, resource):
+        error, message, entries = original_describe(broker, resource)
+        for entry in entries:
+            if entry["name"] == "group.share.record.lock.duration.ms":
+                entry["value"] = str(3 * int(entry["value"]))
+        return error, message, entries
+    configs._DESCRIBE[configs.BROKER] = describe_broker
+
+
 BUGS: dict[str, Callable[[], None]] = {
     "expired-count-kept": _partition_bug(_expired_count_kept),
     "spso-past-acquired": _partition_bug(_spso_past_acquired),
@@ -342,14 +464,52 @@ BUGS: dict[str, Callable[[], None]] = {
     "KAFKA-19436-spso-moves-while-pending": _partition_bug(_spso_moves_while_pending),
     "KAFKA-18084-reacquired-without-timer": _partition_bug(_reacquired_without_timer),
     "snapshot-one-update-late": _snapshot_one_update_late,
+    "piggyback-acquired-dropped": _piggyback_acquired_dropped,
+    "piggyback-acks-ignored": _piggyback_acks_ignored,
+    "forget-ignored": _forget_ignored,
+    "renew-ignored": _partition_bug(_renew_ignored),
+    "record-limit-ignored": _record_limit_ignored,
+    "last-batch-not-sent": _last_batch_not_sent,
+    "next-batch-sent": _next_batch_sent,
+    "lock-misreported": _lock_misreported,
 }
 
 
-if __name__ == "__main__":
-    name, arguments = sys.argv[1], sys.argv[2:]
-    if name not in BUGS:
-        raise SystemExit(f"unknown bug {name!r} (known: {', '.join(BUGS)})")
-    BUGS[name]()
+# -- faults: not bugs to catch, but a target the runner must not judge -------------------------------
+
+def _exits_mid_run() -> None:
+    import os
+
+    from kipcheck.impl.broker.handlers import share
+
+    original = share.handlers
+    served = iter(range(EXIT_AFTER_SHARE_FETCHES))
+
+    def handlers(broker):
+        """The broker process dies after EXIT_AFTER_SHARE_FETCHES ShareFetch requests (the runner cannot
+        restart a wire target: it is gone)."""
+        served_handlers = original(broker)
+        low, high, share_fetch = served_handlers[78]
+
+        async def dying_share_fetch(connection, request):
+            if next(served, None) is None:
+                os._exit(1)
+            return await share_fetch(connection, request)
+        return {**served_handlers, 78: (low, high, dying_share_fetch)}
+    share.handlers = handlers
+
+
+EXIT_AFTER_SHARE_FETCHES = 40
+FAULTS: dict[str, Callable[[], None]] = {"exits-mid-run": _exits_mid_run}
+
+
+def _cli_main():
     from kipcheck.cli import main
 
-    raise SystemExit(main(arguments))
+    return main
+
+
+if __name__ == "__main__":
+    from bug_launcher import run_with_bug
+
+    run_with_bug({**BUGS, **FAULTS}, _cli_main)

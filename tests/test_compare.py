@@ -76,3 +76,27 @@ def test_the_reference_broker_against_kafka_has_no_unexplained_difference(tmp_pa
     assert result.returncode == 0, result.stdout[-4000:]
     compared = result.stdout.split("embedded against kafka:4.2: ")[1]
     assert "UNEXPLAINED" not in compared and int(compared.split()[0]) > 50
+
+
+def test_a_second_target_that_cannot_be_reached_is_not_judged(tmp_path, capsys):
+    """The first target's runs are judged; the second, never reached, makes the verdict NOT JUDGED (exit 2)."""
+    from kipcheck.cli import main
+
+    assert main(["conform", "--scenario", "wrong-epochs", "--compare", "wire://127.0.0.1:1", "--target-timeout", "0.5",
+                 "--work-dir", str(tmp_path / "run")]) == 2
+    captured = capsys.readouterr()
+    assert "PASSED          wrong-epochs" in captured.out
+    assert "verdict: NOT JUDGED" in captured.out and "wire://127.0.0.1:1 could not be reached" in captured.out
+    assert "kipcheck conform: cannot probe wire://127.0.0.1:1: not reachable and ready after 0.5 s" in captured.err
+
+
+def test_the_records_sent_differ_with_the_records_acquired(tmp_path):
+    """N-2: the records an answer's bytes held (SP-48) differ when the acquisitions do; on their own, they are not
+    explained."""
+    left = run_with(tmp_path / "left", {"records": [[0, 2, 1]], "delivered": [[0, 2]]})
+    right = run_with(tmp_path / "right", {"records": [], "delivered": []})
+    comparison = compare_runs([left], [right])
+    assert comparison.unexplained == 0 and sum(comparison.classes.values()) == 2, comparison.render("left", "right")
+    comparison = compare_runs([run_with(tmp_path / "same", {"records": [[0, 2, 1]], "delivered": [[0, 2]]})],
+                              [run_with(tmp_path / "fewer", {"records": [[0, 2, 1]], "delivered": [[0, 1]]})])
+    assert comparison.unexplained == 1, comparison.render("same", "fewer")

@@ -7,20 +7,33 @@ bench/bench_conform_bugs.py runs the whole table.
 
 from __future__ import annotations
 
+import datetime
+import io
 import json
+import socket
+import subprocess
+import sys
+import time
 import xml.etree.ElementTree as ElementTree
 
 import pytest
+from kio.records.schema import NewRecordBatch, Record
+from kio.records.writers import write_new_batch
+from kio.static.primitive import i8, i16, i32, i64
 
 from broker_bugs import BUGS, launcher
+from kipcheck.impl.wire.batches import COMMIT, marker_batch
 from kipcheck.cli import main
 from kipcheck.model.cross_machine import reloaded_window
 from kipcheck.oracle.check import check_lines
+from kipcheck.oracle.share_traces import delivered_runs
 from kipcheck.oracle.conformance.probes.runner import run_probes
 from kipcheck.oracle.conformance.probes.tolerance import Timers
 from kipcheck.oracle.conformance.shrink import shrink_lines
 from kipcheck.oracle.conformance.targets import TARGET_MODULES, TargetOptions, forms, resolve, target_classes
-from kipcheck.oracle.conformance.targets.embedded import EmbeddedTarget
+from kipcheck.oracle.conformance.targets.embedded import (
+    DEFAULT_LAUNCHER, EmbeddedBroker, EmbeddedTarget, embedded_settings,
+)
 
 HEADER = {"format": "kipcheck-trace", "version": 1, "machine": "share-partition", "profile": "kafka-4.2",
           "config": {"record_lock_duration_ms": 1000}}
@@ -176,6 +189,121 @@ def test_the_clean_broker_passes_the_same_probes(tmp_path):
         [(run.name, run.detail, [verdict.summary() for verdict in run.verdicts if verdict.status != "ok"]) for run in runs]
 
 
+def probe_over_wire(bug: str | None, scenarios: list[str], tmp_path, settings: dict[str, str] | None = None):
+    """Probe runs against the reference broker (with `bug` patched in) over the wire, the runner told only
+    `settings` (--set): the rest it reads from the broker."""
+    profile = "kafka-4.2"
+    with EmbeddedBroker(tmp_path / "broker", embedded_settings(profile), profile=profile,
+                        launcher=launcher(bug) if bug else DEFAULT_LAUNCHER, traced=False) as broker:
+        target = resolve(f"wire://{broker.bootstrap}", TargetOptions(profile, settings or {}))
+        target.contact(timeout_s=30)
+        return target, run_probes(target, scenarios, tmp_path / "probes", seed=1, budget_s=60, tolerance_ms=300)
+
+
+# What only a client speaking as real clients do sees, each caught over the wire with no --set.
+CAUGHT_OVER_WIRE = {
+    "piggyback-acquired-dropped": "piggybacked-acks",
+    "piggyback-acks-ignored": "piggybacked-acks",
+    "forget-ignored": "forgotten-partition",
+    "renew-ignored": "renewed-locks",
+    "record-limit-ignored": "record-limit",
+    "last-batch-not-sent": "final-fetch-with-acks",
+    "next-batch-sent": "hostile-acks",
+    "lock-misreported": "lock-kept",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", sorted(CAUGHT_OVER_WIRE))
+def test_what_real_clients_send_and_read_is_probed_over_the_wire_with_no_settings_given(tmp_path, bug):
+    """SS-19, SP-48 and the clauses of version 2 and of piggybacked acknowledgements, judged from the wire; the
+    settings are the broker's own word (a lie about the lock duration is caught by what the broker does)."""
+    assert bug in BUGS
+    _, [run] = probe_over_wire(bug, [CAUGHT_OVER_WIRE[bug]], tmp_path)
+    assert run.outcome == "failed", f"{bug} was not caught by {run.name}: {run.outcome} {run.detail}"
+    print("\n".join(verdict.summary() for verdict in run.verdicts if verdict.status != "ok"))
+    assert any(verdict.status == "violation" for verdict in run.verdicts), "caught without a clause: not a catch"
+
+
+@pytest.mark.slow
+def test_the_clean_broker_passes_them_over_the_wire_and_describes_its_settings(tmp_path):
+    names = sorted(set(CAUGHT_OVER_WIRE.values()))
+    target, runs = probe_over_wire(None, names, tmp_path, {"group.share.delivery.count.limit": "5"})
+    assert [(run.name, run.outcome) for run in runs] == [(name, "passed") for name in names], \
+        [(run.name, run.detail, [verdict.summary() for verdict in run.verdicts if verdict.status != "ok"]) for run in runs]
+    report = target.settings_report()
+    assert "group.share.record.lock.duration.ms=2000 (described by the broker)" in report
+    assert "group.share.delivery.count.limit=5 (--set; the broker describes 3)" in report, "--set wins, and is doubted"
+
+
+def test_an_unreachable_target_is_one_line_and_exit_2(capsys):
+    assert main(["conform", "--target", "wire://127.0.0.1:1", "--target-timeout", "0.5"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "", "nothing was judged"
+    assert captured.err.count("\n") == 1
+    assert captured.err.startswith("kipcheck conform: cannot probe wire://127.0.0.1:1: not reachable and ready after")
+
+
+@pytest.mark.slow
+def test_a_target_not_listening_yet_is_waited_for(tmp_path):
+    port = free_port()
+    command = [sys.executable, "-m", "kipcheck", "conform", "--target", f"wire://127.0.0.1:{port}", "--scenario",
+               "wrong-epochs", "--target-timeout", "60", "--work-dir", str(tmp_path / "conform")]
+    runner = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(3)
+    broker = EmbeddedBroker(tmp_path / "broker", embedded_settings("kafka-4.2"), traced=False)
+    broker.port = port
+    with broker:
+        output, _ = runner.communicate(timeout=300)
+    assert runner.returncode == 0, output
+    assert "PASSED          wrong-epochs" in output
+
+
+@pytest.mark.slow
+def test_a_target_that_goes_away_mid_run_is_not_judged_and_exits_2(tmp_path):
+    """A broker that dies during a run makes it inconclusive, never failed; probing stops; exit status 2."""
+    broker = EmbeddedBroker(tmp_path / "broker", embedded_settings("kafka-4.2"), launcher=launcher("exits-mid-run"),
+                            traced=False)
+    broker.start()
+    try:
+        command = ["conform", "--target", f"wire://{broker.bootstrap}", "--work-dir", str(tmp_path / "conform"),
+                   "--scenario", "hostile-acks", "--scenario", "late-ack", "--scenario", "partial-ack-then-expiry",
+                   "--scenario", "interleaved-release", "--scenario", "swarm", "--budget", "300"]
+        result = subprocess.run([sys.executable, "-m", "kipcheck", *command], capture_output=True, text=True,
+                                timeout=600)
+    finally:
+        broker.kill()
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "FAILED" not in result.stdout
+    assert "INCONCLUSIVE" in result.stdout and "the target went away" in result.stdout
+    assert "verdict: NOT JUDGED" in result.stdout
+    runs = [line.split()[0] for line in result.stdout.splitlines()
+            if line.startswith("  ") and line.split()[0] in ("PASSED", "INCONCLUSIVE")]
+    assert runs[-1] == "INCONCLUSIVE" and runs.count("INCONCLUSIVE") == 1, "probing stopped once the target was gone"
+
+
+def test_the_records_of_an_answer_are_read_as_sent():
+    """SP-48: data records by their offsets, a transaction marker as the one record of its control batch, a
+    record sent twice as overlapping runs, a batch that does not read as nothing."""
+    def data(base: int, count: int) -> bytes:
+        buffer = io.BytesIO()
+        stamp = datetime.datetime.now(datetime.timezone.utc)
+        write_new_batch(buffer, NewRecordBatch(producer_id=i64(-1), producer_epoch=i16(-1), base_sequence=i32(-1),
+                                               attributes=i16(0), records=tuple(
+            Record(attributes=i8(0), timestamp=stamp, offset=i64(base + index), key=None, value=b"v", headers=())
+            for index in range(count))))
+        return buffer.getvalue()
+
+    marker = bytearray(marker_batch(7, 0, COMMIT))
+    marker[0:8] = (5).to_bytes(8, "big")   # the base offset is not under the CRC
+    assert delivered_runs(data(0, 3) + data(3, 2) + bytes(marker)) == [[0, 5]]
+    assert delivered_runs(data(0, 3) + data(2, 2)) == [[0, 2], [2, 3]]
+    corrupt = bytearray(data(3, 2))
+    corrupt[-1] ^= 0xFF
+    assert delivered_runs(data(0, 3) + bytes(corrupt)) == [[0, 2]]
+    assert delivered_runs(None) == delivered_runs(b"") == []
+
+
 def test_librdkafka_mock_is_probed_and_its_known_difference_found(tmp_path, capsys):
     """spec/librdkafka-mock.md: the mock acquires new records up to max_records exactly (SP-6 of kafka-4.2).
     The HTML report draws the counterexample, the member that acquired in red."""
@@ -213,3 +341,9 @@ def test_the_adapter_target_is_checked_before_anything_runs(capsys):
     assert main(["conform", "--target", "python:no_such_module:make"]) == 2
     assert "cannot load 'python:no_such_module:make'" in capsys.readouterr().err
     assert main(["conform", "--target", "reference", "--scenario", "late-ack"]) == 2
+
+
+def free_port() -> int:
+    with socket.socket() as probe_socket:
+        probe_socket.bind(("127.0.0.1", 0))
+        return probe_socket.getsockname()[1]

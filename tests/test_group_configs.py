@@ -136,17 +136,25 @@ def test_a_step_lock_duration_that_is_not_a_duration_is_malformed(value, referen
     assert (verdict.status, verdict.line) == ("malformed", 3) and "lock_duration_ms" in verdict.reason, verdict.summary()
 
 
-def test_configs_of_a_topic_a_group_and_another_resource_type_in_one_request(start_broker, raw_client):
-    """APIs 32 and 44 serve TOPIC and GROUP resources side by side; a BROKER resource (4) is INVALID_REQUEST."""
+def test_configs_of_a_topic_a_group_the_broker_and_another_resource_type_in_one_request(start_broker, raw_client):
+    """APIs 32 and 44 serve TOPIC and GROUP resources side by side; the broker describes its own share settings
+    (BROKER, read only), another node id and another resource type (BROKER_LOGGER, 8) are INVALID_REQUEST."""
     broker = start_broker()
     create_topic(broker.bootstrap, "orders", 1)
     client = raw_client(broker)
     resources = [{"resource_type": 2, "resource_name": "orders", "configuration_keys": None},
                  {"resource_type": 32, "resource_name": "g", "configuration_keys": ["share.isolation.level"]},
-                 {"resource_type": 4, "resource_name": "0", "configuration_keys": None}]
+                 {"resource_type": 4, "resource_name": "0", "configuration_keys": ["group.share.delivery.count.limit"]},
+                 {"resource_type": 4, "resource_name": "7", "configuration_keys": None},
+                 {"resource_type": 8, "resource_name": "0", "configuration_keys": None}]
     answer = client.request(32, 4, resources=resources, include_synonyms=False, include_documentation=False)
     assert [(result.error_code.name, [(config.name, config.value) for config in result.configs])
             for result in answer.results] == [("none", [("accept.range.fetch", "false")]),
                                               ("none", [("share.isolation.level", "read_uncommitted")]),
-                                              ("invalid_request", [])]
-    assert "topic (2) and group (32)" in answer.results[2].error_message
+                                              ("none", [("group.share.delivery.count.limit", "5")]),
+                                              ("invalid_request", []), ("invalid_request", [])]
+    assert answer.results[2].configs[0].read_only
+    assert "topic (2) and group (32)" in answer.results[4].error_message
+    altered = client.request(44, 1, resources=[{"resource_type": 4, "resource_name": "0", "configs": [
+        {"name": "group.share.delivery.count.limit", "config_operation": 0, "value": "3"}]}], validate_only=False)
+    assert altered.responses[0].error_code.name == "invalid_request", "the broker has no dynamic broker configs"

@@ -50,12 +50,13 @@ FLOOR = ("storage", "wire", "tracing", "settings", "topic_partition")
 IMPL_ALLOWED = {
     **{name: () for name in FLOOR},
     "share": (),
-    "groups": (),
+    "groups": ("expansion",),
     "expansion": (),
     "ic": ("groups",),
     "consumer": ("ic",),
-    "broker": ("share", "groups", "ic"),
+    "broker": ("share", "groups", "ic", "expansion"),
     "spark": ("consumer",),
+    "job": ("consumer", "expansion"),
 }
 
 

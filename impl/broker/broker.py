@@ -48,6 +48,7 @@ from kipcheck.impl.broker.metadata import Topic, TopicError, Topics
 from kipcheck.impl.broker.server import Connection, Server, release_frame
 from kipcheck.impl.broker.share_engine import ShareEngine
 from kipcheck.impl.broker.transactions import TransactionCoordinator
+from kipcheck.impl.expansion.job import JOBS_TOPIC, JobRecordError, LatestRecords
 from kipcheck.impl.groups.coordinator import GroupCoordinator
 from kipcheck.impl.ic.coordinator import CapReached, IcCoordinator
 from kipcheck.impl.ic.key_range_cache import KeyRangeCache
@@ -89,6 +90,8 @@ class Broker:
         self.consumer_groups.consumer.key_share_topic = \
             lambda name: self.topics.get(name) is not None and self.topics.get(name).accept_range_fetch
         self.consumer_groups.consumer.coordinator_allows_ic = config.ic.accept_individual_commit
+        self._job_records = LatestRecords()  # KIP-287: the linear-hashing assignor reads a group's job record
+        self.consumer_groups.consumer.job_record_of = self._job_record
         self.ic = IcCoordinator(self.data_dir / "consumer-offsets", config.ic, trace_dir=trace_dir,
                                 on_cap_reached=self._ic_cap_reached, offsets=self.consumer_groups.offsets,
                                 now_ms=now_ms(), storage=self.storage)
@@ -214,6 +217,15 @@ class Broker:
         log.warning("group %s: %s-%d holds %d individual-commit ranges (cap %d, stable offset %d): fenced %s",
                     event.group, event.topic, event.partition, event.ranges_held, event.max_ranges,
                     event.stable_offset, fenced or "no KIP-848 member")
+
+    def _job_record(self, group_id: str) -> bytes | None:
+        """The group's last record in the jobs topic (impl/expansion/job.py), read from this broker's log."""
+        jobs = self.find_log(JOBS_TOPIC, 0)
+        try:
+            return self._job_records.read(jobs.read, jobs.end_offset).get(group_id) if jobs is not None else None
+        except JobRecordError as error:
+            log.error("group %s: no job record: %s", group_id, error)
+            return None
 
     def _partition_count(self, name: str) -> int:
         topic = self.topics.get(name)

@@ -100,6 +100,21 @@ class Topics:
         self._add(topic)
         return topic
 
+    def grow(self, name: str, partitions: int) -> Topic:
+        """The topic with `partitions` partitions, more than it has (TopicError INVALID_PARTITIONS past
+        MAX_PARTITIONS, KAFKA_STORAGE_ERROR); saved before it is seen, as a new topic is."""
+        topic = self.by_name[name]
+        if not topic.partitions < partitions <= MAX_PARTITIONS:
+            raise TopicError(Error.INVALID_PARTITIONS, f"partition count {partitions} outside "
+                                                       f"{topic.partitions + 1}..{MAX_PARTITIONS}")
+        grown = replace(topic, partitions=partitions)
+        try:
+            self._save([grown if known.name == name else known for known in self])
+        except StorageError as error:
+            raise TopicError(Error.KAFKA_STORAGE_ERROR, f"topic {name!r} not grown: {error}") from error
+        self._add(grown)
+        return grown
+
     def alter(self, name: str, changes: dict[str, str | None]) -> Topic:
         """Set (or with None, reset to its default) topic configs (TopicError INVALID_CONFIG, KAFKA_STORAGE_ERROR)."""
         topic = self.by_name[name]

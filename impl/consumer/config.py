@@ -38,6 +38,7 @@ IC_PROPERTIES = ("allow.individual.commit", "max.num.ranges.to.commit")
 _PROPERTIES = {
     "bootstrap.servers": "bootstrap_servers",
     "group.id": "group_id",
+    "group.instance.id": "group_instance_id",
     "client.id": "client_id",
     "group.remote.assignor": "remote_assignor",
     "max.poll.interval.ms": "max_poll_interval_ms",
@@ -60,6 +61,7 @@ _CHOICES = {"auto_offset_reset": AUTO_OFFSET_RESETS, "revoke_mode": (DELAY, CALL
 class ConsumerConfig:
     bootstrap_servers: str = ""
     group_id: str | None = None
+    group_instance_id: str | None = None  # a static member (KIP-345): the coordinator knows it by this name
     client_id: str = "kipcheck-consumer"
     remote_assignor: str | None = None
     max_poll_interval_ms: int = 300000

@@ -39,7 +39,9 @@ What the thread does, as Kafka 4.2's consumer (AbstractMembershipManager):
 - no poll for max.poll.interval.ms: the member leaves the group (its
   partitions are lost to it) and rejoins after the next poll, so an
   application that stopped polling holds no partition forever.
-Subscriptions are topic names (no regular expressions).
+Subscriptions are topic names (no regular expressions). With
+`group.instance.id` the member is static: every heartbeat names its instance,
+and leaving (epoch -1) ends the instance's membership at once.
 
 With the key-range assignor (group.remote.assignor=key-range-round-robin,
 spec/key-range-assign.md KR-13, KR-14) an assigned partition may come with a
@@ -216,8 +218,8 @@ class GroupMembership:
 
     def _fields(self, epoch: int) -> dict:
         return {"group_id": self.config.group_id, "member_id": self.member_id, "member_epoch": epoch,
-                "instance_id": None, "rack_id": None, "rebalance_timeout": -1, "subscribed_topic_names": None,
-                "subscribed_topic_regex": None, "server_assignor": None}
+                "instance_id": self.config.group_instance_id, "rack_id": None, "rebalance_timeout": -1,
+                "subscribed_topic_names": None, "subscribed_topic_regex": None, "server_assignor": None}
 
     def _by_topic_id(self, partitions: frozenset[TopicPartition]) -> list[dict]:
         by_topic: dict[str, list[int]] = {}

@@ -45,11 +45,11 @@ class PollStart:
 
 class Ownership:
     def __init__(self) -> None:
-        self._where: dict[TopicPartition, str] = {}
+        self._where: dict[TopicPartition, str] = {}   # RD-1: one state per held partition; absent: not owned
         self.lost: frozenset[TopicPartition] = frozenset()
 
     def start_poll(self, decisions: list[Decision]) -> PollStart:
-        revoked = frozenset(tp for tp, where in self._where.items() if where == REVOKE_NEXT)  # step 1
+        revoked = frozenset(tp for tp, where in self._where.items() if where == REVOKE_NEXT)  # RD-3 step 1
         for tp in revoked:
             del self._where[tp]
         lost: set[TopicPartition] = set()  # step 2: the lost list starts empty
@@ -65,15 +65,15 @@ class Ownership:
     def _learn(self, kind: str, tp: TopicPartition, lost: set[TopicPartition]) -> None:
         held = self._where.get(tp)
         if kind == ASSIGN:
-            self._where[tp] = OWNED  # a pending revocation is cancelled: the coordinator wants it here
+            self._where[tp] = OWNED  # RD-6: a pending revocation is cancelled, the coordinator wants it here
         elif kind == REVOKE and held == OWNED:
-            self._where[tp] = REVOKE_NEXT  # a partition already pending stays where it is
-        elif kind == LOSE and held is not None:
+            self._where[tp] = REVOKE_NEXT  # RD-4: a partition already pending stays where it is
+        elif kind == LOSE and held is not None:   # RD-5: dropped at once, reported until the next poll
             del self._where[tp]
             lost.add(tp)
 
     def delay(self, partitions: set[TopicPartition]) -> bool:
-        """delayRevoke: all or nothing; false if any partition is no longer held."""
+        """delayRevoke: all or nothing (RD-9); false if any partition is no longer held."""
         if any(tp not in self._where for tp in partitions):
             return False
         for tp in partitions:
@@ -94,7 +94,7 @@ class Ownership:
     def fetchable(self) -> frozenset[TopicPartition]:
         return frozenset(tp for tp, where in self._where.items() if where == OWNED)
 
-    def to_be_revoked(self) -> frozenset[TopicPartition]:
+    def to_be_revoked(self) -> frozenset[TopicPartition]:   # RD-8: the revoke-next list
         return frozenset(tp for tp, where in self._where.items() if where == REVOKE_NEXT)
 
     def pending_revocation(self) -> frozenset[TopicPartition]:

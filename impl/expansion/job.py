@@ -4,14 +4,20 @@
     record = record.with_partitions(15, log_end=topic.end)   # splits: each new partition's source and split offset
     record = record.with_processors(15)
     record.partitions, record.processors, record.splits      # 15, 15, {10: (0, 37), ...}
+    record.takeover(12)                                      # [12]: S1 of a processor added by an expansion
     data = record.encode(); JobRecord.decode(data)           # JSON; a bad record is a JobRecordError
 
 The rules are the model's: every record is replayed through
 model/expansion.py's `Expansion`, so a record that breaks EX-1 to EX-5 (a
-shrinking count, more processors than partitions, a split from the wrong
-source) is refused with the clause it breaks. Where the record is kept is in
-spec/expansion.md EX-5: the last record of a compacted topic, keyed by the
-group, on a broker; here it is a value that any store can hold.
+shrinking count, EX-4; more processors than partitions, EX-3; a split from
+the wrong source) is refused with the clause it breaks. Where the record is
+kept is in spec/expansion.md EX-5: the last record of the compacted topic
+JOBS_TOPIC, keyed by the job's group, on a broker (impl/expansion/store.py
+writes and reads it with confluent-kafka's clients; a broker reads it from its
+own log with LatestRecords).
+
+    records = LatestRecords()
+    records.read(log.read, log.end_offset).get("counter")    # the group's last record's bytes, or None
 """
 
 from __future__ import annotations
@@ -20,10 +26,14 @@ from dataclasses import dataclass
 from typing import Annotated, Callable
 
 import msgspec
+from kio.records.readers import read_batch
 
-from kipcheck.model.expansion import Expansion, source
+from kipcheck.impl.wire.batches import COMPRESSION_MASK, CONTROL, InvalidBatch, read_header
+from kipcheck.model.expansion import Expansion, source, takeover_partitions
 from kipcheck.model.violation import Violation
 
+JOBS_TOPIC = "kip287-jobs"  # where jobs keep their records on a broker, one key per job: its group id
+READ_BYTES = 1 << 20  # what LatestRecords asks a log for at a time
 EXPANSIONS_MAX = 10_000  # expansions one record may hold: a record read from outside is bounded
 COUNT_MAX = 2**31 - 1  # Kafka's partition ids are int32
 
@@ -81,6 +91,19 @@ class JobRecord:
     def processors(self) -> int:
         return next((e.count for e in reversed(self.expansions) if isinstance(e, ProcessorExpansion)), self.initial)
 
+    def takeover(self, processor: int) -> list[int]:
+        """S1 of a processor added by a processor expansion: the partitions that mapped to it when it was added
+        (EX-10); [] for one the job started with."""
+        partitions, count = self.initial, self.initial
+        for expansion in self.expansions:
+            if isinstance(expansion, PartitionExpansion):
+                partitions = expansion.count
+            elif count <= processor < expansion.count:
+                return takeover_partitions(processor, partitions, expansion.count, self.initial)
+            else:
+                count = expansion.count
+        return []
+
     @property
     def splits(self) -> dict[int, tuple[int, int]]:
         """Each partition added by an expansion -> (its source, the split offset) (EX-5)."""
@@ -137,3 +160,40 @@ class _EncodedExpansion(msgspec.Struct, forbid_unknown_fields=True):
 class _Encoded(msgspec.Struct, forbid_unknown_fields=True):
     initial: _Count
     expansions: Annotated[list[_EncodedExpansion], msgspec.Meta(max_length=EXPANSIONS_MAX)]
+
+
+class LatestRecords:
+    """Each key's last value in a log of raw v2 batches, read on from where the last call stopped."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, bytes] = {}
+        self.position = 0
+
+    def read(self, read: Callable[[int, int], bytes], end_offset: int) -> dict[str, bytes]:
+        """`read(offset, max_bytes)` gives whole batches from the one holding `offset` (a PartitionLog's read);
+        JobRecordError for a batch that cannot be read here (compressed, or broken)."""
+        while self.position < end_offset:
+            data = read(self.position, READ_BYTES)
+            if not data:
+                break
+            position = 0
+            while position < len(data):
+                position = self._take(data, position)
+        return self.values
+
+    def _take(self, data: bytes, position: int) -> int:
+        """The batch at `position`: its records taken, the position after it returned."""
+        try:
+            header = read_header(data, position)
+            if header.attributes & COMPRESSION_MASK:
+                raise InvalidBatch("a compressed batch: job records are written uncompressed")
+            batch = None if header.attributes & CONTROL else read_batch(data, position)[0]
+        except (InvalidBatch, ValueError, IndexError) as error:
+            raise JobRecordError(f"the jobs topic holds a batch that cannot be read at offset {self.position}: "
+                                 f"{error}") from None
+        for record in batch.records if batch is not None else ():
+            if record.offset >= self.position and record.key is not None and record.value is not None:
+                self.values[record.key.decode(errors="replace")] = record.value
+        self.position = max(self.position, int.from_bytes(data[position:position + 8], "big") +
+                            header.last_offset_delta + 1)
+        return position + header.length

@@ -78,7 +78,8 @@ class Output:
 
 
 class ProcessorError(Exception):
-    """The input breaks what a KIP-287 job needs (a record without a key, an offset gap)."""
+    """The input breaks what a KIP-287 job needs (a record without a key, an offset gap, a record its producer
+    routed elsewhere than linear hashing did), or the processor lost its partitions."""
 
 
 Function = Callable[[bytes, bytes | None, Any], tuple[Any, Any]]
@@ -210,13 +211,30 @@ class Processor:
         if record.key is None:
             raise ProcessorError(f"partition {partition} offset {record.offset}: a record without a key has no state")
         hashed = key_hash(record.key)
-        use = self._use(partition, record.offset, linear_hash(hashed, self.job.partitions, self.job.initial))
+        home = linear_hash(hashed, self.job.partitions, self.job.initial)
+        self._check_routed(partition, record.offset, home)
+        use = self._use(partition, record.offset, home)
         if use != SKIP:
             self.state[record.key], output = self.function(record.key, record.value, self.state.get(record.key))
             if use == PROCESS and output is not None:
                 self.emit(Output(record.key, output, partition, record.offset))
         self.positions[partition] = record.offset + 1
         self._note("read", use, self.index, partition, record.offset, hashed)
+
+    def _check_routed(self, partition: int, offset: int, home: int) -> None:
+        """A record is where linear hashing put its key when it was written (EX-2, EX-5): in `home`, or in an
+        ancestor of `home` below the offset where the key moved on. Anything else would be applied out of order."""
+        if home == partition:
+            return
+        split = next((split for origin, split in drain_points(home, self.job.splits) if origin == partition), None)
+        if split is None:
+            raise ProcessorError(f"partition {partition} offset {offset}: its key belongs to partition {home}, never "
+                                 f"to {partition}: the producer does not route by linear hashing over "
+                                 f"{self.job.initial} (EX-2)")
+        if offset >= split:
+            raise ProcessorError(f"partition {partition} offset {offset}: its key moved to partition {home} at offset "
+                                 f"{split}: a producer still routed with the old partition count (producers stop "
+                                 f"across a partition expansion, EX-5)")
 
     def _use(self, partition: int, offset: int, home: int) -> str:
         """What a record is to this processor; `home` is the partition its key maps to now."""

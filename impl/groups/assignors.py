@@ -38,6 +38,12 @@ and the coordinator's `accept.individual.commit` is (GroupSpec's
 `key_share_topics`, `coordinator_allows_ic`).
 Its assignments are validated by the model (`check`), not by `check_assignment`,
 which knows whole partitions only.
+
+`linear-hashing` is KIP-287's (impl/groups/linear_hashing.py): a job's
+partitions to its processors, named by the members' instance ids, by linear
+hashing over the job record's initial count (GroupSpec's `job_record`). It
+leaves the partitions of a processor that is not a member to nobody, so it
+has its own `check` too.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
+from kipcheck.impl.groups.linear_hashing import LinearHashingAssignor
 from kipcheck.model import key_range_assign
 from kipcheck.model.violation import Violation
 
@@ -75,6 +82,8 @@ class GroupSpec:
     current: dict[str, Assignment] = field(default_factory=dict)  # the target assignment so far
     key_share_topics: frozenset[str] = frozenset()  # topics whose accept.range.fetch is true (KR-4)
     coordinator_allows_ic: bool = True               # the broker's accept.individual.commit (KR-4)
+    group_id: str = ""
+    job_record: bytes | None = None                  # the group's KIP-287 job record (the linear-hashing assignor)
 
     def homogeneous(self) -> bool:
         return len({member.topics for member in self.members.values()}) <= 1
@@ -205,6 +214,9 @@ class KeyRangeRoundRobinAssignor:
 
     def assign(self, spec: GroupSpec) -> dict[str, Assignment]:
         target: dict[str, dict[str, set[Unit]]] = {member_id: {} for member_id in spec.members}
+        # The model's own layout: every partition covered (KR-1) by disjoint shares (KR-2) of subscribed topics
+        # (KR-3), split only where opting-in members outnumber the partitions (KR-5), into contiguous near-equal
+        # ranges (KR-6), one per opting-in subscriber, spread evenly (KR-7).
         for member_id, entries in key_range_assign.assign(self.model_group(spec)).items():
             for topic, partition, share in entries:
                 unit = partition if share is None else KeyShare(partition, *share)
@@ -259,7 +271,7 @@ def register_assignor(assignor: ServerAssignor) -> None:
     ASSIGNORS[assignor.name] = assignor
 
 
-for _builtin in (UniformAssignor(), RangeAssignor(), KeyRangeRoundRobinAssignor()):
+for _builtin in (UniformAssignor(), RangeAssignor(), KeyRangeRoundRobinAssignor(), LinearHashingAssignor()):
     register_assignor(_builtin)
 
 

@@ -104,6 +104,7 @@ class ConsumerGroups:
         self.traces: CoordinatorTraces | None = None
         self.key_share_topic: Callable[[str], bool] = lambda topic: False
         self.coordinator_allows_ic = True
+        self.job_record_of: Callable[[str], bytes | None] = lambda group_id: None  # KIP-287's, set by the broker
 
     def heartbeat(self, request: HeartbeatRequest, now_ms: int) -> HeartbeatAnswer:
         try:
@@ -232,15 +233,15 @@ class ConsumerGroups:
             {topic: count for topic, count in self._metadata(members.values())},
             {member_id: assignment for member_id, assignment in current.items() if member_id in members},
             frozenset(topic for topic, _ in self._metadata(members.values()) if self.key_share_topic(topic)),
-            self.coordinator_allows_ic)
+            self.coordinator_allows_ic, group.group_id, self.job_record_of(group.group_id))
         assignor = self.assignor_name(members.values())
         target = ASSIGNORS[assignor].assign(spec)
-        if isinstance(ASSIGNORS[assignor], KeyRangeRoundRobinAssignor):
-            if self.traces is not None:   # before the check: a wrong assignment is in the trace too
-                self.traces.assigned(group.group_id, ASSIGNORS[assignor].model_group(spec), target, now_ms)
-            problem = ASSIGNORS[assignor].check(spec, target)
-        else:
-            problem = check_assignment(spec, target)
+        if isinstance(ASSIGNORS[assignor], KeyRangeRoundRobinAssignor) and self.traces is not None:
+            # before the check: a wrong assignment is in the trace too
+            self.traces.assigned(group.group_id, ASSIGNORS[assignor].model_group(spec), target, now_ms)
+        # An assignor with its own check (key shares; partitions left to nobody) is held to it instead.
+        check = getattr(ASSIGNORS[assignor], "check", None)
+        problem = check(spec, target) if check is not None else check_assignment(spec, target)
         if problem is not None:
             raise Refused(Error.UNKNOWN_SERVER_ERROR, f"assignor {assignor} at group epoch {epoch}: {problem}")
         return target

@@ -134,6 +134,12 @@ class ShareConfig:
             **({"kafka_ranges": "waive"} if self.profile == "kafka-4.2" and not self.in_kafka_ranges() else {}),
         } | ({"isolation_level": self.isolation_level} if self.isolation_level == "read_committed" else {})
 
+    def described(self) -> list[tuple[str, str, bool]]:
+        """(Kafka name, value, is it the default) of every setting, as DescribeConfigs of a broker shows them."""
+        defaults = ShareConfig()
+        return [(name, str(getattr(self, field_name)), getattr(self, field_name) == getattr(defaults, field_name))
+                for name, field_name in _PROPERTIES.items() if field_name != "profile"]
+
     def in_kafka_ranges(self) -> bool:
         try:
             self.check_kafka_ranges()

@@ -104,6 +104,8 @@ class ShareCoordinator:
         self._traced: set[str] = set()
         self._states: dict[str, KeyState] = {}
         self._log = DurableLog(Path(data_dir) / LOG_NAME, fsync=fsync, storage=storage)
+        # ST-12: replay applies every record in order (kip: ST-11), before any request is answered, so
+        # nothing is ever answered COORDINATOR_LOAD_IN_PROGRESS (ST-13).
         for payload in self._log.replay():
             self._apply(msgspec.json.decode(payload))
         self.truncated_bytes = self._log.truncated_bytes
@@ -134,7 +136,7 @@ class ShareCoordinator:
         elif current is not None and state_epoch < current.fence_epoch and (self._kip or state_epoch != -1):
             error = Error.FENCED_STATE_EPOCH                               # ST-2: kafka-4.2 does not fence -1
         else:
-            epoch = 0 if current is None else current.snapshot_epoch + 1
+            epoch = 0 if current is None else current.snapshot_epoch + 1   # ST-31: an initialize appends a snapshot
             error = self._store(self._snapshot(key, epoch, state_epoch, start_offset, []))
         self._trace(key, now_ms, "initialize", {"state_epoch": state_epoch, "start_offset": start_offset},
                     {"error": error})
@@ -147,7 +149,7 @@ class ShareCoordinator:
         elif self._kip and state_epoch != current.state_epoch:
             error = Error.FENCED_STATE_EPOCH                               # ST-4
         elif self._kip and any(state == ACQUIRED for _, _, state, _ in batches):
-            error = Error.INVALID_REQUEST                                  # ST-15
+            error = Error.INVALID_REQUEST                                  # ST-15; Kafka 4.2 stores it (ST-16)
         elif not self._kip and state_epoch != -1 and state_epoch < current.fence_epoch:
             error = Error.FENCED_STATE_EPOCH                               # ST-5
         else:
@@ -163,7 +165,7 @@ class ShareCoordinator:
         if current is None:
             answer = (Error.INVALID_REQUEST, -1, -1, [])                   # ST-3
         else:
-            answer = (Error.NONE, current.state_epoch, current.start_offset, list(current.batches))
+            answer = (Error.NONE, current.state_epoch, current.start_offset, list(current.batches))   # ST-1
         error, state_epoch, start_offset, batches = answer
         if key in self._traced:
             self._trace(key, now_ms, "read", {}, {
@@ -180,6 +182,7 @@ class ShareCoordinator:
     # -- records -----------------------------------------------------------------------------
 
     def _record_for_write(self, key: str, current: KeyState, start_offset: int, batches: list[Batch]) -> dict:
+        """The record a write appends (ST-31): an update holding the batches given (ST-14), or a snapshot."""
         new_start = current.start_offset if start_offset == -1 else start_offset
         if current.updates < self._per_snapshot:
             kind = "ShareDelta" if self._kip else "ShareUpdate"
@@ -200,7 +203,7 @@ class ShareCoordinator:
             self._log.append(msgspec.json.encode(record))
         except StorageError as error:
             log.warning("share state of %s not written: %s", record["key"], error)
-            return Error.COORDINATOR_NOT_AVAILABLE
+            return Error.COORDINATOR_NOT_AVAILABLE   # ST-18: applied only once it is on disk
         self._apply(record)
         if self._log.size_bytes() > self._compact_bytes:
             self._compact()
@@ -225,7 +228,7 @@ class ShareCoordinator:
         current = self._states.get(key)
         if current is None or (kind == "ShareDelta" and record["snapshot_epoch"] != current.snapshot_epoch):
             return   # kip: a delta of an older checkpoint is not replayed
-        if record["start_offset"] != -1:
+        if record["start_offset"] != -1:   # ST-6: -1 leaves the SPSO; _merge drops what lies below it
             current.start_offset = record["start_offset"]
         current.batches = _merge(current.batches, batches, current.start_offset, newer_wins=kind == "ShareDelta")
         current.updates += 1
@@ -286,7 +289,7 @@ def _paint(runs: list[Batch], batch: Batch, newer_wins: bool) -> list[Batch]:
             continue
         if run_first < first:
             out.append((run_first, first - 1, run_state, run_count))
-        if not newer_wins and (run_count, run_state) > (count, state):
+        if not newer_wins and (run_count, run_state) > (count, state):   # ST-8 (newer wins: ST-7)
             overlap = (max(first, run_first), min(last, run_last))
             out.append((overlap[0], overlap[1], run_state, run_count))
             kept.append(overlap)

@@ -111,11 +111,12 @@ from kipcheck.impl.share.config import ShareConfig
 from kipcheck.model.errors import Error
 from kipcheck.model.share_partition_log import LogFacts
 
-AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4   # Kafka's RecordState ids
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4   # SP-1: a record's states, as Kafka's RecordState ids
 STATE_NAMES = {AVAILABLE: "available", ACQUIRED: "acquired", ACKNOWLEDGED: "acknowledged", ARCHIVED: "archived"}
 STATE_IDS = {name: state for state, name in STATE_NAMES.items()}
 ACK_TYPES_BY_WIRE = {0: "gap", 1: "accept", 2: "release", 3: "reject", 4: "renew"}   # ShareFetch/ShareAcknowledge
-# renew (kafka-4.2, spec SP-41) keeps the records acquired and restarts their lock.
+# SP-9: what each type does (gap: SP-12); renew (kafka-4.2, spec SP-41) keeps the records acquired and restarts
+# their lock.
 _ACK_TARGETS = {"accept": ACKNOWLEDGED, "reject": ARCHIVED, "gap": ARCHIVED, "release": AVAILABLE, "renew": ACQUIRED}
 _PROFILE_ACK_TYPES = {"kafka-4.2": frozenset(_ACK_TARGETS), "kip": frozenset({"accept", "release", "reject"})}
 
@@ -212,7 +213,7 @@ class SharePartition:
         return partition
 
     def _restore(self, batches: Iterable[tuple[int, int, int, int]]) -> None:
-        """Rebuild the cache from persisted (first, last, state, count): holes become AVAILABLE, count 0."""
+        """XM-1: rebuild the cache from persisted (first, last, state, count): holes become AVAILABLE, count 0."""
         position = self._spso
         for first, last, state, count in sorted(batches):
             first = max(first, position)
@@ -281,7 +282,7 @@ class SharePartition:
         if last < self._log_end:
             return
         first = self._log_end
-        self._log_batches.append([first, last])
+        self._log_batches.append([first, last])   # SP-2: available from now on, delivery count 0
         self._log_end = last + 1
         if transaction is None or not self._whole_batches:  # kip has no transactions (SP-60)
             self._record(now_ms, "log", "append", {"count": last - first + 1})
@@ -342,7 +343,7 @@ class SharePartition:
         lock_id = self._next_lock_id
         acquired: list[tuple[int, int, int]] = []
         budget = self._acquire_cached(member_id, max_records, lock_id, acquired, record_limit)
-        room = self.config.max_inflight_records - (self._cache_end - self._spso)
+        room = self.config.max_inflight_records - (self._cache_end - self._spso)   # SP-7 (kip)
         if self._whole_batches:
             # Kafka 4.2 (SP-6, SP-8): re-acquired records use up the in-flight room too.
             budget = room = min(max_records, room) - (max_records - budget)
@@ -385,7 +386,7 @@ class SharePartition:
         index, taken = 0, len(acquired)
         while index < len(self._batches) and budget > 0 and self._available_records > 0:
             batch = self._batches[index]
-            if batch[STATE] == AVAILABLE:
+            if batch[STATE] == AVAILABLE:   # SP-3: only available records, ascending
                 size = batch[LAST] - batch[FIRST] + 1
                 if self._whole_batches and batch[COUNT] >= self._throttle_from:
                     # Kafka 4.2 throttles redelivery near the delivery limit: such records come first or not at
@@ -397,7 +398,7 @@ class SharePartition:
                     self._acquire_batch(index, min(size, budget) if record_limit else size, member_id, lock_id,
                                         acquired)
                     return 0
-                if (not self._whole_batches or record_limit) and size > budget:
+                if (not self._whole_batches or record_limit) and size > budget:   # SP-5 (kip): max_records at most
                     size = budget
                 self._acquire_batch(index, size, member_id, lock_id, acquired)
                 budget -= size
@@ -410,6 +411,7 @@ class SharePartition:
         if batch[LAST] - batch[FIRST] + 1 > size:
             self._split_after(index, batch[FIRST] + size - 1)
         self._available_records -= size
+        # SP-4: acquired, owned and locked, its delivery count one higher
         batch[STATE], batch[COUNT], batch[MEMBER], batch[LOCK] = ACQUIRED, batch[COUNT] + 1, member_id, lock_id
         batch[EXPIRED] = None
         acquired.append((batch[FIRST], batch[LAST], batch[COUNT]))
@@ -470,7 +472,7 @@ class SharePartition:
         # failing one, or of a request whose write fails, stand (Kafka 4.2).
         self._renew([batch for batch in (batches if error == Error.NONE else batches[:handled]) if batch[2] == "renew"],
                     now_ms, lock_duration_ms)
-        if error == Error.NONE:
+        if error == Error.NONE:   # SP-19: the transitions of every batch, or of none
             error = self._apply_acknowledgements(member_id, [batch for batch in batches if batch[2] != "renew"], now_ms)
         args: dict = {"batches": [{"first": first, "last": last, "type": ack_type} for first, last, ack_type in batches]}
         if renew:
@@ -500,13 +502,13 @@ class SharePartition:
         if self._whole_batches:                       # Kafka 4.2
             if last < self._spso:                     # wholly below SPSO: ignored
                 return Error.NONE
-            if last >= self._cache_end:               # an empty cache finds no batch at all
+            if last >= self._cache_end:               # SP-14; an empty cache finds no batch at all
                 return Error.INVALID_RECORD_STATE if self._spso == self._cache_end else Error.INVALID_REQUEST
-            if first == previous_last and first >= self._spso:   # the shared offset is in a pending transition
+            if first == previous_last and first >= self._spso:   # SP-11: the shared offset is in a pending transition
                 return Error.INVALID_RECORD_STATE
             first = max(first, self._spso)
         else:
-            if last >= self._cache_end:
+            if last >= self._cache_end:               # SP-13
                 return Error.INVALID_REQUEST
             if first < self._spso:                    # below SPSO every record is terminal
                 return Error.INVALID_RECORD_STATE
@@ -514,8 +516,8 @@ class SharePartition:
         if batch is None:
             return Error.NONE
         if batch[STATE] == AVAILABLE and batch[EXPIRED] == member_id and not self._whole_batches:
-            return Error.REQUEST_TIMED_OUT               # kip: the seed's TimeoutException
-        return Error.INVALID_RECORD_STATE
+            return Error.REQUEST_TIMED_OUT               # SP-16 (kip): the seed's TimeoutException
+        return Error.INVALID_RECORD_STATE                # SP-15; an expired lock under kafka-4.2: SP-17
 
     def _first_not_held(self, member_id: str, first: int, last: int) -> list | None:
         index = self._index_of(first)
@@ -537,7 +539,7 @@ class SharePartition:
                    for first, last, target, count in self._planned(first, last, _ACK_TARGETS[ack_type])]
         error = self._persist(planned, now_ms)
         if error != Error.NONE:
-            return error
+            return error   # SP-27: written before it is applied, so a failed write changes nothing
         for first, last, ack_type in live:
             self._transition(first, last, _ACK_TARGETS[ack_type])
         self._advance_start()
@@ -570,6 +572,7 @@ class SharePartition:
             self._lock(lock_id, renewed, now_ms, lock_duration_ms)
 
     def _landing(self, target: int, count: int) -> int:
+        """SP-21: a record leaving acquired at the delivery count limit is archived, not made available."""
         if target == AVAILABLE and count >= self.config.delivery_count_limit:
             return ARCHIVED
         return target
@@ -577,7 +580,7 @@ class SharePartition:
     # -- releasing ---------------------------------------------------------------------------
 
     def release_member(self, member_id: str, now_ms: int) -> int:
-        """Release every record member_id holds (its session closed or it left); returns how many."""
+        """SP-22: release every record member_id holds (its session closed or it left); returns how many."""
         self._tick(now_ms)
         ranges = [(batch[FIRST], batch[LAST]) for batch in self._batches
                   if batch[STATE] == ACQUIRED and batch[MEMBER] == member_id]
@@ -586,7 +589,7 @@ class SharePartition:
         return released
 
     def expire_locks(self, now_ms: int) -> int:
-        """Release the records of every lock whose deadline is <= now_ms; returns how many records."""
+        """SP-20: release the records of every lock whose deadline is <= now_ms; returns how many records."""
         if now_ms < self._clock_ms:
             raise ValueError(f"the clock went back: {now_ms} after {self._clock_ms}")
         self._clock_ms = now_ms
@@ -677,7 +680,7 @@ class SharePartition:
         self._firsts.insert(index + 1, offset + 1)
 
     def _advance_start(self) -> None:
-        """SPSO moves past the longest prefix of terminal (acknowledged or archived) records."""
+        """SP-23: SPSO moves past the longest prefix of terminal (acknowledged or archived) records."""
         batches = self._batches
         done = 0
         while done < len(batches) and batches[done][STATE] in (ACKNOWLEDGED, ARCHIVED):
@@ -685,7 +688,7 @@ class SharePartition:
         if done:
             del batches[:done]
             del self._firsts[:done]
-            self._spso = batches[0][FIRST] if batches else self._cache_end
+            self._spso = batches[0][FIRST] if batches else self._cache_end   # SP-24: never past SPEO
 
     def _persist(self, planned: list[tuple[int, int, int, int]], now_ms: int, spso: int | None = None) -> str:
         """Write the planned transitions with `spso` (default: SPSO now, before they are applied)."""
@@ -707,7 +710,7 @@ class SharePartition:
                 self.trace_check(at_ms)  # the state after the step, so the oracle sees a wrong one at once
 
     def trace_check(self, now_ms: int) -> None:
-        """Write a `check` step (spso, speo, states) to the trace, if this partition is traced."""
+        """Write a `check` step (spso, speo, states, SP-25) to the trace, if this partition is traced."""
         self._tick(now_ms)
         self._record(now_ms, "check", "check", {}, {
             "spso": self._spso, "speo": self._cache_end,

@@ -83,7 +83,7 @@ class _Session:
 class ShareSessionCache:
     def __init__(self, config: ShareConfig, trace_writer=None) -> None:
         self.config = config
-        self._sessions: dict[tuple[str, str], _Session] = {}
+        self._sessions: dict[tuple[str, str], _Session] = {}   # SS-1: at most one per (group, member)
         self._kip = config.profile == "kip"
         self._trace_writer = trace_writer
 
@@ -134,11 +134,11 @@ class ShareSessionCache:
 
     def share_acknowledge(self, group: str, member: str, epoch: int, acks: Sequence[Ack] = (),
                           now_ms: int = 0) -> SessionAnswer:
-        if epoch == 0:
+        if epoch == 0:   # SS-13
             answer = SessionAnswer(Error.INVALID_SHARE_SESSION_EPOCH)
         elif epoch == FINAL_EPOCH:
             answer = self._close_final(group, member, False)
-        else:
+        else:   # SS-14: the epoch moves, the partitions stay
             answer = self._advance(group, member, epoch, (), ())
         if self._trace_writer is not None:
             self._trace_writer.sessions(group).share_acknowledge(now_ms, member, epoch, list(acks), answer.error,
@@ -165,16 +165,16 @@ class ShareSessionCache:
     # -- the three kinds of epoch ------------------------------------------------------------
 
     def _open(self, group: str, member: str, add: list[str], has_acks: bool) -> SessionAnswer:
-        if has_acks:
+        if has_acks:   # SS-2: checked first, the existing session stays
             return SessionAnswer(Error.INVALID_REQUEST)
         key = (group, member)
         existing = self._sessions.pop(key, None)
         if not self._kip and len(self._sessions) >= self.config.max_share_sessions:
             # Kafka removes the old session before it tries to create the new one (SS-5).
             return SessionAnswer(Error.SHARE_SESSION_LIMIT_REACHED, closed=existing is not None)
-        session = _Session(1, set(add))
+        session = _Session(1, set(add))   # SS-16: the forget list is ignored
         self._sessions[key] = session
-        # kip: the old session's records are released; Kafka 4.2 keeps them locked until timeout.
+        # kip: the old session's records are released (SS-3); Kafka 4.2 keeps them locked until timeout (SS-4).
         return SessionAnswer(Error.NONE, process=True, release=existing is not None and self._kip,
                              partitions=frozenset(session.partitions), opened=True)
 
@@ -182,19 +182,20 @@ class ShareSessionCache:
         # An epoch below -1 is incremental and never matches (SS-7), as in Kafka 4.2.
         session = self._sessions.get((group, member))
         if session is None:
-            return SessionAnswer(Error.SHARE_SESSION_NOT_FOUND)
+            return SessionAnswer(Error.SHARE_SESSION_NOT_FOUND)   # SS-6
         if session.epoch != epoch:
             return SessionAnswer(Error.INVALID_SHARE_SESSION_EPOCH)
-        session.partitions.update(add)
+        session.partitions.update(add)   # SS-8
         session.partitions.difference_update(forget)
-        session.epoch = 1 if epoch == MAX_EPOCH else epoch + 1
+        session.epoch = 1 if epoch == MAX_EPOCH else epoch + 1   # SS-9: after Integer.MAX_VALUE comes 1
         return SessionAnswer(Error.NONE, process=True, partitions=frozenset(session.partitions))
 
     def _close_final(self, group: str, member: str, has_topics: bool) -> SessionAnswer:
-        if self._kip and has_topics:
+        if self._kip and has_topics:   # SS-10; Kafka 4.2 ignores them (SS-11)
             return SessionAnswer(Error.INVALID_REQUEST)
         session = self._sessions.pop((group, member), None)
         if session is None:
             return SessionAnswer(Error.SHARE_SESSION_NOT_FOUND)
+        # SS-12: its acknowledgements are processed, then the session goes and its records are released
         return SessionAnswer(Error.NONE, process=True, release=True, partitions=frozenset(session.partitions),
                              closed=True, released=None if self._kip else frozenset(session.partitions))

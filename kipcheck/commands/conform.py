@@ -47,7 +47,15 @@ The verdict is a table per machine and clause: passed, failed, or not
 observable on this target. The first failure is shrunk to a minimal trace
 that `kipcheck check` reproduces, and the command that replays its run is printed.
 
-exit status: 0 everything as expected, 1 a failure, 2 bad arguments."""
+Before probing, the runner waits (--target-timeout) until the target serves
+share groups, and reads the share settings it describes about itself
+(DescribeConfigs of its broker resource; the lock duration of every ShareFetch
+answer): they replace Kafka's defaults where --set says nothing. A target that
+is never reachable is one line and exit status 2; a target that goes away
+during a run makes that run inconclusive, never failed.
+
+exit status: 0 everything as expected, 1 a failure (a clause broken), 2 bad
+arguments, or a target that could not be reached or went away (not judged)."""
 
 DEFAULT_BUDGET_S = 60.0
 HELP_COLUMN = 29  # where a target's lines start in the description
@@ -55,6 +63,7 @@ HELP_COLUMN = 29  # where a target's lines start in the description
 
 def configure(parser: argparse.ArgumentParser) -> None:
     from kipcheck.oracle.conformance.targets import BrokerSettings, forms
+    from kipcheck.oracle.conformance.targets.contact import CONTACT_TIMEOUT_S
 
     parser.description = DESCRIPTION.format(targets=_targets_help())
     *others, last = forms()
@@ -73,8 +82,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--machine", help="judge only this machine's example traces, and run no probes")
     parser.add_argument("--no-broker", action="store_true", help="judge the example traces only")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help=f"a share setting of a wire target, by Kafka's name ({', '.join(BrokerSettings.NAMES)}); "
-                             "defaults are Kafka's")
+                        help=f"a share setting of a wire target, by Kafka's name ({', '.join(BrokerSettings.NAMES)}), "
+                             "for a broker that does not describe it (DescribeConfigs); else the broker's word, "
+                             "else Kafka's default")
+    parser.add_argument("--target-timeout", type=float, default=CONTACT_TIMEOUT_S, metavar="SECONDS",
+                        help=f"how long to wait for the target to serve share groups (default {CONTACT_TIMEOUT_S:.0f})")
     parser.add_argument("--tolerance-ms", type=int, default=None, metavar="MS",
                         help="how late a lock timer may fire, as seen from the client (default 300)")
     parser.add_argument("--launcher", metavar="COMMAND",
@@ -119,10 +131,12 @@ def run(args: argparse.Namespace) -> int:
         target = resolve(args.target, options) if probing else None
         probes, clients = target.scenarios(args.scenario or []) if probing else ([], [])
         compared = resolve(args.compare, options) if args.compare and probing else None
-        if args.budget <= 0 or (args.tolerance_ms is not None and args.tolerance_ms < 0):
-            raise TargetError("--budget must be > 0 and --tolerance-ms >= 0")
+        if args.budget <= 0 or args.target_timeout < 0 or (args.tolerance_ms is not None and args.tolerance_ms < 0):
+            raise TargetError("--budget must be > 0, --target-timeout and --tolerance-ms >= 0")
     except ValueError as error:  # TargetError: before anything runs, a typo must not cost a whole run
         print(f"kipcheck conform: {error}", file=sys.stderr)
+        return 2
+    if probing and not _reachable(target, args.target_timeout):
         return 2
     suite = [example for example in examples() if args.machine in (None, example.machine)]
     if not suite:
@@ -130,15 +144,35 @@ def run(args: argparse.Namespace) -> int:
         return 2
     cases: list = []
     failures = _judge_examples(suite, args.verbose, cases)
+    not_judged = None
     if probing:
-        failures += _probe_target(args, target, probes, clients, cases, compared)
+        probed, not_judged = _probe_target(args, target, probes, clients, cases, compared)
+        failures += probed
     if args.junit is not None:
         from kipcheck.oracle.conformance.report import write_junit
 
         write_junit(args.junit, cases)
-    print(f"\nverdict: {'PASS' if not failures else 'FAIL'}: {len(cases) - failures} of {len(cases)} conformance checks "
-          f"as expected" + (f"; {failures} FAILED" if failures else ""))
-    return 1 if failures else 0
+    verdict = "PASS" if not failures else "FAIL"
+    if not failures and not_judged:
+        verdict = "NOT JUDGED"
+    print(f"\nverdict: {verdict}: {len(cases) - failures} of {len(cases)} conformance checks "
+          f"as expected" + (f"; {failures} FAILED" if failures else "") + (f"; {not_judged}" if not_judged else ""))
+    return 1 if failures else 2 if not_judged else 0
+
+
+def _reachable(target, timeout_s: float) -> bool:
+    """A target reached over the wire before anything runs (one the runner starts is waited for once started):
+    False, with one line on stderr, when it does not serve share groups within `timeout_s`."""
+    from kipcheck.oracle.conformance.targets.contact import TargetUnreachable, wait_ready
+
+    if target.address is None:
+        return True
+    try:
+        wait_ready(target.address, timeout_s)
+    except TargetUnreachable as error:
+        print(f"kipcheck conform: cannot probe {target.name}: {error}", file=sys.stderr)
+        return False
+    return True
 
 
 def _settings(pairs: list[str], profile: str) -> dict[str, str]:
@@ -154,21 +188,26 @@ def _settings(pairs: list[str], profile: str) -> dict[str, str]:
     return settings
 
 
-def _compare(args, outcome, compared, work_dir: Path, cases: list) -> int:
+def _compare(args, outcome, compared, work_dir: Path, cases: list) -> tuple[int, str | None]:
     """The first target's probe runs, by name, on `compared`: its verdict, then the comparison. Returns its
-    failures and each unexplained difference."""
+    failures and each unexplained difference, and what could not be judged (`compared` unreachable or gone)."""
     from kipcheck.oracle.conformance import session
     from kipcheck.oracle.conformance.compare import ALLOWED, compare_runs
 
     names = [run.name for run in outcome.probe_runs]
-    other = session.run(compared, names, [], work_dir, args.seed, float("inf"), args.tolerance_ms)
+    other = session.run(compared, names, [], work_dir, args.seed, float("inf"), args.tolerance_ms,
+                        contact_timeout_s=args.target_timeout)
+    if other.unreachable is not None:
+        print(f"kipcheck conform: cannot probe {compared.name}: {other.unreachable}", file=sys.stderr)
+        return 0, f"{args.compare} could not be reached"
     print(other.render(args.verbose, args.compare))
     cases += [(f"{args.compare}: {suite}", *rest) for suite, *rest in other.junit_cases()]
     comparison = compare_runs(outcome.probe_runs, other.probe_runs)
     print(comparison.render(args.target, args.compare))
     cases += [("comparison", name, 0.0, None if name in ALLOWED else comparison.examples[name], None)
               for name in comparison.classes]
-    return other.failures + comparison.unexplained
+    lost = f"{args.compare} went away during {len(other.lost)} run(s)" if other.lost else None
+    return other.failures + comparison.unexplained, lost
 
 
 def _judge_examples(suite: list, verbose: bool, cases: list) -> int:
@@ -196,27 +235,35 @@ def _judge_examples(suite: list, verbose: bool, cases: list) -> int:
     return failures
 
 
-def _probe_target(args, target, probes: list[str], clients: list[str], cases: list, compared=None) -> int:
+def _probe_target(args, target, probes: list[str], clients: list[str], cases: list,
+                  compared=None) -> tuple[int, str | None]:
     """Probe the target, run the client scenarios, judge everything, print the table; with `compared`, the same
-    probe runs on it, judged and compared. Returns the failures."""
+    probe runs on it, judged and compared. Returns the failures, and what could not be judged (the target
+    unreachable or gone), if anything."""
     from kipcheck.oracle.conformance import session
 
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="kipcheck-conform-"))
     outcome = session.run(target, probes, clients, work_dir, args.seed, args.budget, args.tolerance_ms,
-                          args.first_failure)
+                          args.first_failure, args.target_timeout)
+    if outcome.unreachable is not None:
+        print(f"kipcheck conform: cannot probe {target.name}: {outcome.unreachable}", file=sys.stderr)
+        return 0, "the target could not be reached"
     print(outcome.render(args.verbose, args.target))
     cases += outcome.junit_cases()
     failures = outcome.failures
+    not_judged = f"the target went away during {len(outcome.lost)} run(s)" if outcome.lost else None
     if compared is not None:
-        failures += _compare(args, outcome, compared, work_dir / "compared", cases)
+        compared_failures, compared_not_judged = _compare(args, outcome, compared, work_dir / "compared", cases)
+        failures += compared_failures
+        not_judged = "; ".join(filter(None, [not_judged, compared_not_judged])) or None
     if args.html is not None:
         from kipcheck.oracle.conformance.picture import write_html
 
         write_html(args.html, outcome.table(args.verbose), outcome.counterexamples())
-    if failures == 0 and args.work_dir is None:
+    if failures == 0 and not not_judged and args.work_dir is None:
         import shutil
 
         shutil.rmtree(work_dir, ignore_errors=True)
-    elif failures:
+    elif failures or not_judged:
         print(f"\ntraces, broker data and logs kept in {work_dir}")
-    return failures
+    return failures, not_judged

@@ -30,6 +30,8 @@ def run(args: argparse.Namespace) -> int:
               f"profile: {clause.profile}")
         if clause.decision:
             print(f"decision: {clause.decision}")
+        if clause.model_only:
+            print(f"model-only: {clause.model_only}")
         print(f"\n{clause.text}")
         return 0
     for clause in every.values():

@@ -5,6 +5,8 @@
     outcome = run(target, probe_names, client_names, work_dir, seed=1, budget_s=60, tolerance_ms=None)
     print(outcome.render(verbose=False, target_text="embedded"))
     outcome.failures            # probe runs failed + client scenarios failed + broker traces not allowed
+    outcome.unreachable         # the target never served share groups within contact_timeout_s (a line), or None
+    outcome.lost                # runs during which the target went away: inconclusive, never failed
 
 Progress goes to stderr (a bar over the probe budget, then one line per client scenario).
 """
@@ -25,6 +27,7 @@ from kipcheck.oracle.conformance.report import clause_table, format_table
 from kipcheck.oracle.conformance.scenarios.runner import ScenarioResult
 from kipcheck.oracle.conformance.shrink import shrink_file
 from kipcheck.oracle.conformance.targets import Target
+from kipcheck.oracle.conformance.targets.contact import CONTACT_TIMEOUT_S, TargetUnreachable
 
 
 @dataclass
@@ -35,9 +38,15 @@ class Outcome:
     broker_verdicts: list[Verdict] = field(default_factory=list)
     broker_traces_label: str = "the broker's own traces"
     unobservable: dict[str, str] = field(default_factory=dict)
+    settings: list[str] = field(default_factory=list)
     shrunk: Path | None = None
     replay: str = ""
     error: str | None = None
+    unreachable: str | None = None
+
+    @property
+    def lost(self) -> list[ProbeRun]:
+        return [run for run in self.probe_runs if run.lost]
 
     @property
     def verdicts(self) -> list[Verdict]:
@@ -50,7 +59,9 @@ class Outcome:
                 + sum(verdict.status != "ok" for verdict in self.broker_verdicts) + (self.error is not None))
 
     def render(self, verbose: bool, target_text: str) -> str:
-        lines = [f"\nprobes against {target_text} ({self.profile}):"]
+        lines = [f"\nprobes against {target_text} ({self.profile})"]
+        lines[0] += ", its share settings:" if self.settings else ":"
+        lines += [f"    {setting}" for setting in self.settings]
         for run in self.probe_runs:
             lines.append(f"  {run.outcome.upper():<15} {run.name:<24} {run.detail}  ({run.seconds:.1f} s)")
             lines += [f"      {verdict.summary()}" for verdict in run.verdicts if verdict.status != "ok"]
@@ -64,6 +75,9 @@ class Outcome:
             lines += [f"  {verdict.summary()}" for verdict in bad]
         if self.error:
             lines.append(f"\nthe target failed: {self.error}")
+        if self.lost:
+            lines.append(f"\nthe target went away during {len(self.lost)} run(s): what they saw after that could not "
+                         f"be judged ({self.lost[-1].detail})")
         lines.append("\nclauses:")
         lines.append(self.table(verbose))
         if self.shrunk is not None:
@@ -97,25 +111,34 @@ class Outcome:
 
 
 def run(target: Target, probe_names: list[str], client_names: list[str], work_dir: Path, seed: int,
-        budget_s: float, tolerance_ms: int | None, first_failure: bool = False) -> Outcome:
-    """Open `target`, make its runs, judge its own traces, close it; then the client scenarios; the first failure
-    shrunk. A target that dies or refuses is reported as a failure, never a traceback."""
+        budget_s: float, tolerance_ms: int | None, first_failure: bool = False,
+        contact_timeout_s: float = CONTACT_TIMEOUT_S) -> Outcome:
+    """Open `target`, wait until it serves share groups and read the settings it describes, make its runs, judge
+    its own traces, close it; then the client scenarios; the first failure shrunk. A target that never becomes
+    reachable is `unreachable`, one that goes away during a run makes that run inconclusive (`lost`); a target that
+    fails otherwise is reported as a failure, never a traceback."""
     outcome = Outcome(target.profile, unobservable=dict(target.unobservable),
                       broker_traces_label=target.broker_traces_label)
     tolerance_ms = DEFAULT_TOLERANCE_MS if tolerance_ms is None else tolerance_ms
     try:
         target.open(work_dir)
+        if target.address is not None:
+            target.contact(contact_timeout_s)
+            outcome.settings = target.settings_report()
         if probe_names:
             outcome.probe_runs = _exercise(target, probe_names, work_dir, seed, budget_s, tolerance_ms, first_failure)
         outcome.broker_verdicts = [check_file(path) for path in target.broker_traces()]
+    except TargetUnreachable as error:
+        outcome.unreachable = str(error)
     except Exception as error:
         # One line for the verdict; the whole traceback beside the run's traces, for whoever reports it.
         log = work_dir / "target-failure.txt"
+        work_dir.mkdir(parents=True, exist_ok=True)  # a target may fail before it made its directory
         log.write_text(traceback.format_exc())
         outcome.error = f"{type(error).__name__}: {error} (traceback in {log})"
     finally:
         target.close()
-    if client_names and not (first_failure and outcome.failures):
+    if client_names and outcome.unreachable is None and not (first_failure and outcome.failures):
         outcome.client_results = _clients(client_names, work_dir / "clients", target)
     _shrink_first_failure(outcome, work_dir, target)
     return outcome

@@ -18,7 +18,8 @@ from kipcheck.model import share_partition as reference_model
 from kipcheck.model.errors import Error
 from kipcheck.model.profiles import PROFILES
 from kipcheck.model.share_partition import (
-    ACK_TYPES, GROUP_CONFIG_DEFAULTS, GROUP_CONFIG_KEYS, RULES, dead_letters_seen, waited_fetch_violation,
+    ACK_TYPES, GROUP_CONFIG_DEFAULTS, GROUP_CONFIG_KEYS, RULES, dead_letters_seen, delivered_violation,
+    waited_fetch_violation,
 )
 from kipcheck.model.share_partition_log import kafka_only
 from kipcheck.model.violation import STORAGE_ERRORS, Violation
@@ -153,7 +154,8 @@ class SharePartitionJudge(Judge):
 
     # sent_ms (a trace format extension): when the request left; the model takes the acquisition at at_ms, a
     # partial view (SP-81) from sent_ms.
-    @op(args=["max_records", "acquire_mode", "wait_ms", "lock_duration_ms", "sent_ms"], observed=["records", "archived"])
+    @op(args=["max_records", "acquire_mode", "wait_ms", "lock_duration_ms", "sent_ms"],
+        observed=["records", "archived", "delivered"])
     def op_acquire(self, step: Step) -> None:
         max_records = step.args.get("max_records")
         if type(max_records) is not int or max_records < 1:
@@ -194,6 +196,20 @@ class SharePartitionJudge(Judge):
                 self.model.acquire(step.at_ms, step.actor, max_records, records, mode == "record_limit", archived)
             except Violation:
                 raise refused from None
+        delivered = observed.get("delivered")  # SP-48: a trace format extension
+        if delivered is not None:
+            violation = delivered_violation(self.model, records, self._delivered_runs(step))
+            if violation is not None:
+                raise violation
+
+    def _delivered_runs(self, step: Step) -> list[list[int]]:
+        runs = self.observed(step, "delivered", list)
+        for run in runs:
+            if type(run) is not list or len(run) != 2 or not _is_int(run[0]) or not _is_int(run[1]) \
+                    or not 0 <= run[0] <= run[1]:
+                raise Malformed(step.line, f"observed.delivered entries must be [first, last] integers with "
+                                           f"0 <= first <= last, found {run!r}")
+        return runs
 
     def _check_archived(self, step: Step) -> None:
         self._log_step(step, kafka_only, "observed.archived", self.profile)

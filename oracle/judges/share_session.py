@@ -7,7 +7,7 @@ from typing import Any
 from kipcheck.model.errors import Error
 from kipcheck.model.profiles import PROFILES, is_kafka
 from kipcheck.model.share_session import Answer, ShareSessionCache
-from kipcheck.model.violation import STORAGE_ERRORS
+from kipcheck.model.violation import STORAGE_ERRORS, Violation
 from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.trace import Malformed, Step
 
@@ -25,15 +25,32 @@ class ShareSessionJudge(Judge):
             raise Malformed(1, f"config 'max_sessions' must be >= 0, found {self.config['max_sessions']}")
         self.model = ShareSessionCache(self.profile, self.config["max_sessions"])
 
-    @op(args=["epoch", "add", "forget", "acks"], observed=["error", "other_sessions", "released"],
+    @op(args=["epoch", "add", "forget", "acks"], observed=["error", "other_sessions", "released", "acquired_in"],
         objects={"args.acks": ACK_FIELDS})
     def op_share_fetch(self, step: Step) -> None:
         epoch, add, forget = self.arg(step, "epoch", int), self._partitions(step, "add"), self._partitions(step, "forget")
         has_acks, other_sessions = bool(self._acks(step)), self._other_sessions(step)
+        acquired_in = self._acquired_in(step)
         if not self._failed_on_storage(step) and not self._threw(step, epoch, has_acks):
             answer = self.model.share_fetch(step.actor, epoch, add, forget, has_acks, other_sessions)
             self._expect_error(step, answer)
             self._expect_released(step, answer)
+            fetchable = self.model.fetchable(step.actor) if answer.error == Error.NONE else frozenset()
+        else:
+            fetchable = frozenset()
+        outside = sorted(set(acquired_in) - fetchable)
+        if outside:  # SS-19
+            raise Violation("SS-19", f"records acquired in the session's topic-partitions only ({sorted(fetchable)})",
+                            f"acquired in {outside}")
+
+    def _acquired_in(self, step: Step) -> list[str]:
+        """SS-19: the topic-partitions the answer acquired records in (a trace format extension; left out: none)."""
+        observed = self.observed(step, "acquired_in", list)
+        if observed is None:
+            return []
+        if not all(isinstance(partition, str) for partition in observed):
+            raise Malformed(step.line, f'observed.acquired_in must list "topic:partition" strings, found {observed!r}')
+        return observed
 
     @op(args=["epoch", "acks"], observed=["error", "released"], objects={"args.acks": ACK_FIELDS})
     def op_share_acknowledge(self, step: Step) -> None:

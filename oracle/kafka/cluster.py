@@ -15,6 +15,7 @@ are sized for a two-core machine (SIZING, JVM_OPTIONS). Each node logs warnings 
 from __future__ import annotations
 
 import base64
+import random
 import signal
 import socket
 import subprocess
@@ -243,21 +244,25 @@ def _answers(port: int, ask) -> bool:
         connection.close()
 
 
+# Kafka is told its ports, it cannot pick them: they are chosen below Linux's ephemeral range (32768 on),
+# where the clients' own connections of a busy machine cannot take them between the choice and the bind.
+PORT_RANGE = (20000, 32000)
+
+
 def _free_ports(count: int) -> list[int]:
-    """`count` consecutive loopback ports that are free now (Kafka is told its ports; it cannot pick them)."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            first = probe.getsockname()[1]
-        if first + count > 65535:
-            continue
+    """`count` consecutive loopback ports that are free now."""
+    chooser = random.Random()
+    for _ in range(200):
+        first = chooser.randrange(PORT_RANGE[0], PORT_RANGE[1] - count)
         if all(_free(port) for port in range(first, first + count)):
             return list(range(first, first + count))
-    raise KafkaFailed(f"found no {count} consecutive free loopback ports")
+    raise KafkaFailed(f"found no {count} consecutive free loopback ports in {PORT_RANGE[0]}..{PORT_RANGE[1]}")
 
 
 def _free(port: int) -> bool:
+    """Free to a server socket: one in TIME_WAIT is (Kafka binds with SO_REUSEADDR, as this probe does)."""
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:

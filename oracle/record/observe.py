@@ -35,7 +35,7 @@ from kipcheck.oracle.record.live import LiveTrace
 from kipcheck.oracle.record.proxy import Exchange, Link
 from kipcheck.oracle.record.settings import RecordSettings
 from kipcheck.oracle.record.shelf import Shelf
-from kipcheck.oracle.share_traces import ACK_TYPES, ShareSteps, error_name
+from kipcheck.oracle.share_traces import ACK_TYPES, ShareSteps, answer_lock_ms, error_name
 
 log = logging.getLogger("kipcheck.record")
 
@@ -87,7 +87,7 @@ class Observer:
         self.not_observed: dict[str, int] = {}
         self.commits = Commits(shelf, self._name)
         self.steps = ShareSteps(profile, sessions=lambda member: shelf.sink(member.trace),
-                                partitions=self._partition_sink, held=self._held_sinks)
+                                partitions=self._partition_sink, held=lambda member: sorted(member.held))
         shelf.confirm = self.confirm
 
     def wants(self, api_key: int) -> bool:
@@ -228,11 +228,11 @@ class Observer:
         error = error_name(answer.error_code)
         acks = _acks(self, request.topics)
         self._before_steps(member, exchange, results, error, set(acks))
-        lock_ms = int(answer.acquisition_lock_timeout.total_seconds() * 1000) \
-            if getattr(answer, "acquisition_lock_timeout", None) else None
+        lock_ms = answer_lock_ms(answer)
         acquired = self.steps.share_fetch(member, epoch, tps, acks, error, results,
                                           exchange.sent_ms, exchange.received_ms, max(1, request.max_records),
-                                          forget=forget, acquire_args=_acquire_args(exchange, lock_ms))
+                                          forget=forget, acquire_args=_acquire_args(exchange, lock_ms),
+                                          renew_lock_ms=self._renewed(member, request, acks, exchange, lock_ms))
         for tp, runs in acquired.items():
             if runs:
                 member.held.add(tp)
@@ -247,7 +247,18 @@ class Observer:
         error = error_name(answer.error_code)
         acks = _acks(self, request.topics)
         self._before_steps(member, exchange, results, error, set(acks))
-        self.steps.share_acknowledge(member, request.share_session_epoch, acks, error, results, exchange.sent_ms)
+        lock_ms = answer_lock_ms(answer)
+        self.steps.share_acknowledge(member, request.share_session_epoch, acks, error, results, exchange.sent_ms,
+                                     self._renewed(member, request, acks, exchange, lock_ms))
+
+    def _renewed(self, member: Member, request, acks: dict, exchange: Exchange, lock_ms: int | None) -> int | None:
+        """The lock duration of a request that announced renewals (IsRenewAck, version 2: SP-41), whose locks
+        may restart in each partition it acknowledged in; None for any other request."""
+        if not getattr(request, "is_renew_ack", False):
+            return None
+        for tp in acks:
+            self._locks_taken(member.group, tp, exchange, lock_ms)
+        return lock_ms or self.settings.share.lock_ms
 
     def _follow(self, member: Member) -> None:
         broker = "%s-%d" % member.broker
@@ -338,10 +349,6 @@ class Observer:
     def _partition_sink(self, member: Member, tp: str):
         partition = self.partitions.get((member.group, tp))
         return None if partition is None else self.shelf.sink(partition.trace)
-
-    def _held_sinks(self, member: Member):
-        return [self.shelf.sink(self.partitions[(member.group, tp)].trace) for tp in sorted(member.held)
-                if (member.group, tp) in self.partitions]
 
     def _stop_following(self, member: Member, at_ms: int, reason: str) -> None:
         for tp in member.held:

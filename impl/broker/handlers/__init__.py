@@ -8,12 +8,13 @@ ApiVersions advertises.
 from __future__ import annotations
 
 from kipcheck.impl.broker.handlers import (
-    classic_groups, cluster, configs, consumer_groups, offsets, records, share, transactions,
+    classic_groups, cluster, configs, consumer_groups, offsets, partitions, records, share, transactions,
 )
 
 
 def all_handlers(broker) -> dict:
     table: dict = {}
-    for module in (cluster, records, share, classic_groups, consumer_groups, offsets, transactions, configs):
+    for module in (cluster, partitions, records, share, classic_groups, consumer_groups, offsets, transactions,
+                   configs):
         table.update(module.handlers(broker))
     return table

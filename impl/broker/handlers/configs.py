@@ -16,20 +16,28 @@ DescribeConfigs gives every served name, its value (the group's, else the
 broker's) and its source (GROUP_CONFIG or DEFAULT_CONFIG, as Kafka's
 ConfigHelper reports group configs).
 
-The broker has no dynamic broker configs: any other resource type answers
+BROKER (4): DescribeConfigs of the broker named by its node id describes its
+share-group settings (impl/share/config.py's names, and group.share.max.size),
+read-only, with source STATIC_BROKER_CONFIG when set and DEFAULT_CONFIG
+otherwise, as Kafka describes a broker's static configs; a client (the
+conformance runner) learns from them how the broker runs its share groups.
+Another node id is INVALID_REQUEST. The broker has no dynamic broker configs:
+IncrementalAlterConfigs of a broker, and any other resource type, answers
 INVALID_REQUEST naming the types it serves.
 """
 
 from __future__ import annotations
 
+from kipcheck.impl.broker.config import BrokerConfig
 from kipcheck.impl.broker.metadata import TOPIC_CONFIGS, TopicError
 from kipcheck.impl.share.group_configs import NAMES
 from kipcheck.impl.wire.codec import reply
 from kipcheck.model.errors import Error
 
-TOPIC, GROUP = 2, 32                                      # ConfigResource.Type
+TOPIC, BROKER, GROUP = 2, 4, 32                           # ConfigResource.Type
 SET_OPERATION, DELETE_OPERATION = 0, 1                    # AlterConfigOp.OpType
-TOPIC_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 5, 8      # DescribeConfigsResponse ConfigSource
+TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 4, 5, 8   # DescribeConfigsResponse ConfigSource
+MAX_GROUP_SIZE = "group.share.max.size"   # a BrokerConfig setting; the other share settings are ShareConfig's
 BOOLEAN, STRING, INT = 1, 2, 3                            # ConfigType
 GROUP_CONFIG_TYPES = {"record_lock_duration_ms": INT, "auto_offset_reset": STRING, "isolation_level": STRING}
 
@@ -59,13 +67,29 @@ def handlers(broker) -> dict:
 
 
 def _unserved(resource) -> str:
-    return f"this broker serves topic ({TOPIC}) and group ({GROUP}) configs, not resource type {resource.resource_type}"
+    return (f"this broker serves topic ({TOPIC}) and group ({GROUP}) configs, and describes its own ({BROKER}), "
+            f"not resource type {resource.resource_type}")
 
 
-def _entry(name: str, value, source: int, config_type: int) -> dict:
-    return {"name": name, "value": value, "read_only": False, "is_default": source == DEFAULT_CONFIG,
+def _entry(name: str, value, source: int, config_type: int, read_only: bool = False) -> dict:
+    return {"name": name, "value": value, "read_only": read_only, "is_default": source == DEFAULT_CONFIG,
             "config_source": source, "is_sensitive": False, "synonyms": [], "config_type": config_type,
             "documentation": None}
+
+
+# -- BROKER -----------------------------------------------------------------------------------------
+
+def _describe_broker(broker, resource):
+    if resource.resource_name != str(broker.config.node_id):
+        return Error.INVALID_REQUEST, f"this is broker {broker.config.node_id}, not {resource.resource_name!r}", []
+    settings = [*broker.share_config.described(),
+                (MAX_GROUP_SIZE, str(broker.config.max_group_size),
+                 broker.config.max_group_size == BrokerConfig().max_group_size)]
+    keys = None if resource.configuration_keys is None else set(resource.configuration_keys)
+    return Error.NONE, None, [
+        _entry(name, value, DEFAULT_CONFIG if is_default else STATIC_BROKER_CONFIG,
+               INT if value.lstrip("-").isdigit() else STRING, read_only=True)
+        for name, value, is_default in settings if keys is None or name in keys]
 
 
 # -- TOPIC ------------------------------------------------------------------------------------------
@@ -127,5 +151,5 @@ def _alter_group(broker, resource, validate_only: bool):
     return refused or (Error.NONE, None)
 
 
-_DESCRIBE = {TOPIC: _describe_topic, GROUP: _describe_group}
+_DESCRIBE = {TOPIC: _describe_topic, BROKER: _describe_broker, GROUP: _describe_group}
 _ALTER = {TOPIC: _alter_topic, GROUP: _alter_group}

@@ -116,7 +116,8 @@ def handlers(broker) -> dict:
                                         "acknowledge_error_code", renew)
         if not answer.closed and not renew:   # a renewing ShareFetch fetches nothing (KIP-1222)
             readable = []
-            for tp in map(TopicPartition.parse, sorted(answer.partitions)):   # in the order of the session's names
+            # SS-19: only the session's partitions (as this request left it) are fetched, in the order of their names.
+            for tp in map(TopicPartition.parse, sorted(answer.partitions)):
                 if broker.engine.initialized(group, tp):
                     readable.append(tp)
                 else:
@@ -258,7 +259,7 @@ async def _acquire(broker, group: str, member: str, partitions: list[TopicPartit
         remaining_ms = deadline_ms - now_ms()
         if any("acquired" in result for result in results.values()) or remaining_ms <= 0:
             return
-        await broker.wait_changed(remaining_ms)
+        await broker.wait_changed(remaining_ms)   # SP-28: records produced or released wake a waiting fetch
 
 
 def _share_fetch_reply(broker, request, error: str, results: dict, unknown: list):
@@ -274,7 +275,7 @@ def _share_fetch_reply(broker, request, error: str, results: dict, unknown: list
 def _fetched_partition(broker, tp: TopicPartition, result: dict) -> dict:
     acquired = result.get("acquired", [])
     records = b""
-    if acquired:
+    if acquired:   # SP-48: the whole log batches from the first acquired record's to the last's
         records = broker.partition_log(tp.topic, tp.partition).read_range(acquired[0][0], acquired[-1][1])
     return {"error_code": result.get("error_code", Error.NONE),
             "acknowledge_error_code": int(error_code(result.get("acknowledge_error_code", Error.NONE))),

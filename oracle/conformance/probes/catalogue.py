@@ -14,7 +14,8 @@ from __future__ import annotations
 import random
 from typing import Callable
 
-from kipcheck.oracle.conformance.probes.probe import Probe
+from kipcheck.model.profiles import is_kafka
+from kipcheck.oracle.conformance.probes.probe import SLACK_MS, Probe
 
 WAIT_MS = 1_500  # a fetch's MaxWaitMs when the probe expects records
 
@@ -236,48 +237,201 @@ def broker_restart(probe: Probe) -> str:
     return f"restart with held and released records; {read} records read from 3 partitions after it"
 
 
+def piggybacked_acks(probe: Probe) -> str:
+    """Acknowledgements in a ShareFetch that also acquires, as real clients send them: accept some, release others,
+    and take new records in the same request; then another member finds the released ones only."""
+    tp = _one_partition(probe, [3, 3, 3])
+    alice, bob = probe.member("alice"), probe.member("bob")
+    held = probe.fetch(alice, [tp], max_records=3, wait_ms=WAIT_MS).get(tp, [])
+    if not held:
+        return "nothing acquired"
+    first, last, _ = held[0]
+    acks = [(first, first, "accept"), (first + 1, last, "release")] if last > first else [(first, last, "release")]
+    more = probe.fetch(alice, [tp], max_records=3, wait_ms=WAIT_MS, acks={tp: acks}).get(tp, [])
+    rest = probe.fetch(alice, [tp], max_records=6, wait_ms=WAIT_MS, acks={tp: _all_of(more)}).get(tp, [])
+    again = probe.fetch(bob, [tp], max_records=9, wait_ms=WAIT_MS).get(tp, [])  # nothing: alice holds the rest
+    probe.close(alice, {tp: _all_of(rest)}, with_acknowledge=True)
+    probe.close(bob, {tp: _all_of(again)}, with_acknowledge=True)
+    return f"acquired {held}, then {more} while acknowledging, then {rest} while accepting; bob got {again}"
+
+
+def forgotten_partition(probe: Probe) -> str:
+    """A member forgets a partition (ForgottenTopicsData) while it holds records there: it acquires there no more,
+    though records arrive; under kafka-4.2 its session's end leaves those records held until their locks expire
+    (SS-30), and another member finds them then."""
+    topic = probe.topic(2)
+    kept, forgotten = f"{topic}:0", f"{topic}:1"
+    probe.produce(topic, 0, [2, 2])
+    probe.produce(topic, 1, [3])
+    alice, bob = probe.member("alice"), probe.member("bob")
+    held = probe.fetch(alice, [forgotten], max_records=3, wait_ms=WAIT_MS)
+    for tp, runs in probe.fetch(alice, [kept], max_records=2, wait_ms=WAIT_MS).items():
+        held[tp] = held.get(tp, []) + runs
+    probe.produce(topic, 1, [2])   # acquirable, were the partition still fetched
+    later = probe.fetch(alice, [], max_records=10, forget=[forgotten])
+    probe.close(alice, {kept: _all_of(held.get(kept, []) + later.get(kept, []))}, with_acknowledge=True)
+    first_look = probe.fetch(bob, [forgotten], max_records=10, wait_ms=WAIT_MS).get(forgotten, [])
+    probe.wait_for_lock_expiry()
+    second_look = probe.fetch(bob, [forgotten], max_records=10, wait_ms=WAIT_MS).get(forgotten, [])
+    probe.close(bob, {forgotten: _all_of(second_look or first_look)}, with_acknowledge=True)
+    return (f"forgot {forgotten} holding {held.get(forgotten, [])}, then acquired {later}; another member got "
+            f"{first_look}, and {second_look} after the locks expired")
+
+
+def _kafka_v2(probe: Probe, what: str) -> None:
+    if not is_kafka(probe.target.profile):
+        raise NotObservable(f"{what} is Kafka's (ShareFetch v2, from 4.2): judged under the Kafka profiles")
+    if not probe.speaks_v2:
+        raise NotObservable(f"{what} needs ShareFetch and ShareAcknowledge v2, which the broker does not serve")
+
+
+def renewed_locks(probe: Probe) -> str:
+    """RENEW (KIP-1222) just before a lock's deadline, by ShareAcknowledge and by a renewing ShareFetch; once the
+    first deadline has passed, the renewed records are still the member's to accept."""
+    _kafka_v2(probe, "RENEW")
+    tp = _one_partition(probe, [4])
+    alice = probe.member("alice")
+    held = probe.fetch(alice, [tp], max_records=4, wait_ms=WAIT_MS).get(tp, [])
+    offsets = [offset for first, last, _ in held for offset in range(first, last + 1)]
+    if len(offsets) < 2:
+        return f"acquired {held}: too few to renew"
+    low, high = probe.timers.windows[-1]
+    probe.timers.sleep_until(low - SLACK_MS - 100)   # about as late as a request may go before the deadline window
+    half = offsets[len(offsets) // 2]
+    probe.acknowledge(alice, {tp: [(offsets[0], half - 1, "renew")]}, renew=True)
+    probe.fetch(alice, [], acks={tp: [(half, offsets[-1], "renew")]}, renew=True)
+    probe.timers.sleep_until(high + 1)   # the first deadline has passed; the renewed ones have not
+    errors = probe.acknowledge(alice, {tp: [(offsets[0], offsets[-1], "accept")]})
+    probe.close(alice)
+    return f"renewed {offsets[0]}-{offsets[-1]} before the deadline, accepted after it: {errors.get(tp)}"
+
+
+def record_limit(probe: Probe) -> str:
+    """The record_limit acquire mode (KIP-1206): each fetch takes exactly MaxRecords records while there are
+    that many, whatever the log batches."""
+    _kafka_v2(probe, "the record_limit acquire mode")
+    tp = _one_partition(probe, [5, 5])
+    alice, bob = probe.member("alice"), probe.member("bob")
+    got = []
+    for member in (alice, bob, alice, bob):
+        got.append(probe.fetch(member, [tp], max_records=3, wait_ms=WAIT_MS, record_limit=True).get(tp, []))
+    probe.close(alice, {tp: _all_of(got[0] + got[2])})
+    probe.close(bob, {tp: _all_of(got[1] + got[3])})
+    return f"record_limit fetches of 3: {got}"
+
+
+def lock_kept(probe: Probe) -> str:
+    """A lock lasts as long as the broker says (the AcquisitionLockTimeoutMs of its answer, or its setting): just
+    before the deadline another member finds nothing, and the holder's acceptance is still good."""
+    tp = _one_partition(probe, [3])
+    alice, bob = probe.member("alice"), probe.member("bob")
+    held = probe.fetch(alice, [tp], max_records=3, wait_ms=WAIT_MS).get(tp, [])
+    if not held:
+        return "nothing acquired"
+    low, _ = probe.timers.windows[-1]
+    probe.timers.sleep_until(low - 3 * SLACK_MS - WAIT_MS // 3)
+    other = probe.fetch(bob, [tp], max_records=3, wait_ms=WAIT_MS // 3).get(tp, [])
+    errors = probe.acknowledge(alice, {tp: _all_of(held)})
+    probe.close(alice)
+    probe.close(bob, {tp: _all_of(other)})
+    return f"held {held} to just before the deadline: another member got {other}, the holder's accept {errors.get(tp)}"
+
+
 def swarm(seed: int) -> Callable[[Probe], str]:
-    """A generated run: the batch sizes, members, and each step's kind (fetch, acknowledge with a random or hostile
-    choice of records and types, let locks expire, crash, re-open, close) drawn from `seed`."""
+    """A generated run: the partitions, batch sizes, members, and each step's kind (fetch, acknowledge with a random
+    or hostile choice of records and types, acknowledge inside the next fetch, forget a partition, renew a lock, let
+    locks expire, crash, re-open, close) drawn from `seed`; on a broker serving version 2 under a Kafka profile, fetches
+    may use the record_limit acquire mode."""
     def run(probe: Probe) -> str:
         rng = random.Random(seed)
-        tp = _one_partition(probe, [rng.randint(1, 6) for _ in range(rng.randint(1, 6))])
+        topic = probe.topic(rng.choice([1, 1, 2]))
+        tps = sorted(book for book in probe.partitions if book.startswith(f"{topic}:"))
+        for tp in tps:
+            probe.produce(topic, int(tp.rpartition(":")[2]), [rng.randint(1, 6) for _ in range(rng.randint(1, 6))])
         members = [probe.member(f"m{index}") for index in range(rng.randint(1, 3))]
-        held: dict[str, list] = {member.name: [] for member in members}
-        weights = {"fetch": 5, "ack": 5, "hostile": rng.choice([0, 1, 3]), "expire": rng.choice([0, 1]),
-                   "crash": rng.choice([0, 1]), "reopen": rng.choice([0, 1]), "close": 1}
+        swarm_run = SwarmRun(probe, rng, tps, {member.name: {tp: [] for tp in tps} for member in members})
+        v2 = probe.speaks_v2 and is_kafka(probe.target.profile)
+        weights = {"fetch": 5, "ack": 4, "piggyback": 3, "hostile": rng.choice([0, 1, 3]), "expire": rng.choice([0, 1]),
+                   "crash": rng.choice([0, 1]), "reopen": rng.choice([0, 1]), "close": 1,
+                   "forget": rng.choice([0, 2]) if len(tps) > 1 else 0, "renew": rng.choice([0, 2]) if v2 else 0}
+        swarm_run.record_limit = v2 and rng.random() < 0.5
         kinds = [kind for kind, weight in weights.items() for _ in range(weight)]
         steps = rng.randint(4, 14)
         for _ in range(steps):
-            member = rng.choice(members)
-            kind = rng.choice(kinds)
-            if kind == "fetch":
-                held[member.name] += probe.fetch(member, [tp], max_records=rng.randint(1, 8),
-                                                 wait_ms=rng.choice([0, WAIT_MS])).get(tp, [])
-            elif kind == "ack" and held[member.name]:
-                first, last, _ = held[member.name].pop(rng.randrange(len(held[member.name])))
-                low = rng.randint(first, last)
-                probe.acknowledge(member, {tp: [(low, rng.randint(low, last), rng.choice(["accept", "release", "reject"]))]})
-            elif kind == "hostile":
-                other = rng.choice(members)
-                runs = held[other.name] or [[0, 0, 0]]
-                first, last, _ = rng.choice(runs)
-                probe.acknowledge(member, {tp: [(first, last + rng.choice([0, 0, 5]), rng.choice(["accept", "reject"]))]})
-            elif kind == "expire":
-                probe.wait_for_lock_expiry()
-            elif kind == "crash":
-                probe.disconnect(member)
-                held[member.name] = []
-            elif kind == "reopen":
-                held[member.name] += probe.fetch(member, [tp], max_records=rng.randint(1, 8), epoch=0).get(tp, [])
-            else:
-                probe.close(member)
-                held[member.name] = []
+            swarm_run.step(rng.choice(members), rng.choice(kinds), members)
         for member in members:
             probe.close(member)
-        return f"seed {seed}: {len(members)} member(s), {steps} steps"
+        return f"seed {seed}: {len(tps)} partition(s), {len(members)} member(s), {steps} steps"
 
     return run
+
+
+class SwarmRun:
+    """The state of one swarm run: what each member holds, per partition, as the answers said."""
+
+    def __init__(self, probe: Probe, rng: random.Random, tps: list[str], held: dict[str, dict[str, list]]):
+        self.probe, self.rng, self.tps, self.held = probe, rng, tps, held
+        self.record_limit = False
+
+    def step(self, member, kind: str, members: list) -> None:
+        probe, rng, held = self.probe, self.rng, self.held[member.name]
+        tp = rng.choice(self.tps)
+        if kind == "fetch":
+            self._fetch(member, [tp], {}, rng.choice([0, WAIT_MS]))
+        elif kind in ("ack", "piggyback", "renew") and held[tp]:
+            first, last, _ = held[tp][rng.randrange(len(held[tp]))]
+            low = rng.randint(first, last)
+            high = rng.randint(low, last)
+            ack_type = "renew" if kind == "renew" else rng.choice(["accept", "release", "reject"])
+            if ack_type != "renew":
+                held[tp] = _without(held[tp], low, high)
+            acks = {tp: [(low, high, ack_type)]}
+            if kind == "piggyback" and member.epoch != 0:
+                self._fetch(member, [tp], acks, rng.choice([0, WAIT_MS]))
+            elif kind == "renew" and rng.random() < 0.5 and member.epoch != 0:
+                probe.fetch(member, [], acks=acks, renew=True)
+            else:
+                probe.acknowledge(member, acks, renew=kind == "renew")
+        elif kind == "hostile":
+            other = rng.choice(members)
+            first, last, _ = rng.choice(self.held[other.name][tp] or [[0, 0, 0]])
+            probe.acknowledge(member, {tp: [(first, last + rng.choice([0, 0, 5]), rng.choice(["accept", "reject"]))]})
+        elif kind == "forget" and member.epoch != 0 and member.session:
+            gone = rng.choice(sorted(member.session))
+            held[gone] = []   # left to their locks: not acknowledged in a partition the session forgot
+            self._fetch(member, [], {}, 0, forget=[gone])
+        elif kind == "expire":
+            probe.wait_for_lock_expiry()
+        elif kind == "crash":
+            probe.disconnect(member)
+            self.held[member.name] = {tp: [] for tp in self.tps}
+        elif kind == "reopen":
+            self._fetch(member, [tp], {}, 0, epoch=0)
+        elif kind == "close":
+            probe.close(member)
+            self.held[member.name] = {tp: [] for tp in self.tps}
+
+    def _fetch(self, member, tps: list[str], acks: dict, wait_ms: int, epoch: int | None = None,
+               forget: list[str] = ()) -> None:
+        """A fetch of `tps` (record_limit when the run uses it and the session holds one partition)."""
+        session = set(tps) | set(acks) if (member.epoch if epoch is None else epoch) == 0 else \
+            (member.session | set(tps) | set(acks)) - set(forget)
+        record_limit = self.record_limit and len(session) == 1 and self.rng.random() < 0.6
+        got = self.probe.fetch(member, tps, max_records=self.rng.randint(1, 8), wait_ms=wait_ms, acks=acks,
+                               epoch=epoch, forget=forget, record_limit=record_limit)
+        for tp, runs in got.items():
+            self.held[member.name][tp] += runs
+
+
+def _without(runs: list, low: int, high: int) -> list:
+    """The runs [first, last, count] less the offsets low..high."""
+    kept = []
+    for first, last, count in runs:
+        if first < low:
+            kept.append([first, min(last, low - 1), count])
+        if last > high:
+            kept.append([max(first, high + 1), last, count])
+    return kept
 
 
 CATALOGUE: dict[str, Callable[[Probe], str]] = {
@@ -292,4 +446,9 @@ CATALOGUE: dict[str, Callable[[Probe], str]] = {
     "interleaved-release": interleaved_release,
     "inflight-limit": inflight_limit,
     "broker-restart": broker_restart,
+    "piggybacked-acks": piggybacked_acks,
+    "forgotten-partition": forgotten_partition,
+    "renewed-locks": renewed_locks,
+    "record-limit": record_limit,
+    "lock-kept": lock_kept,
 }

@@ -53,14 +53,19 @@ from kipcheck.impl.topic_partition import TopicPartition
 from kipcheck.impl.wire.batches import split_batches
 from kipcheck.model.cross_machine import reloaded_window
 from kipcheck.model.errors import Error
+from kipcheck.model.profiles import is_kafka
 from kipcheck.model.violation import Violation
 from kipcheck.oracle.check import check_file
 from kipcheck.oracle.conformance.probes.routing import (
     FIND_COORDINATOR, cluster_brokers, find_coordinator, retry_on_coordinator,
 )
 from kipcheck.oracle.conformance.probes.tolerance import Ambiguous, Timers
-from kipcheck.oracle.share_traces import ACK_CODES, FINAL_EPOCH, ShareSteps, TraceBook, session_advanced
+from kipcheck.oracle.share_traces import (
+    ACK_CODES, FINAL_EPOCH, ShareSteps, TraceBook, answer_lock_ms, session_advanced,
+)
 
+SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
+BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1  # ShareFetch v2 ShareAcquireMode (KIP-1206)
 DESCRIBE_OFFSETS = 90
 CREATE_TOPICS = 19
 INCREMENTAL_ALTER_CONFIGS, GROUP_RESOURCE, SET = 44, 32, 0
@@ -104,10 +109,14 @@ class Probe:
                                    "profile": target.profile,
                                    "config": {"max_sessions": target.settings.max_sessions}})
         self.steps = ShareSteps(target.profile, sessions=lambda _: self.sessions,
-                                partitions=lambda _, tp: self.partitions[tp], held=lambda _: self.partitions.values())
+                                partitions=lambda _, tp: self.partitions[tp], held=lambda _: list(self.partitions),
+                                read_records=True)
         self.admin = self._connect("admin", target.address)
         self.api_keys = self._api_keys()
         self.describes_offsets = DESCRIBE_OFFSETS in self.api_keys
+        # Version 2 where the broker offers it: RENEW and the record_limit acquire mode (Kafka 4.2).
+        self.share_versions = (min(self.api_keys.get(SHARE_FETCH, 1), 2), min(self.api_keys.get(SHARE_ACKNOWLEDGE, 1), 2))
+        self.speaks_v2 = self.share_versions == (2, 2)
         self._route()
         self.reads_earliest = self._read_earliest()
 
@@ -288,6 +297,13 @@ class Probe:
             topics.setdefault(topic, []).append({"partition_index": partition, "acknowledgement_batches": batches})
         return [{"topic_id": self.topic_ids[topic], "partitions": parts} for topic, parts in topics.items()]
 
+    def _forgotten(self, tps: list[str]) -> list[dict]:
+        topics: dict[str, list[int]] = {}
+        for tp in tps:
+            topic, partition = TopicPartition.parse(tp)
+            topics.setdefault(topic, []).append(partition)
+        return [{"topic_id": self.topic_ids[topic], "partitions": partitions} for topic, partitions in topics.items()]
+
     def _timed(self, wait_ms: int, send):
         """Send when no lock deadline can fall during the request (its wait shortened to fit, see Timers.fit):
         (sent_ms, received_ms, wait_ms used, answer)."""
@@ -299,57 +315,84 @@ class Probe:
         return sent_ms, received_ms, wait_ms, answer
 
     def fetch(self, member: Member, tps: list[str], max_records: int = 500, wait_ms: int = 0,
-              acks: dict[str, list[tuple[int, int, str]]] | None = None, epoch: int | None = None) -> dict[str, list]:
-        """One ShareFetch; returns {tp: acquired runs [first, last, delivery_count]} (empty when refused)."""
+              acks: dict[str, list[tuple[int, int, str]]] | None = None, epoch: int | None = None,
+              forget: list[str] = (), record_limit: bool = False, renew: bool = False) -> dict[str, list]:
+        """One ShareFetch; returns {tp: acquired runs [first, last, delivery_count]} (empty when refused).
+        `forget`: topic-partitions taken out of the session (ForgottenTopicsData). Version 2 only: `record_limit`,
+        the record_limit acquire mode (SP-42); `renew`, a renewing ShareFetch (IsRenewAck, every limit 0: its
+        acknowledgements may renew, and it acquires nothing, SP-41)."""
         acks = {tp: batches for tp, batches in (acks or {}).items() if batches}
         epoch = member.epoch if epoch is None else epoch
-        topics = self._topics(tps, acks)
+        added, forgotten = set(tps) | set(acks), set(forget)
         observed = {"other_sessions": self._other_sessions()} if epoch == 0 and self.neighbours else {}
         sent_ms, received_ms, wait_ms, answer = self._timed(wait_ms, lambda wait: member.connection.request(
-            78, 1, group_id=self.group, member_id=member.member_id, share_session_epoch=epoch, max_wait=wait,
-            min_bytes=1, max_bytes=64 << 20, max_records=max_records, batch_size=max_records, topics=topics,
-            forgotten_topics_data=[]))
+            SHARE_FETCH, self.share_versions[0], **self._fetch_body(member, epoch, wait, max_records, tps, acks, forget,
+                                                                    record_limit, renew)))
         error, results = answer.error_code.name.upper(), self._partition_results(answer)
+        lock_ms = answer_lock_ms(answer) or self.target.settings.lock_ms
+        acquire_args = {"acquire_mode": "record_limit"} if record_limit else {}  # SP-42
+        if answer_lock_ms(answer):
+            acquire_args["lock_duration_ms"] = answer_lock_ms(answer)  # SP-46: the answer's AcquisitionLockTimeoutMs
         acquired = self.steps.share_fetch(member, epoch, tps, acks, error, results, sent_ms, received_ms, max_records,
-                                          wait_ms=wait_ms, observed=observed)
+                                          forget, wait_ms, observed, acquire_args, lock_ms if renew else None)
         if error != Error.NONE:
-            self._threw(member, epoch, error, acks, sent_ms, "acknowledge_error_code", set(tps) | set(acks))
+            self._threw(member, epoch, error, acks, sent_ms, "acknowledge_error_code", added, forgotten)
             return {}
+        if renew or any(acquired.values()):
+            self.timers.lock_taken(sent_ms, received_ms, lock_ms)  # SP-41: a renewed lock may run from now
         if epoch == FINAL_EPOCH:
             self._observe(acks)
             return {}
-        if any(acquired.values()):
-            self.timers.lock_taken(sent_ms, received_ms, self.target.settings.lock_ms)
         self._observe(results)
         return acquired
 
+    def _fetch_body(self, member: Member, epoch: int, wait_ms: int, max_records: int, tps: list[str], acks: dict,
+                    forget: list[str], record_limit: bool, renew: bool) -> dict:
+        limits = {"max_wait": 0, "min_bytes": 0, "max_bytes": 0, "max_records": 0} if renew else {
+            "max_wait": wait_ms, "min_bytes": 1, "max_bytes": 64 << 20, "max_records": max_records}
+        v2 = {"share_acquire_mode": RECORD_LIMIT if record_limit else BATCH_OPTIMIZED, "is_renew_ack": renew} \
+            if self.share_versions[0] >= 2 else {}
+        if (record_limit or renew) and not v2:
+            raise ProbeError("record_limit and RENEW need ShareFetch version 2, which the broker does not serve")
+        return {"group_id": self.group, "member_id": member.member_id, "share_session_epoch": epoch,
+                "batch_size": max(max_records, 1), "topics": self._topics(tps, acks),
+                "forgotten_topics_data": self._forgotten(forget), **limits, **v2}
+
     def acknowledge(self, member: Member, acks: dict[str, list[tuple[int, int, str]]],
-                    epoch: int | None = None) -> dict[str, str]:
-        """One ShareAcknowledge; returns {tp: error name} ({} when the request was refused)."""
+                    epoch: int | None = None, renew: bool = False) -> dict[str, str]:
+        """One ShareAcknowledge; returns {tp: error name} ({} when the request was refused). `renew`: IsRenewAck
+        (version 2), so that its acknowledgements may be of type renew (SP-41)."""
         acks = {tp: batches for tp, batches in acks.items() if batches}
         epoch = member.epoch if epoch is None else epoch
-        topics = self._topics([], acks)
-        sent_ms, _, _, answer = self._timed(0, lambda _: member.connection.request(
-            79, 1, group_id=self.group, member_id=member.member_id, share_session_epoch=epoch, topics=topics))
+        v2 = {"is_renew_ack": renew} if self.share_versions[1] >= 2 else {}
+        if renew and not v2:
+            raise ProbeError("RENEW needs ShareAcknowledge version 2, which the broker does not serve")
+        sent_ms, received_ms, _, answer = self._timed(0, lambda _: member.connection.request(
+            SHARE_ACKNOWLEDGE, self.share_versions[1], group_id=self.group, member_id=member.member_id,
+            share_session_epoch=epoch, topics=self._topics([], acks), **v2))
         error = answer.error_code.name.upper()
-        errors = self.steps.share_acknowledge(member, epoch, acks, error, self._partition_results(answer), sent_ms)
+        lock_ms = answer_lock_ms(answer) or self.target.settings.lock_ms  # version 2 answers one
+        errors = self.steps.share_acknowledge(member, epoch, acks, error, self._partition_results(answer), sent_ms,
+                                              lock_ms if renew else None)
         if error != Error.NONE:
-            self._threw(member, epoch, error, acks, sent_ms, "error_code", set(acks))
+            self._threw(member, epoch, error, acks, sent_ms, "error_code", set())
             return {}
+        if renew:
+            self.timers.lock_taken(sent_ms, received_ms, lock_ms)  # SP-41
         self._observe(acks)
         return errors
 
     def _threw(self, member: Member, epoch: int, error: str, acks: dict, sent_ms: int, error_field: str,
-               tps: set[str]) -> None:
-        """SP-40, SS-32 (kafka-4.2): a request whose acknowledgements threw is answered UNKNOWN_SERVER_ERROR, after
-        an incremental request's epoch moved; the partition that threw changed nothing. Which one it was is
-        unknown when the request acknowledged in several: that run is inconclusive."""
-        if error != Error.UNKNOWN_SERVER_ERROR or not acks or epoch == 0 or self.target.profile != "kafka-4.2":
+               tps: set[str], forgotten: set[str] = frozenset()) -> None:
+        """SP-40, SS-32 (the Kafka profiles): a request whose acknowledgements threw is answered
+        UNKNOWN_SERVER_ERROR, after an incremental request's epoch moved; the partition that threw changed nothing.
+        Which one it was is unknown when the request acknowledged in several: that run is inconclusive."""
+        if error != Error.UNKNOWN_SERVER_ERROR or not acks or epoch == 0 or not is_kafka(self.target.profile):
             return
         if len(acks) > 1:
             raise Ambiguous(f"a request acknowledging in {len(acks)} partitions threw: which one is unknown")
         if epoch != FINAL_EPOCH:
-            session_advanced(member, epoch, tps, set())
+            session_advanced(member, epoch, tps, forgotten)
         ((tp, batches),) = acks.items()
         self.partitions[tp].add(sent_ms, member.name, "acknowledge", {
             "batches": [{"first": first, "last": last, "type": kind} for first, last, kind in batches]},
@@ -374,9 +417,14 @@ class Probe:
         member.connection.close()
         member.connection = self._connect(member.name)
         self.sessions.add(at_ms, member.name, "disconnect", {})
-        if member.epoch != 0:
+        had_session = member.epoch != 0
+        if had_session:
             self.steps.left(at_ms, member)
         member.epoch, member.session = 0, set()
+        if had_session and is_kafka(self.target.profile) and not any(other.epoch for other in self.members):
+            # SS-31: the group's last session closed with its connection; its share-partitions are dropped, and
+            # reloaded from the share coordinator when next used.
+            self._reload({tp: self._model_window(book) for tp, book in self.partitions.items()})
         for _ in range(DISCONNECT_POLLS):
             answer = member.connection.request(78, 1, group_id=self.group, member_id=member.member_id,
                                                share_session_epoch=UNUSED_EPOCH, max_wait=0, min_bytes=1,
@@ -423,19 +471,25 @@ class Probe:
         self._refind_coordinator()
         for member in self.members:
             member.connection.close()
-            member.connection, member.epoch = self._connect(member.name), 0
-        for tp, (spso, window) in windows.items():
-            self.finished.append(self.partitions[tp])
-            reloaded = reloaded_window(window)
-            config = {**self.partitions[tp].header["config"], "start_offset": spso, "initial_state": reloaded}
-            self.partitions[tp] = TraceBook({**self.partitions[tp].header, "config": config})
-            topic, partition = TopicPartition.parse(tp)
-            self.produce(topic, partition, [])  # the log past the reloaded window, as append steps
+            member.connection, member.epoch, member.session = self._connect(member.name), 0, set()
+        self._reload(windows)
         # Sessions die with the broker: the share-session trace of the old process ends, a new one starts.
         self.finished.append(self.sessions)
         self.sessions = TraceBook(dict(self.sessions.header))
         for tp in self.partitions:
             self.check(tp)
+
+    def _reload(self, windows: dict[str, tuple[int, list[list]]]) -> None:
+        """Each share-partition trace ends, and the next starts from what its share-partition reloads from the share
+        coordinator (XM-1), given its (SPSO, window) when it was dropped: after a restart, or after Kafka dropped
+        the share-partitions of a group whose last session's connection closed (SS-31)."""
+        for tp, (spso, window) in windows.items():
+            self.finished.append(self.partitions[tp])
+            config = {**self.partitions[tp].header["config"], "start_offset": spso,
+                      "initial_state": reloaded_window(window)}
+            self.partitions[tp] = TraceBook({**self.partitions[tp].header, "config": config})
+            topic, partition = TopicPartition.parse(tp)
+            self.produce(topic, partition, [])  # the log past the reloaded window, as append steps
 
     def window_end(self, tp: str) -> int:
         """SPEO of the partition as the model has it after what the probe saw (to aim acknowledgements at it)."""

@@ -6,7 +6,11 @@
 The named catalogue runs first, in order; the rest of the budget goes to swarm
 runs, seeds `seed`, `seed + 1`, ... (a failure names the seed that replays it:
 `--scenario swarm:SEED`). A run whose requests straddled a lock deadline is
-inconclusive (tolerance.Ambiguous) and tried once more.
+inconclusive (tolerance.Ambiguous) and tried once more. A run during which the
+target went away (its connection broke) is `lost`: what it saw until then is
+judged (a violation there is a failure), and it is otherwise inconclusive, never
+failed; when the target does not serve share groups again within LOST_WAIT_S,
+probing stops.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from kipcheck.oracle.conformance.probes.tolerance import Ambiguous, Timers
 
 SWARM = "swarm"
 SWARM_RUN_S = 25  # what one swarm run may take at most (a few lock expiries and waits), to keep within the budget
+LOST_WAIT_S = 10.0  # how long a target that went away during a run may take to come back
 
 
 @dataclass
@@ -34,6 +39,7 @@ class ProbeRun:
     verdicts: list[Verdict] = field(default_factory=list)
     paths: list[Path] = field(default_factory=list)
     seconds: float = 0.0
+    lost: bool = False  # the target went away during the run
 
     @property
     def failed(self) -> bool:
@@ -63,11 +69,12 @@ def run_probes(target, names: list[str], work_dir: Path, seed: int, budget_s: fl
         return time.monotonic() - started
 
     def stopped() -> bool:
-        return first_failure and any(run.failed for run in runs)
+        gone = bool(runs) and runs[-1].lost and not target.reachable(LOST_WAIT_S)
+        return gone or (first_failure and any(run.failed for run in runs))
 
     def one(name: str, scenario) -> None:
         run = _run_one(target, name, scenario, work_dir / name.replace(":", "-"), tolerance_ms)
-        if run.outcome == "inconclusive":
+        if run.outcome == "inconclusive" and not run.lost:
             run = _run_one(target, name, scenario, work_dir / (name.replace(":", "-") + "-again"), tolerance_ms)
         runs.append(run)
         if progress is not None:
@@ -90,7 +97,7 @@ def run_probes(target, names: list[str], work_dir: Path, seed: int, budget_s: fl
 
 def _run_one(target, name: str, scenario, work_dir: Path, tolerance_ms: int) -> ProbeRun:
     started = time.monotonic()
-    probe = None
+    probe, lost = None, False
     try:
         probe = Probe(target, name.replace(":", "-"), Timers(tolerance_ms))
         detail, outcome = scenario(probe), "passed"
@@ -98,12 +105,15 @@ def _run_one(target, name: str, scenario, work_dir: Path, tolerance_ms: int) -> 
         detail, outcome = str(reason), "not observable"
     except Ambiguous as reason:
         detail, outcome = str(reason), "inconclusive"
-    except (ConnectionFailed, ProbeError, OSError) as error:
+    except ProbeError as error:
         detail, outcome = f"{type(error).__name__}: {error}", "error"
+    except (ConnectionFailed, OSError) as error:
+        detail, outcome, lost = f"the target went away: {error}", "inconclusive", True
     paths = probe.finish(work_dir) if probe is not None else []
-    run = ProbeRun(name, outcome, detail, paths=paths, seconds=time.monotonic() - started)
-    if outcome in ("passed", "error"):
+    run = ProbeRun(name, outcome, detail, paths=paths, seconds=time.monotonic() - started, lost=lost)
+    if outcome in ("passed", "error") or run.lost:
         run.verdicts = judge(paths)
-        if any(verdict.status != "ok" for verdict in run.verdicts):
+        if any(verdict.status == "violation" for verdict in run.verdicts) or (
+                not run.lost and any(verdict.status != "ok" for verdict in run.verdicts)):
             run.outcome = "failed"
     return run

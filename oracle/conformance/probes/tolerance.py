@@ -41,8 +41,17 @@ class Timers:
     def now_ms(self) -> int:
         return int((time.monotonic() - self.origin) * 1000)
 
-    def lock_taken(self, sent_ms: int, received_ms: int, duration_ms: int) -> None:
-        self.windows.append((sent_ms + duration_ms - self.tolerance_ms, received_ms + duration_ms + self.tolerance_ms))
+    def lock_taken(self, sent_ms: int, received_ms: int, duration_ms: int) -> tuple[int, int]:
+        """A lock taken (or renewed) by a request sent at `sent_ms` and answered at `received_ms`: its deadline
+        window [low, high], which no request may overlap from now on."""
+        window = (sent_ms + duration_ms - self.tolerance_ms, received_ms + duration_ms + self.tolerance_ms)
+        self.windows.append(window)
+        return window
+
+    def sleep_until(self, at_ms: int) -> None:
+        """Sleep until the clock reads at least `at_ms`."""
+        while (left := at_ms - self.now_ms()) > 0:
+            time.sleep(left / 1000)
 
     def fit(self, wait_ms: int, slack_ms: int) -> int:
         """The wait (MaxWaitMs) a request may use if sent now, after sleeping past any deadline window it would
@@ -61,9 +70,7 @@ class Timers:
 
     def after_all_deadlines(self) -> None:
         """Sleep past every known deadline window: every lock taken so far has fired."""
-        highest = max((high for _, high in self.windows), default=0)
-        while (left := highest - self.now_ms()) >= 0:
-            time.sleep((left + 1) / 1000)
+        self.sleep_until(max((high for _, high in self.windows), default=0) + 1)
 
     def check_clear(self, sent_ms: int, received_ms: int) -> None:
         """Raise Ambiguous when [sent_ms, received_ms] overlapped a deadline window."""

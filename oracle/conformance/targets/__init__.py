@@ -2,7 +2,8 @@
 
     target = resolve("wire://10.0.0.5:9092", TargetOptions("kafka-4.2", {"group.share.record.lock.duration.ms": "15000"}))
     probes, clients = target.scenarios(names)   # of the --scenario names, what it runs (everything it can: none named)
-    target.open(work_dir)                       # start what the runner starts (the embedded broker); then:
+    target.open(work_dir)                       # start what the runner starts (the embedded broker); then
+    target.contact(timeout_s=30)                # wait until it serves share groups, read the settings it describes:
     target.address, target.settings             # where the probes connect, and what their trace headers say
     runs = target.exercise(probes, ...)         # probe runs, or seeded runs in this process, each judged
     traces = target.broker_traces()             # traces beside the probes' (the embedded broker's own), after the run
@@ -17,8 +18,9 @@ What a target tells the session and the command, so that neither asks which targ
     unobservable       clause id -> why this target cannot show it (the table says "not observable"); by
                        default XM-1 and SP-26 when it cannot restart
     client_scenarios() the client scenarios (scenarios/) it runs; by default none
-    settings           the share settings its traces are judged with: by default those --set told the runner;
-                       those it started its broker with, for a broker it starts
+    settings           the share settings its traces are judged with: those --set told the runner, or, for a
+                       broker it starts, those it started it with; then (contact) those the broker describes
+                       about itself where it was told none, else Kafka's defaults
     runs_label         what its runs are called ("probes"; "runs" in process)
     broker_traces_label what its broker_traces() are, in the verdict
     replay(scenario)   the command that runs one failing run again
@@ -113,12 +115,17 @@ class Target:
     runs_label: ClassVar[str] = "probes"  # what its runs are called in the progress bar and the work dir
     broker_traces_label: ClassVar[str] = "the broker's own traces"  # what broker_traces() are, in the verdict
 
+    # Where the settings the runner was given come from, for the report: --set, or what it started the broker with.
+    given_by: ClassVar[str] = "--set"
+
     def __init__(self, text: str, options: TargetOptions):
         """Check `text` and the options (TargetError), and start nothing: `open` does."""
         self.name = text
         self.options = options
         self.profile = options.profile
-        self.settings = BrokerSettings.from_properties(options.settings, options.profile)
+        self.given = dict(options.settings)   # share settings by Kafka's names, as the runner was told them
+        self.described: dict[str, str] = {}   # those the broker described about itself (contact)
+        self.settings = BrokerSettings.from_properties(self.given, options.profile)
         self.address: tuple[str, int] | None = None
 
     @classmethod
@@ -159,6 +166,38 @@ class Target:
 
     def open(self, work_dir: Path) -> None:
         """Start what the runner starts for this target, keeping its files under `work_dir`."""
+
+    def contact(self, timeout_s: float) -> None:
+        """Once open: wait until the broker serves share groups (TargetUnreachable after `timeout_s`), then read the
+        share settings it describes. They take the place of Kafka's defaults, never of settings the runner was
+        given (`settings_report` shows where they disagree)."""
+        from kipcheck.oracle.conformance.targets.contact import describe_settings, wait_ready
+
+        wait_ready(self.address, timeout_s)
+        self.described = describe_settings(self.address, BrokerSettings.NAMES)
+        self.settings = BrokerSettings.from_properties({**self.described, **self.given}, self.profile)
+
+    def reachable(self, timeout_s: float) -> bool:
+        """Whether the broker serves share groups again within `timeout_s` (after a run lost it)."""
+        from kipcheck.oracle.conformance.targets.contact import TargetUnreachable, wait_ready
+
+        try:
+            wait_ready(self.address, timeout_s)
+        except TargetUnreachable:
+            return False
+        return True
+
+    def settings_report(self) -> list[str]:
+        """One line per share setting the traces are judged with, and where it came from."""
+        lines = []
+        for name, field_name in BrokerSettings.NAMES.items():
+            value, given, described = getattr(self.settings, field_name), self.given.get(name), self.described.get(name)
+            source = self.given_by if given is not None else "described by the broker" if described else \
+                "Kafka's default"
+            if given is not None and described is not None and int(described) != value:
+                source += f"; the broker describes {described}"
+            lines.append(f"{name}={value} ({source})")
+        return lines
 
     def exercise(self, names: list[str], work_dir: Path, seed: int, budget_s: float, tolerance_ms: int,
                  progress: Callable | None = None, first_failure: bool = False) -> list:

@@ -188,6 +188,7 @@ class EmbeddedTarget(Target):
     forms = {"embedded": "the reference broker, started here on a free\n"
                          "loopback port (the default; what `make conformance` runs)"}
     can_restart = True
+    given_by = "started with it"
 
     def __init__(self, text: str, options: TargetOptions):
         from kipcheck.impl.share.config import PROFILES, unserved_profile
@@ -197,7 +198,8 @@ class EmbeddedTarget(Target):
             raise TargetError(f"--target embedded: {unserved_profile(self.profile)}")
         self.launcher = options.launcher or DEFAULT_LAUNCHER
         self.broker_settings = embedded_settings(self.profile)
-        self.settings = BrokerSettings.from_properties(self.broker_settings, self.profile)
+        self.given = dict(self.broker_settings)
+        self.settings = BrokerSettings.from_properties(self.given, self.profile)
         self.broker: EmbeddedBroker | None = None
 
     def client_scenarios(self) -> list[str]:

@@ -35,6 +35,7 @@ class KafkaTarget(Target):
                                "pins, e.g. kafka:4.2 or kafka:4.4), started here;\n"
                                "x3: a cluster of three brokers"}
     can_restart = True
+    given_by = "started with it"
     broker_traces_label = "the share coordinator's records, read back"
 
     def __init__(self, text: str, options: TargetOptions):
@@ -52,7 +53,8 @@ class KafkaTarget(Target):
                               f"(pinned: {', '.join(f'kafka:{line}' for line in sorted(pinned))})")
         if self.brokers not in (1, 3):
             raise TargetError(f"{text!r}: a Kafka target runs one broker or three (x3)")
-        self.settings = BrokerSettings.from_properties(KAFKA_SETTINGS, self.profile)
+        self.given = dict(KAFKA_SETTINGS)
+        self.settings = BrokerSettings.from_properties(self.given, self.profile)
         self.cluster = None
 
     @classmethod

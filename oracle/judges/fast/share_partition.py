@@ -490,9 +490,8 @@ class SharePartition:
         return new_first == self._speo and end == new_last and 0 < room and previous_end + 1 - self._speo < room
 
     def log_batch_of(self, offset: int) -> tuple[int, int]:
-        """(first, last) offset of the log batch that holds `offset` (at or past SPEO, below the log end)."""
-        previous_end, end = self._log_batch_around(offset)
-        return previous_end + 1, end
+        """(first, last) offset of the log batch that holds `offset` (at or past SPSO, below the log end)."""
+        return self.log.batch_of(offset, self._log_end)
 
     def _log_batch_around(self, offset: int) -> tuple[int, int]:
         """(last offset before the log batch holding `offset`, last offset of that batch), for offsets >= SPEO."""
@@ -755,6 +754,7 @@ class SharePartition:
         for records in (self._state, self._count, self._owner, self._deadline, self._open):
             del records[:dead]
         self._base += dead
+        self.log.forget_batches_below(self._base)
         if self._expired_owner:
             self._expired_owner = {offset: owner for offset, owner in self._expired_owner.items() if offset >= self._base}
         if self._loaded:
