@@ -30,7 +30,8 @@ from kipcheck.oracle.share_traces import delivered_runs
 from kipcheck.oracle.conformance.probes.runner import run_probes
 from kipcheck.oracle.conformance.probes.tolerance import Timers
 from kipcheck.oracle.conformance.shrink import shrink_lines
-from kipcheck.oracle.conformance.targets import TARGET_MODULES, TargetOptions, forms, resolve, target_classes
+from kipcheck.oracle.conformance.targets import (TARGET_MODULES, TargetError, TargetOptions, forms, resolve,
+                                                 target_classes)
 from kipcheck.oracle.conformance.targets.embedded import (
     DEFAULT_LAUNCHER, EmbeddedBroker, EmbeddedTarget, embedded_settings,
 )
@@ -50,6 +51,8 @@ def trace(*steps) -> list[str]:
     (["--set", "group.share.delivery.count.limit=zero"], "must be a positive integer, found 'zero'"),
     (["--set", "log.dirs=/tmp"], "expected NAME=VALUE with NAME one of"),
     (["--target", "wire://h:9092", "--scenario", "share-groups"], "client scenarios (share-groups) start their own"),
+    (["--target", "wire://h:9092", "--java-clients"], "--java-clients: --target wire://h:9092 runs no client"),
+    (["--target", "reference", "--java-clients"], "--java-clients: a python or reference target runs no client"),
     (["--target", "embedded", "--profile", "kafka-4.4"], "--target embedded: profile kafka-4.4 is a judging profile"),
     (["--target", "reference", "--profile", "kafka-4.4"], "--target reference: profile kafka-4.4 is a judging profile"),
 ])
@@ -74,7 +77,35 @@ def test_each_target_says_what_it_cannot_show_and_how_its_failure_replays(text, 
     assert target.can_restart == restarts
     assert ({"XM-1", "SP-26"} <= set(target.unobservable)) != restarts, "a restart shows XM-1 and SP-26"
     assert target.replay("late-ack") == f"kipcheck conform --target {name} --profile kip --scenario late-ack"
-    assert (target.client_scenarios() != []) == (text == "embedded"), "only the embedded target runs client scenarios"
+    assert (target.client_scenarios() != []) == (text == "embedded"), "only the runner's own brokers run client scenarios"
+
+
+def test_the_kafka_target_runs_the_portable_client_scenarios_on_its_own_cluster():
+    from kipcheck.oracle.conformance import scenarios
+
+    target = resolve("kafka:4.2", TargetOptions("kafka-4.2"))
+    assert target.clients_on_target and target.client_scenarios() == scenarios.portable_names()
+    assert scenarios.portable_names() == scenarios.java_names()
+    with pytest.raises(TargetError, match=r"client scenarios \(share-groups\) start their own"):
+        target.scenarios(["share-groups", "java-share-explicit"])
+    assert target.scenarios(["java-share-explicit"]) == ([], ["java-share-explicit"])
+
+
+@pytest.mark.parametrize("text", ["embedded", "kafka:4.2"])
+def test_the_java_client_scenarios_run_when_named_or_with_java_clients(text):
+    """A JVM each and Kafka's jars: out of the default selection (`make conformance`), in it with --java-clients."""
+    from kipcheck.oracle.conformance import scenarios
+
+    java = scenarios.java_names()
+    assert {"java-share-explicit", "java-share-renew", "java-groups-classic", "java-groups-consumer"} <= set(java)
+    plain = resolve(text, TargetOptions("kafka-4.2"))
+    probes, clients = plain.scenarios([])
+    assert "late-ack" in probes and not set(clients) & set(java)
+    assert ("share-groups" in clients) == (text == "embedded")
+    with_java = resolve(text, TargetOptions("kafka-4.2", java_clients=True))
+    assert with_java.scenarios([])[1] == [*clients, *java]
+    assert with_java.scenarios(["late-ack"]) == (["late-ack"], java)
+    assert plain.scenarios(["java-share-renew"]) == ([], ["java-share-renew"])
 
 
 def test_the_kafka_44_profile_judges_kafka_44_and_the_examples():

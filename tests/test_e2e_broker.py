@@ -13,14 +13,16 @@ import pytest
 from kipcheck.oracle.conformance import scenarios
 from kipcheck.oracle.conformance.scenarios.groups import SCENARIOS as GROUP_SCENARIOS
 from kipcheck.oracle.conformance.scenarios.ic import SCENARIOS as IC_SCENARIOS
+from kipcheck.oracle.conformance.scenarios.java import SCENARIOS as JAVA_SCENARIOS
 from kipcheck.oracle.conformance.scenarios.revoke import SCENARIOS as REVOKE_SCENARIOS
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("profile", ["kafka-4.2", "kip"])
-@pytest.mark.parametrize("name", [name for name in scenarios.names()  # the others: tests/test_{groups,revoke,ic}_*.py
-                                  if name not in {**GROUP_SCENARIOS, **REVOKE_SCENARIOS, **IC_SCENARIOS}])
+@pytest.mark.parametrize("name", [name for name in scenarios.names()  # others: tests/test_{groups,revoke,ic,java}_*.py
+                                  if name not in {**GROUP_SCENARIOS, **REVOKE_SCENARIOS, **IC_SCENARIOS,
+                                                  **JAVA_SCENARIOS}])
 def test_scenario(name, profile, tmp_path, kipcheck_check):
     result = scenarios.scenario(name)(tmp_path / name, profile=profile)
     assert result.checks_ok, result.detail

@@ -12,7 +12,6 @@ IMPL_TAG = re.compile(r"\b((?:SP|SS|ST|IC|RD|KR|EX|XM)-\d+)(?!\d)")
 # Clauses the reference implementation should serve and does not: neither tagged in impl/ nor model-only.
 NOT_YET_SERVED = {
     "SP-65": "the reference broker has no compacted topics, so no batch of a share-partition is ever compacted away",
-    "ST-33": "the reference broker serves no group deletion, so its share coordinator never deletes a state",
 }
 
 

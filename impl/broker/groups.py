@@ -144,6 +144,16 @@ class ShareGroups:
         group = self.groups.get(group_id)
         return group is not None and topic in group.subscribed_ever
 
+    def create_empty(self, group_id: str) -> None:
+        """An empty share group, as an admin's AlterShareGroupOffsets makes one for an id no group has."""
+        self.groups.setdefault(group_id, Group(group_id))
+
+    def forget(self, group_id: str) -> None:
+        """DeleteGroups: a group without members is forgotten (its share-partitions' state is the engine's)."""
+        group = self.groups.get(group_id)
+        assert group is None or not group.members, f"share group {group_id} has members"
+        self.groups.pop(group_id, None)
+
     def _reassign(self, group: Group) -> None:
         target = target_assignment(group.members, self.partitions_of)
         changed = [member for member in group.members.values() if target[member.member_id] != member.assignment or member.epoch == 0]

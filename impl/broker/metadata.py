@@ -87,7 +87,7 @@ class Topics:
         """Create a topic (TopicError TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS,
         INVALID_CONFIG, KAFKA_STORAGE_ERROR)."""
         if name in self.by_name:
-            raise TopicError(Error.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+            raise TopicError(Error.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")  # Kafka's message
         if not LEGAL_TOPIC_NAME.match(name) or name in (".", ".."):
             raise TopicError(Error.INVALID_TOPIC_EXCEPTION, f"illegal topic name {name!r}")
         if not 1 <= partitions <= MAX_PARTITIONS:

@@ -98,6 +98,11 @@ class Connection:
     frame_started_at: float | None = None  # the frame being read: when its bytes were granted
     frame_received: int = 0                # and how many of them have arrived
 
+    @property
+    def client_host(self) -> str:
+        """The client's address as Kafka's group coordinator records a member's host (InetAddress: "/ADDRESS")."""
+        return "/" + self.peer.rpartition(":")[0]
+
 
 Handler = Callable[[Connection, Request], Awaitable[Any]]
 

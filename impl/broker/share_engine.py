@@ -56,13 +56,14 @@ from typing import Callable, Protocol
 
 from kipcheck.impl.broker.clock import now_ms
 from kipcheck.impl.share.config import ShareConfig
-from kipcheck.impl.share.coordinator import ShareCoordinator
+from kipcheck.impl.share.coordinator import ShareCoordinator, StateSummary
 from kipcheck.impl.share.group_configs import GroupConfigs
 from kipcheck.impl.share.partition import PersisterError, SharePartition
 from kipcheck.impl.share.sessions import SessionAnswer, ShareSessionCache
 from kipcheck.impl.share.tracing import TraceWriter
 from kipcheck.impl.storage import Storage
 from kipcheck.impl.topic_partition import TopicPartition
+from kipcheck.model.errors import Error
 
 Acks = list[tuple[str, int, int, str]]  # (tp, first, last, type), as the session trace records them
 
@@ -141,10 +142,43 @@ class ShareEngine:
         return self.config.profile == "kip" or (group, tp) in self.partitions or f"{group}:{tp}" in self.persisted_keys \
             or self.subscribed(group, tp.topic)
 
-    def stored_start_offset(self, group: str, tp: TopicPartition) -> int:
-        """The start offset the share coordinator stored for the share-partition, as the last state write carried
-        it (not the leader's SPSO in memory: spec SP-47); -1 if never initialized."""
-        return self.coordinator.stored_start_offset(f"{group}:{tp}")
+    # -- what the share groups' admin APIs ask (handlers/share_offsets.py) ------------------
+
+    def stored_partitions(self, group: str) -> list[TopicPartition]:
+        """The group's share-partitions the share coordinator holds a state for."""
+        prefix = f"{group}:"
+        return [TopicPartition.parse(key[len(prefix):]) for key in self.coordinator.keys() if key.startswith(prefix)]
+
+    def stored_summary(self, group: str, tp: TopicPartition) -> StateSummary | None:
+        """The share-partition's state as the share coordinator stored it, as the last state write carried it (not
+        the leader's SPSO in memory: spec SP-47); None if it has no state."""
+        return self.coordinator.summary(f"{group}:{tp}")
+
+    def reset_start(self, group: str, tp: TopicPartition, start_offset: int, at_ms: int) -> str:
+        """AlterShareGroupOffsets on a group without members: the share-partition starts again at `start_offset`,
+        a new state (the next state epoch) with nothing in flight; a loaded copy is dropped, to load it again."""
+        self._unload(group, tp, at_ms)
+        stored = self.stored_summary(group, tp)
+        error = self.coordinator.initialize(f"{group}:{tp}", 0 if stored is None else stored.state_epoch + 1,
+                                            start_offset, at_ms)
+        if error == Error.NONE:
+            self.persisted_keys.add(f"{group}:{tp}")
+        return error
+
+    def delete_state(self, group: str, tp: TopicPartition, at_ms: int) -> str:
+        """DeleteShareGroupOffsets or DeleteGroups on a group without members: the share-partition's state is
+        deleted (a tombstone); the next member to subscribe initializes it again."""
+        self._unload(group, tp, at_ms)
+        error = self.coordinator.delete(f"{group}:{tp}", at_ms)
+        if error == Error.NONE:
+            self.persisted_keys.discard(f"{group}:{tp}")
+        return error
+
+    def _unload(self, group: str, tp: TopicPartition, at_ms: int) -> None:
+        share_partition = self.partitions.pop((group, tp), None)
+        if share_partition is not None:
+            share_partition.trace_check(at_ms)
+            self.groups_of_tp[tp].discard(group)
 
     def on_produced(self, topic: str, partition: int, batch_ranges: list) -> None:
         """New log batches (PartitionLog.batch_details: first, last, transaction) for the loaded share-partitions."""
@@ -186,9 +220,8 @@ class ShareEngine:
     def drop_group(self, group: str, at_ms: int) -> None:
         """The group has no session left: forget its share-partitions (each trace ends with a check); the
         next use loads them again from the share coordinator (Kafka 4.2's onGroupEmpty)."""
-        for owner, tp in [key for key in self.partitions if key[0] == group]:
-            self.partitions.pop((owner, tp)).trace_check(at_ms)
-            self.groups_of_tp[tp].discard(group)
+        for _, tp in [key for key in self.partitions if key[0] == group]:
+            self._unload(group, tp, at_ms)
             self.persisted_keys.add(f"{group}:{tp}")   # initialized: readable again
 
     def expire_locks(self, at_ms: int) -> int:

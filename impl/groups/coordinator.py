@@ -212,6 +212,20 @@ class GroupCoordinator:
         self._forget_if_unused(group_id)
         return Error.NONE, errors
 
+    def delete_group(self, group_id: str) -> str:
+        """DeleteGroups for a classic or consumer group: its committed offsets and the group go, if it has no
+        members (NON_EMPTY_GROUP otherwise); NOT_COORDINATOR if the offsets' deletion cannot be written."""
+        if self.group_type(group_id) is None:
+            return Error.GROUP_ID_NOT_FOUND
+        if not self._empty(group_id):
+            return Error.NON_EMPTY_GROUP
+        try:
+            self.offsets.delete(group_id, list(self.offsets.offsets(group_id)))
+        except StorageError:
+            return Error.NOT_COORDINATOR
+        self._forget_if_unused(group_id)
+        return Error.NONE
+
     def fence_owners(self, group_id: str, topic: str, partition: int, now_ms: int) -> list[str]:
         """Fence the KIP-848 members that own a partition, so the group rebalances it (the seed's "callout
         rebalance" when individual commits reach their cap, spec/ic.md IC-6)."""

@@ -10,6 +10,8 @@ that was initialized in it.
         batches: [(first, last, state_id, delivery_count)], state ids as partition.py
         (0 available, 2 acknowledged, 4 archived); start_offset -1 = unchanged.
     coordinator.read(key, now_ms) -> (error, state_epoch, start_offset, batches)
+    coordinator.delete(key, now_ms) -> error            # kafka-4.2's DeleteShareGroupState: a tombstone
+    coordinator.summary(key) -> StateSummary(state_epoch, start_offset, delivery_complete_count) | None
     coordinator.keys(); coordinator.close()
 
 Errors (spec/share-state.md): write or read of a key never initialized ->
@@ -32,6 +34,8 @@ Records (payloads are JSON, framed by storage.durable_log.DurableLog: length + C
   newer one; adjacent equal batches coalesce. After `updates_per_snapshot`
   (500) updates since the last snapshot, a write is stored as a snapshot of
   the merged state with snapshot_epoch + 1. Initialize always writes a snapshot.
+  `ShareTombstone` {key} (delete, kafka-4.2 only, ST-33) forgets the key: its
+  state, epochs and update count; a key without a state appends nothing.
 - profile kip (seed 002): `ShareCheckpoint` {key, snapshot_epoch (the
   draft's CheckpointEpoch), state_epoch, start_offset, batches} and
   `ShareDelta` {key, snapshot_epoch, delta_index 0.., state_epoch,
@@ -63,11 +67,12 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 
 from kipcheck.impl.share.config import ShareConfig
-from kipcheck.impl.share.partition import ACQUIRED, STATE_NAMES
+from kipcheck.impl.share.partition import ACKNOWLEDGED, ACQUIRED, ARCHIVED, STATE_NAMES
 from kipcheck.impl.storage import Storage, StorageError
 from kipcheck.impl.storage.durable_log import DurableLog
 from kipcheck.model.errors import Error
@@ -75,8 +80,15 @@ from kipcheck.model.errors import Error
 LOG_NAME = "share-coordinator.log"
 KIP_MAX_DELTAS = 256   # DeltaIndex is a uint8 (ST-9)
 Batch = tuple[int, int, int, int]   # first, last, state id, delivery count
+DONE_STATES = (ACKNOWLEDGED, ARCHIVED)
 
 log = logging.getLogger("kipcheck.share")
+
+
+class StateSummary(NamedTuple):
+    state_epoch: int
+    start_offset: int
+    delivery_complete_count: int   # records at or above the start offset acknowledged or archived
 
 
 @dataclass(slots=True)
@@ -173,11 +185,23 @@ class ShareCoordinator:
                 "batches": [_batch_json(batch) for batch in batches]})
         return answer
 
-    def stored_start_offset(self, key: str) -> int:
-        """The start offset stored for `key` (-1 when none), as DescribeShareGroupOffsets reads it (spec SP-47):
-        a summary, not a read of the state, so it is not traced."""
+    def delete(self, key: str, now_ms: int = 0) -> str:
+        """ST-33 (kafka-4.2): DeleteShareGroupState, as the admin APIs that delete a share group's offsets ask it."""
+        if self._kip:
+            raise ValueError("the KIP's share coordinator deletes no state (seed 002 has no DeleteShareGroupState)")
+        error = Error.NONE if key not in self._states else self._store({"type": "ShareTombstone", "key": key})
+        self._trace(key, now_ms, "delete", {}, {"error": error})
+        return error
+
+    def summary(self, key: str) -> StateSummary | None:
+        """`key`'s stored state in brief (None without one), as Kafka's ReadShareGroupStateSummary gives it to
+        DescribeShareGroupOffsets; a summary, not a read of the state, so it is not traced."""
         current = self._states.get(key)
-        return -1 if current is None else current.start_offset
+        if current is None:
+            return None
+        done = sum(last - max(first, current.start_offset) + 1 for first, last, state, _ in current.batches
+                   if state in DONE_STATES and last >= current.start_offset)
+        return StateSummary(current.state_epoch, current.start_offset, done)
 
     # -- records -----------------------------------------------------------------------------
 
@@ -212,6 +236,9 @@ class ShareCoordinator:
     def _apply(self, record: dict) -> None:
         """Apply one record to the in-memory state: the same code for live writes and replay."""
         key, kind = record["key"], record["type"]
+        if kind == "ShareTombstone":
+            self._states.pop(key, None)
+            return
         batches = [tuple(batch) for batch in record["batches"]]
         if kind in ("ShareSnapshot", "ShareCheckpoint"):
             start = record["start_offset"]

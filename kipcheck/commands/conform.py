@@ -41,7 +41,14 @@ Kafka 4.2 adds to share groups, spoken through kio's ShareFetch and
 ShareAcknowledge v2 (RENEW, record_limit, throttled redelivery,
 acknowledgements around SPSO, a group emptied by its last connection);
 transactions read `read_committed` and DeleteRecords. Every trace the broker
-and the consumers wrote is judged.
+and the consumers wrote is judged. With --java-clients, Apache Kafka's own
+Java clients run scenarios too, on the embedded target (each on a broker of
+its own) and on kafka:LINE (on its cluster, after the probes): a
+KafkaShareConsumer acknowledging implicitly and explicitly (accept, release,
+reject, RENEW), the record_limit acquire mode, commitSync and commitAsync,
+close and a JVM killed -9; KafkaConsumers in classic and KIP-848 groups with
+a rebalance listener and commits. Each is judged by what its clients saw, and
+by the broker's traces.
 
 The verdict is a table per machine and clause: passed, failed, or not
 observable on this target. The first failure is shrunk to a minimal trace
@@ -91,6 +98,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="how late a lock timer may fire, as seen from the client (default 300)")
     parser.add_argument("--launcher", metavar="COMMAND",
                         help="embedded: run COMMAND instead of `kipcheck broker` (it must take the same flags)")
+    parser.add_argument("--java-clients", action="store_true",
+                        help="embedded and kafka:LINE: also run the client scenarios of Apache Kafka's own Java "
+                             "clients (java-*: KafkaShareConsumer and KafkaConsumer; a JVM each, about 40 s in all; "
+                             "they need Java 17 and Kafka's jars, `make kafka`)")
     parser.add_argument("--first-failure", action="store_true", help="stop probing at the first failure")
     parser.add_argument("--compare", metavar="TARGET",
                         help="also run the same probe runs against TARGET (e.g. kafka:4.2) and compare what the "
@@ -126,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         args.target = args.target or default_target(args.profile)
         profile = args.profile or default_profile(args.target)
         options = TargetOptions(profile, _settings(args.set, profile),
-                                tuple(shlex.split(args.launcher)) if args.launcher else None)
+                                tuple(shlex.split(args.launcher)) if args.launcher else None, args.java_clients)
         # Only a target that will be probed is resolved: judging the examples needs none.
         target = resolve(args.target, options) if probing else None
         probes, clients = target.scenarios(args.scenario or []) if probing else ([], [])

@@ -37,6 +37,7 @@ class Outcome:
     client_results: list[ScenarioResult] = field(default_factory=list)
     broker_verdicts: list[Verdict] = field(default_factory=list)
     broker_traces_label: str = "the broker's own traces"
+    client_scenarios_label: str = "client scenarios"
     unobservable: dict[str, str] = field(default_factory=dict)
     settings: list[str] = field(default_factory=list)
     shrunk: Path | None = None
@@ -66,7 +67,7 @@ class Outcome:
             lines.append(f"  {run.outcome.upper():<15} {run.name:<24} {run.detail}  ({run.seconds:.1f} s)")
             lines += [f"      {verdict.summary()}" for verdict in run.verdicts if verdict.status != "ok"]
         if self.client_results:
-            lines.append("\nclient scenarios (confluent-kafka clients; each on a broker of its own):")
+            lines.append(f"\n{self.client_scenarios_label}:")
             lines += [f"  {result.summary()}" for result in self.client_results]
         if self.broker_verdicts:
             bad = [verdict for verdict in self.broker_verdicts if verdict.status != "ok"]
@@ -101,7 +102,8 @@ class Outcome:
             skipped = run.detail if run.outcome in ("not observable", "inconclusive") else None
             cases.append(("probes", run.name, run.seconds, failure, skipped))
         for result in self.client_results:
-            cases.append(("client scenarios", result.name, result.seconds, None if result.ok else result.summary(), None))
+            cases.append(("client scenarios", result.name, result.seconds, None if result.ok else result.summary(),
+                          result.skipped or None))
         for verdict in self.broker_verdicts:
             cases.append(("broker traces", Path(verdict.name).name, 0.0,
                           None if verdict.status == "ok" else verdict.summary(), None))
@@ -114,12 +116,18 @@ def run(target: Target, probe_names: list[str], client_names: list[str], work_di
         budget_s: float, tolerance_ms: int | None, first_failure: bool = False,
         contact_timeout_s: float = CONTACT_TIMEOUT_S) -> Outcome:
     """Open `target`, wait until it serves share groups and read the settings it describes, make its runs, judge
-    its own traces, close it; then the client scenarios; the first failure shrunk. A target that never becomes
-    reachable is `unreachable`, one that goes away during a run makes that run inconclusive (`lost`); a target that
-    fails otherwise is reported as a failure, never a traceback."""
+    its own traces, close it; then the client scenarios (on the target's own broker before its traces are read,
+    when it has clients_on_target); the first failure shrunk. A target that never becomes reachable is
+    `unreachable`, one that goes away during a run makes that run inconclusive (`lost`); a target that fails
+    otherwise is reported as a failure, never a traceback."""
     outcome = Outcome(target.profile, unobservable=dict(target.unobservable),
-                      broker_traces_label=target.broker_traces_label)
+                      broker_traces_label=target.broker_traces_label,
+                      client_scenarios_label=target.client_scenarios_label)
     tolerance_ms = DEFAULT_TOLERANCE_MS if tolerance_ms is None else tolerance_ms
+
+    def clients_wanted() -> bool:
+        return bool(client_names) and outcome.unreachable is None and not (first_failure and outcome.failures)
+
     try:
         target.open(work_dir)
         if target.address is not None:
@@ -127,6 +135,8 @@ def run(target: Target, probe_names: list[str], client_names: list[str], work_di
             outcome.settings = target.settings_report()
         if probe_names:
             outcome.probe_runs = _exercise(target, probe_names, work_dir, seed, budget_s, tolerance_ms, first_failure)
+        if target.clients_on_target and clients_wanted():
+            outcome.client_results = _clients(client_names, work_dir / "clients", target)
         outcome.broker_verdicts = [check_file(path) for path in target.broker_traces()]
     except TargetUnreachable as error:
         outcome.unreachable = str(error)
@@ -138,7 +148,7 @@ def run(target: Target, probe_names: list[str], client_names: list[str], work_di
         outcome.error = f"{type(error).__name__}: {error} (traceback in {log})"
     finally:
         target.close()
-    if client_names and outcome.unreachable is None and not (first_failure and outcome.failures):
+    if not target.clients_on_target and clients_wanted():
         outcome.client_results = _clients(client_names, work_dir / "clients", target)
     _shrink_first_failure(outcome, work_dir, target)
     return outcome
@@ -156,13 +166,10 @@ def _exercise(target: Target, names: list[str], work_dir: Path, seed: int, budge
 
 
 def _clients(names: list[str], work_root: Path, target: Target) -> list[ScenarioResult]:
-    from kipcheck.oracle.conformance import scenarios
-
-    launcher = {"launcher": target.options.launcher} if target.options.launcher else {}
     results = []
     for name in names:
         print(f"client scenario {name} ...", file=sys.stderr, flush=True)
-        results.append(scenarios.scenario(name)(work_root / name, profile=target.profile, **launcher))
+        results.append(target.run_client_scenario(name, work_root / name))
     return results
 
 

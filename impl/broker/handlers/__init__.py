@@ -8,13 +8,14 @@ ApiVersions advertises.
 from __future__ import annotations
 
 from kipcheck.impl.broker.handlers import (
-    classic_groups, cluster, configs, consumer_groups, offsets, partitions, records, share, transactions,
+    classic_groups, cluster, cluster_admin, configs, consumer_groups, group_admin, offsets, partitions, records, share,
+    share_admin, transactions,
 )
 
 
 def all_handlers(broker) -> dict:
     table: dict = {}
     for module in (cluster, partitions, records, share, classic_groups, consumer_groups, offsets, transactions,
-                   configs):
+                   configs, share_admin, group_admin, cluster_admin):
         table.update(module.handlers(broker))
     return table

@@ -39,7 +39,7 @@ def handlers(broker) -> dict:
                 body.group_id, body.member_id, getattr(body, "group_instance_id", None), body.protocol_type,
                 tuple((protocol.name, protocol.metadata) for protocol in body.protocols), session_ms,
                 _ms(body.rebalance_timeout) if version >= 1 else session_ms, request.header.client_id or "",
-                connection.peer, requires_known_member_id=version >= 4, supports_skip_assignment=version >= 9),
+                connection.client_host, requires_known_member_id=version >= 4, supports_skip_assignment=version >= 9),
                 now_ms()))
         nullable = version >= 7
         return reply(request, throttle_time=0, error_code=answer.error, generation_id=answer.generation_id,

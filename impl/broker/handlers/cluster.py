@@ -1,4 +1,5 @@
-"""Cluster APIs: ApiVersions, Metadata, CreateTopics, FindCoordinator, InitProducerId (configs: configs.py).
+"""Cluster APIs: ApiVersions, Metadata, CreateTopics, FindCoordinator, InitProducerId (configs: configs.py; the
+admin tools' DescribeLogDirs and UpdateFeatures, and the features ApiVersions tells: cluster_admin.py).
 
 The broker is a one-node cluster: it leads every partition and coordinates
 every group. Metadata serves lookups by name and, from v10, by topic id with
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from kipcheck.impl.broker.handlers.cluster_admin import FEATURES_EPOCH, finalized_features, supported_features
+from kipcheck.impl.broker.handlers.configs import DEFAULT_CONFIG, TOPIC_CONFIG
 from kipcheck.impl.broker.metadata import TOPIC_CONFIGS, TopicError
 from kipcheck.impl.broker.server import api_version_list
 from kipcheck.impl.wire.codec import reply
@@ -31,7 +34,9 @@ MAX_PARTITIONS_PER_REQUEST = 10_000  # Kafka's ReplicationControlManager.MAX_PAR
 
 def handlers(broker) -> dict:
     async def api_versions(connection, request):
-        return reply(request, error_code=Error.NONE, api_keys=api_version_list(broker.server.supported), throttle_time=0)
+        return reply(request, error_code=Error.NONE, api_keys=api_version_list(broker.server.supported), throttle_time=0,
+                     supported_features=supported_features(), finalized_features_epoch=FEATURES_EPOCH,
+                     finalized_features=finalized_features())
 
     async def metadata(connection, request):
         return reply(request, throttle_time=0, brokers=[_node(broker)], cluster_id=CLUSTER_ID,
@@ -55,7 +60,7 @@ def handlers(broker) -> dict:
                 error, message = failure.error, str(failure)
             results.append({"name": wanted.name, "topic_id": topic.topic_id if topic else None, "error_code": error,
                             "error_message": message, "num_partitions": partitions, "replication_factor": 1,
-                            "configs": None})
+                            "configs": _created_configs(topic)})
         return reply(request, throttle_time=0, topics=results)
 
     async def find_coordinator(connection, request):
@@ -70,7 +75,7 @@ def handlers(broker) -> dict:
                      producer_epoch=0)
 
     return {
-        18: (0, 3, api_versions),
+        18: (0, 4, api_versions),
         3: (1, 12, metadata),
         19: (2, 7, create_topics),
         10: (0, 2, find_coordinator),
@@ -103,6 +108,14 @@ def _create_topic(broker, wanted, partitions: int, validate_only: bool):
     # Only the topic configs this broker serves are kept (accept.range.fetch); the others are ignored, as before.
     served = {config.name: config.value for config in wanted.configs if config.name in TOPIC_CONFIGS}
     return broker.create_topic(wanted.name, partitions, served)
+
+
+def _created_configs(topic) -> list[dict]:
+    """The new topic's configs, as CreateTopics v5+ answers them (Java's Admin reads them; none when validating)."""
+    if topic is None:
+        return []
+    return [{"name": name, "value": topic.config(name), "read_only": False, "is_sensitive": False,
+             "config_source": TOPIC_CONFIG if name in topic.configs else DEFAULT_CONFIG} for name in TOPIC_CONFIGS]
 
 
 def _node(broker) -> dict:

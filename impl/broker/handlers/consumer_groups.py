@@ -46,7 +46,7 @@ def handlers(broker) -> dict:
             round(body.rebalance_timeout.total_seconds() * 1000),
             None if body.subscribed_topic_names is None else tuple(body.subscribed_topic_names),
             getattr(body, "subscribed_topic_regex", None), body.server_assignor, owned,
-            request.header.client_id or "", connection.peer), now_ms())
+            request.header.client_id or "", connection.client_host), now_ms())
         if answer.error != Error.NONE:
             return reply(request, throttle_time=0, error_code=answer.error, error_message=answer.message,
                          member_id=None, member_epoch=0, heartbeat_interval=0, assignment=None)

@@ -1,5 +1,5 @@
-"""Share group APIs (KIP-932): ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78) and ShareAcknowledge (79), v1 and v2;
-DescribeShareGroupOffsets (90), v0-v1.
+"""Share group APIs (KIP-932): ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78) and ShareAcknowledge (79), v1 and v2
+(the share groups' offsets, for admin clients: share_admin.py).
 
 Membership is groups.ShareGroups; the session, acknowledgement and acquisition
 rules are impl/share's, reached through share_engine.ShareEngine. The order
@@ -47,12 +47,6 @@ initialize answers its error (COORDINATOR_NOT_AVAILABLE when the disk refuses
 the write) in the partition's `error_code`, as Kafka's erroneous partitions,
 once the fetch's wait is over (librdkafka retries such a fetch at once: an
 immediate answer would make it spin).
-
-DescribeShareGroupOffsets answers each share-partition's start offset as the
-share coordinator stored it, which is what the last state write carried (the
-SPSO before that write moved it), not the leader's SPSO in memory; -1 for one
-never initialized (Kafka's "no offset"): spec SP-47, as Apache Kafka answers.
-The conformance runner reads it after every step that may write state.
 """
 
 from __future__ import annotations
@@ -80,7 +74,7 @@ def handlers(broker) -> dict:
         body = request.body
         answer = broker.groups.heartbeat(
             body.group_id, body.member_id, body.member_epoch, body.subscribed_topic_names, now_ms(),
-            body.rack_id, request.header.client_id or "", connection.peer)
+            body.rack_id, request.header.client_id or "", connection.client_host)
         assignment = None
         if answer.assignment is not None:
             assignment = {"topic_partitions": [{"topic_id": topic_id_of(topic), "partitions": partitions}
@@ -143,19 +137,7 @@ def handlers(broker) -> dict:
         return reply(request, throttle_time=0, error_code=answer.error, responses=responses, node_endpoints=[],
                      acquisition_lock_timeout=lock_ms)
 
-    async def describe_offsets(connection, request):
-        groups = [{"group_id": group.group_id, "error_code": Error.NONE, "topics": [
-                      {"topic_name": topic.topic_name, "topic_id": topic_id_of(topic.topic_name),
-                       "partitions": [{"partition_index": index, "leader_epoch": 0, "error_code": Error.NONE,
-                                       "start_offset": broker.engine.stored_start_offset(
-                                           group.group_id, TopicPartition(topic.topic_name, index))}
-                                      for index in topic.partitions]}
-                      for topic in group.topics or ()]}
-                  for group in request.body.groups]
-        return reply(request, throttle_time=0, groups=groups)
-
-    return {76: (1, 1, heartbeat), 77: (1, 1, describe), 78: (1, 2, share_fetch), 79: (1, 2, share_acknowledge),
-            90: (0, 1, describe_offsets)}
+    return {76: (1, 1, heartbeat), 77: (1, 1, describe), 78: (1, 2, share_fetch), 79: (1, 2, share_acknowledge)}
 
 
 def _renews(request) -> bool:
@@ -298,7 +280,7 @@ def _by_topic(broker, partitions: dict[TopicPartition, dict], unknown: list, unk
 def _describe_group(broker, group_id: str) -> dict:
     group = broker.groups.groups.get(group_id)
     if group is None:
-        return {"error_code": Error.GROUP_ID_NOT_FOUND, "error_message": f"share group {group_id!r} not found",
+        return {"error_code": Error.GROUP_ID_NOT_FOUND, "error_message": f"Group {group_id} not found.",
                 "group_id": group_id, "group_state": "Dead", "group_epoch": -1, "assignment_epoch": -1,
                 "assignor_name": "simple", "members": []}
     members = [{"member_id": member.member_id, "rack_id": member.rack_id, "member_epoch": member.epoch,

@@ -8,7 +8,9 @@ MODULES: share (share groups through confluent-kafka), groups (consumer
 groups, classic and KIP-848), revoke (KIP-983 consumers beside confluent-kafka
 ones), kafka42 (what Kafka 4.2 adds to share groups, spoken through kio),
 ic (key-range sharing with individual commit), kafka42_log (transactions and
-the log start under share groups). Beside them: runner.py (one scenario on a
+the log start under share groups), java (Apache Kafka's own Java clients,
+KafkaShareConsumer and KafkaConsumer; portable: they also run on a broker they
+did not start, the Kafka target's). Beside them: runner.py (one scenario on a
 broker of its own, then its traces judged), clients.py and the processes the
 scenarios start (group_member.py, holder.py, revoke_member.py on
 revoke_app.py), and soak.py (the broker killed -9 in a loop under load,
@@ -22,7 +24,7 @@ import importlib
 from functools import cache
 from typing import Callable
 
-MODULES = ("share", "groups", "revoke", "kafka42", "ic", "kafka42_log")
+MODULES = ("share", "groups", "revoke", "kafka42", "ic", "kafka42_log", "java")
 
 
 @cache
@@ -39,6 +41,16 @@ def _registry() -> dict[str, Callable]:
 def names() -> list[str]:
     """Every client scenario's name, in the order `kipcheck conform` runs them."""
     return list(_registry())
+
+
+def portable_names() -> list[str]:
+    """The scenarios that can also run on a broker they did not start (`shared=`), e.g. a target's Apache Kafka."""
+    return [name for name, scenario in _registry().items() if getattr(scenario, "portable", False)]
+
+
+def java_names() -> list[str]:
+    """The scenarios whose clients are Apache Kafka's Java clients: run when named, or with --java-clients."""
+    return list(importlib.import_module(f"{__name__}.java").SCENARIOS)
 
 
 def scenario(name: str) -> Callable:

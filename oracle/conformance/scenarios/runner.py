@@ -1,9 +1,11 @@
 """Running one broker scenario: a broker in its own work dir, a body that drives clients, then the traces judged.
 
     result = run_scenario(name, work_dir, settings, body, launcher, profile, needs_traces=True)
+    result = run_on_shared(name, SharedBroker(bootstrap, work_dir), body, profile)   # on a target's own broker
     check(condition, "what the clients saw instead")      # inside a body: raises ScenarioFailed
 
-Every scenario module of this package is built on it.
+Every scenario module of this package is built on it. A scenario that runs on a broker it did not start (a
+target's own, e.g. Apache Kafka) is judged by what its clients saw; the target judges that broker's traces.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class ScenarioResult:
     seconds: float = 0.0
     needs_traces: bool = True  # a scenario that uses share groups must leave traces to judge
     profile: str = "kafka-4.2"
+    skipped: str = ""          # why it could not run here (its clients are missing): neither passed nor failed
 
     @property
     def traces_ok(self) -> bool:
@@ -45,8 +48,11 @@ class ScenarioResult:
         return [verdict for verdict in self.traces if verdict.status != "ok"]
 
     def summary(self) -> str:
+        if self.skipped:
+            return f"SKIP  broker/{self.profile}/{self.name:<26} {self.skipped}"
         mark = "PASS" if self.ok else "FAIL"
-        traces = f"{len(self.traces) - len(self.violations())}/{len(self.traces)} traces ok"
+        traces = f"{len(self.traces) - len(self.violations())}/{len(self.traces)} traces ok" if self.traces \
+            else "no traces of its own"
         lines = [f"{mark}  broker/{self.profile}/{self.name:<26} clients: {'ok' if self.checks_ok else 'FAILED'}; {traces}  ({self.seconds:.0f} s)"]
         if not self.checks_ok:
             lines.append(f"      {self.detail}")
@@ -76,6 +82,30 @@ def run_scenario(name: str, work_dir: Path, settings: dict, body: Callable[[Embe
         detail += f"\n      broker log tail:\n{broker.log_tail(15)}"
     return ScenarioResult(name, ok, detail, judge_traces(broker.trace_dir), time.monotonic() - started, needs_traces,
                           profile)
+
+
+@dataclass(frozen=True)
+class SharedBroker:
+    """A running broker a scenario uses but did not start: where it is, and a work dir for the scenario's files."""
+
+    bootstrap: str
+    work_dir: Path
+
+
+def run_on_shared(name: str, broker: SharedBroker, body: Callable[[SharedBroker], str],
+                  profile: str) -> ScenarioResult:
+    """`body` on a broker the scenario did not start: judged by what its clients saw alone."""
+    started = time.monotonic()
+    broker.work_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        detail, ok = body(broker), True
+    except Exception as error:  # a scenario reports, it never crashes the runner
+        detail, ok = f"{type(error).__name__}: {error}", False
+    return ScenarioResult(name, ok, detail, [], time.monotonic() - started, needs_traces=False, profile=profile)
+
+
+def skipped(name: str, reason: str, profile: str) -> ScenarioResult:
+    return ScenarioResult(name, True, reason, needs_traces=False, profile=profile, skipped=reason)
 
 
 def check(condition: bool, message: str) -> None:

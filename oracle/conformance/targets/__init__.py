@@ -17,7 +17,12 @@ What a target tells the session and the command, so that neither asks which targ
     can_restart        the runner may kill -9 its broker and start it again (the broker-restart probe)
     unobservable       clause id -> why this target cannot show it (the table says "not observable"); by
                        default XM-1 and SP-26 when it cannot restart
-    client_scenarios() the client scenarios (scenarios/) it runs; by default none
+    client_scenarios() the client scenarios (scenarios/) it can run; by default none. Those with Apache Kafka's
+                       Java clients (scenarios/java.py) run only when named, or with --java-clients
+    run_client_scenario(name, work_dir)   one of them: by default on a broker of its own, after the target closed;
+                       a target with clients_on_target runs them on its own broker while it is open, before its
+                       broker_traces() are read (Apache Kafka's, whose records then hold theirs too)
+    client_scenarios_label  what its client scenarios are, in the verdict
     settings           the share settings its traces are judged with: those --set told the runner, or, for a
                        broker it starts, those it started it with; then (contact) those the broker describes
                        about itself where it was told none, else Kafka's defaults
@@ -64,11 +69,13 @@ class TargetError(ValueError):
 @dataclass(frozen=True)
 class TargetOptions:
     """What the command line says about any target: the profile it is judged by, the share settings given with
-    --set (by Kafka's names), and --launcher (the command that runs the embedded broker)."""
+    --set (by Kafka's names), --launcher (the command that runs the embedded broker), and --java-clients (the
+    client scenarios of Apache Kafka's Java clients run too)."""
 
     profile: str = KAFKA_42
     settings: dict[str, str] = field(default_factory=dict)
     launcher: tuple[str, ...] | None = None
+    java_clients: bool = False
 
 
 @dataclass(frozen=True)
@@ -114,6 +121,8 @@ class Target:
     can_restart: ClassVar[bool] = False
     runs_label: ClassVar[str] = "probes"  # what its runs are called in the progress bar and the work dir
     broker_traces_label: ClassVar[str] = "the broker's own traces"  # what broker_traces() are, in the verdict
+    clients_on_target: ClassVar[bool] = False   # its client scenarios run on its own broker, while it is open
+    client_scenarios_label: ClassVar[str] = "client scenarios (each on a broker of its own)"
 
     # Where the settings the runner was given come from, for the report: --set, or what it started the broker with.
     given_by: ClassVar[str] = "--set"
@@ -145,23 +154,40 @@ class Target:
     def client_scenarios(self) -> list[str]:
         return []
 
+    def run_client_scenario(self, name: str, work_dir: Path):
+        """The client scenario `name` (a ScenarioResult), on a reference broker of its own started with the
+        target's profile and --launcher."""
+        from kipcheck.oracle.conformance import scenarios
+
+        launcher = {"launcher": self.options.launcher} if self.options.launcher else {}
+        return scenarios.scenario(name)(work_dir, profile=self.profile, **launcher)
+
     def scenarios(self, names: list[str]) -> tuple[list[str], list[str]]:
         """(probe runs, client scenarios) to run of the --scenario `names`: with none named, the whole catalogue,
-        swarm runs and every client scenario this target runs. TargetError for a name it does not run."""
+        swarm runs and every client scenario this target runs but the Java clients' (scenarios/java.py: a JVM
+        each, and Kafka's jars); those with --java-clients, beside what is named. TargetError for a name it does
+        not run."""
         from kipcheck.oracle.conformance import scenarios
         from kipcheck.oracle.conformance.probes.catalogue import CATALOGUE
         from kipcheck.oracle.conformance.probes.runner import SWARM, scenario_names
 
+        java = [name for name in scenarios.java_names() if self.options.java_clients]
+        if java and not set(java) <= set(self.client_scenarios()):
+            raise TargetError(f"--java-clients: --target {self.name} runs no client scenarios (embedded and "
+                              f"kafka:LINE do)")
         if not names:
-            return [*CATALOGUE, SWARM], self.client_scenarios()
+            return [*CATALOGUE, SWARM], [name for name in self.client_scenarios()
+                                         if name in java or name not in scenarios.java_names()]
         clients = [name for name in names if name in scenarios.names()]
+        clients += [name for name in java if name not in clients]
         probes, unknown = scenario_names([name for name in names if name not in clients])
         if unknown:
             known = ", ".join([*CATALOGUE, SWARM, f"{SWARM}:SEED", *scenarios.names()])
             raise TargetError(f"unknown scenario{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
                               f"(known: {known})")
         if not set(clients) <= set(self.client_scenarios()):
-            raise TargetError(f"client scenarios ({', '.join(clients)}) start their own broker: use --target embedded")
+            others = sorted(set(clients) - set(self.client_scenarios()))
+            raise TargetError(f"client scenarios ({', '.join(others)}) start their own broker: use --target embedded")
         return probes, clients
 
     def open(self, work_dir: Path) -> None:

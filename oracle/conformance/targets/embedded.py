@@ -51,6 +51,10 @@ EMBEDDED_SETTINGS = {
     "group.share.heartbeat.interval.ms": "1000",
 }
 
+# Consumer groups that rebalance within a second, for the client scenarios that run on either target
+# (scenarios/java.py; the Kafka target sets the same, KAFKA_SETTINGS).
+GROUP_SETTINGS = {"group.consumer.heartbeat.interval.ms": "500", "group.initial.rebalance.delay.ms": "0"}
+
 
 class BrokerFailed(RuntimeError):
     """The broker did not start or stop as asked; the message ends with its log."""
@@ -188,6 +192,8 @@ class EmbeddedTarget(Target):
     forms = {"embedded": "the reference broker, started here on a free\n"
                          "loopback port (the default; what `make conformance` runs)"}
     can_restart = True
+    client_scenarios_label = ("client scenarios (real clients: confluent-kafka's, kio's, and java-*: Apache Kafka's "
+                              "own; each on a broker of its own)")
     given_by = "started with it"
 
     def __init__(self, text: str, options: TargetOptions):

@@ -97,6 +97,8 @@ class InProcessTarget(Target):
 
     def scenarios(self, names: list[str]) -> tuple[list[str], list[str]]:
         bad = [name for name in names if name != SWARM and not name.startswith(f"{SWARM}:")]
+        if self.options.java_clients:
+            raise TargetError("--java-clients: a python or reference target runs no client scenarios")
         if bad or scenario_names(names)[1]:
             raise TargetError(f"a python or reference target runs {SWARM} or {SWARM}:SEED only, "
                               f"not {', '.join(bad or names)}")

@@ -5,7 +5,10 @@ embedded broker's test-sized settings under Kafka's names, so that lock expiry, 
 in-flight limit and the session limit are reached within seconds, and Kafka accepts every one of them. It can
 kill -9 the cluster and start it again, so the broker-restart probe runs (XM-1 and SP-26 are observable). Kafka
 writes no traces of its own; once the runs are over, what its share coordinator stored in __share_group_state is
-read back as share-state traces (oracle/kafka/share_state_topic.py) and judged beside the probes'.
+read back as share-state traces (oracle/kafka/share_state_topic.py) and judged beside the probes'. Between the
+two, the portable client scenarios (Apache Kafka's own Java clients, scenarios/java.py) run on the same cluster,
+with that line's clients, each judged by what its clients saw; their share groups' records are read back with
+the probes'.
 `kafka:4.2x3` runs a cluster of three brokers: the partition leaders, the group coordinator and the share
 coordinator may then sit on different brokers. Without --profile, `kafka:4.4` is judged by the kafka-4.4 profile
 and `kafka:4.2` by kafka-4.2.
@@ -18,15 +21,18 @@ from pathlib import Path
 
 from kipcheck.model.profiles import KAFKA_42, PROFILES
 from kipcheck.oracle.conformance.targets import BrokerSettings, Target, TargetError, TargetOptions
-from kipcheck.oracle.conformance.targets.embedded import EMBEDDED_SETTINGS
+from kipcheck.oracle.conformance.targets.embedded import EMBEDDED_SETTINGS, GROUP_SETTINGS
 
 KAFKA = re.compile(r"^kafka:(?P<line>\d+\.\d+)(?:x(?P<brokers>\d))?$")
 # EMBEDDED_SETTINGS but for share.auto.offset.reset, a group config in Kafka (the probes set it per group), and
-# with the floor under the heartbeat interval lowered to meet it (Kafka refuses an interval below its floor).
+# with the floor under the heartbeat interval lowered to meet it (Kafka refuses an interval below its floor);
+# and the consumer groups' heartbeat the Java scenarios' embedded brokers have (scenarios/java.py), with its floor.
 KAFKA_SETTINGS = {
     **{name: value for name, value in EMBEDDED_SETTINGS.items() if name != "share.auto.offset.reset"},
     "group.share.min.heartbeat.interval.ms": EMBEDDED_SETTINGS["group.share.heartbeat.interval.ms"],
     "group.share.max.size": EMBEDDED_SETTINGS["group.share.max.share.sessions"],
+    "group.consumer.heartbeat.interval.ms": GROUP_SETTINGS["group.consumer.heartbeat.interval.ms"],
+    "group.consumer.min.heartbeat.interval.ms": GROUP_SETTINGS["group.consumer.heartbeat.interval.ms"],
 }
 
 
@@ -37,6 +43,8 @@ class KafkaTarget(Target):
     can_restart = True
     given_by = "started with it"
     broker_traces_label = "the share coordinator's records, read back"
+    clients_on_target = True
+    client_scenarios_label = "client scenarios (Apache Kafka's Java clients, on this cluster after the probes)"
 
     def __init__(self, text: str, options: TargetOptions):
         from kipcheck.oracle.kafka.runtime import KafkaUnavailable, release_lines
@@ -78,6 +86,19 @@ class KafkaTarget(Target):
         self.cluster.start()
         self.address = ("127.0.0.1", self.cluster.ports[0])
         self.work_dir = work_dir
+
+    def client_scenarios(self) -> list[str]:
+        from kipcheck.oracle.conformance import scenarios
+
+        return scenarios.portable_names()
+
+    def run_client_scenario(self, name: str, work_dir: Path):
+        """`name` on this cluster, with this line's Java clients."""
+        from kipcheck.oracle.conformance import scenarios
+        from kipcheck.oracle.conformance.scenarios.runner import SharedBroker
+
+        return scenarios.scenario(name)(work_dir, profile=self.profile, client_line=self.line,
+                                        shared=SharedBroker(self.cluster.bootstrap, work_dir))
 
     def broker_traces(self) -> list[Path]:
         """The share coordinator's records, read back as share-state traces (ST clauses)."""

@@ -145,7 +145,7 @@ public final class ShareGroupStateDump {
     }
 
     static String key(String groupId, Uuid topicId, int partition) {
-        return "{\"groupId\":" + quote(groupId) + ",\"topicId\":\"" + topicId + "\",\"partition\":" + partition + "}";
+        return "{\"groupId\":" + Json.quote(groupId) + ",\"topicId\":\"" + topicId + "\",\"partition\":" + partition + "}";
     }
 
     static String snapshot(ShareSnapshotValue value) {
@@ -173,20 +173,5 @@ public final class ShareGroupStateDump {
 
     static String batches(Stream<String> batches) {
         return batches.collect(Collectors.joining(",", "[", "]"));
-    }
-
-    /** A JSON string: group ids are any string a client chose. */
-    static String quote(String text) {
-        StringBuilder out = new StringBuilder("\"");
-        for (char c : text.toCharArray()) {
-            if (c == '"' || c == '\\') {
-                out.append('\\').append(c);
-            } else if (c < 0x20) {
-                out.append(String.format("\\u%04x", (int) c));
-            } else {
-                out.append(c);
-            }
-        }
-        return out.append('"').toString();
     }
 }
