@@ -1,13 +1,17 @@
 """Spark benchmarks: `kipcheck check --spark` against the plain checker, and the two connectors.
 
     .venv/bin/python bench/bench_spark.py check                 # 1,000 traces of 10,000 steps
-    .venv/bin/python bench/bench_spark.py check --traces 200 --steps 5000
+    .venv/bin/python bench/bench_spark.py check --traces 300 --repeat 2 --workers 2
     .venv/bin/python bench/bench_spark.py connectors            # the headline: keyrange k = 1, 2, 4, 8; share vs rate
 
 `check` generates share-partition traces (bench_check.py's generator, seeds 1..N) into a
 temporary directory and times, in one run, wall clock: the single-process checker
-(check_file on each, one core), then check_on_spark with local[1] and local[2], each
-including its Spark start-up; it prints the times and the ratios to the single process.
+(check_file on each, one core), then check_on_spark with local[1], local[2] and on a Spark
+standalone cluster of --workers one-core workers started on loopback (impl/spark/standalone.py;
+the cluster's own start-up is printed apart), each including its session's start-up (timed
+alone too, on one small trace), best of --repeat rounds (interleaved); it prints the times, the ratios to the single process and to
+local[1] (one core to two), and the load average before and after: on a shared machine the
+cores are not all the checker's.
 
 `connectors` starts the reference broker, fills one-partition topics, and prints:
 (1) kipcheck-keyrange batch reads with keyRangesPerPartition k = 1, 2, 4, 8 and a processing-bound
@@ -25,6 +29,7 @@ partition's in-flight limit (group.share.partition.max.record.locks, Kafka's def
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import tempfile
@@ -35,6 +40,7 @@ from kipcheck.oracle.check import check_file
 from kipcheck.oracle.spark_check import check_on_spark
 
 HERE = Path(__file__).resolve().parent
+SMALL_TRACE = HERE.parent / "oracle" / "examples" / "share-partition" / "kip-lock-expiry.jsonl"
 
 
 def trace_generator():
@@ -44,27 +50,54 @@ def trace_generator():
     return module.generate
 
 
-def bench_check(options) -> None:
+def timed_on_spark(paths: list[str], master: str, plain: list) -> float:
+    """Wall-clock seconds of check_on_spark on `master` (its session's start-up included), which must agree."""
+    started = time.perf_counter()
+    verdicts = check_on_spark(paths, master)
+    elapsed = time.perf_counter() - started
+    assert verdicts == plain, f"{master} disagrees with the plain checker"
+    return elapsed
+
+
+def generated_traces(folder: str, traces: int, steps: int) -> list[str]:
     generate = trace_generator()
-    with tempfile.TemporaryDirectory() as folder:
-        paths = [str(Path(folder) / f"trace-{seed}.jsonl") for seed in range(1, options.traces + 1)]
-        started = time.perf_counter()
-        for seed, path in enumerate(paths, 1):
-            generate(Path(path), options.steps, "kip", seed)
-        size_mb = sum(os.path.getsize(path) for path in paths) / 1e6
-        print(f"generated {options.traces} traces x {options.steps} steps ({size_mb:.0f} MB) "
-              f"in {time.perf_counter() - started:.0f} s")
+    paths = [str(Path(folder) / f"trace-{seed}.jsonl") for seed in range(1, traces + 1)]
+    started = time.perf_counter()
+    for seed, path in enumerate(paths, 1):
+        generate(Path(path), steps, "kip", seed)
+    size_mb = sum(os.path.getsize(path) for path in paths) / 1e6
+    print(f"generated {traces} traces x {steps} steps ({size_mb:.0f} MB) in {time.perf_counter() - started:.0f} s")
+    return paths
+
+
+def bench_check(options) -> None:
+    from kipcheck.impl.spark.standalone import StandaloneCluster
+
+    with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as stack:
+        paths = generated_traces(folder, options.traces, options.steps)
+        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         started = time.perf_counter()
         plain = [check_file(path) for path in paths]
         single_s = time.perf_counter() - started
         assert all(plain), "the generated traces must pass"
-        print(f"single process  {single_s:7.1f} s  1.00x")
-        for master in ("local[1]", "local[2]"):
+        masters = {"spark local[1]": "local[1]", "spark local[2]": "local[2]"}
+        if options.workers:
             started = time.perf_counter()
-            verdicts = check_on_spark(paths, master)
-            elapsed = time.perf_counter() - started
-            assert verdicts == plain, f"{master} disagrees with the plain checker"
-            print(f"spark {master:9} {elapsed:7.1f} s  {single_s / elapsed:.2f}x (start-up included)")
+            cluster = stack.enter_context(StandaloneCluster(Path(folder) / "cluster", workers=options.workers))
+            print(f"standalone cluster of {options.workers} one-core workers up in "
+                  f"{time.perf_counter() - started:.0f} s")
+            masters[f"spark {options.workers} workers"] = cluster.master_url
+        small = [str(SMALL_TRACE)]
+        best = dict.fromkeys(masters, float("inf"))
+        start_up = dict.fromkeys(masters, float("inf"))
+        for _ in range(options.repeat):  # interleaved: each round sees about the same load on every master
+            for name, master in masters.items():
+                start_up[name] = min(start_up[name], timed_on_spark(small, master, [check_file(SMALL_TRACE)]))
+                best[name] = min(best[name], timed_on_spark(paths, master, plain))
+        print(f"{'single process':26} {single_s:7.1f} s  1.00x")
+        for name, elapsed in best.items():
+            print(f"{name:26} {elapsed:7.1f} s  {single_s / elapsed:.2f}x, {best['spark local[1]'] / elapsed:.2f}x "
+                  f"local[1] (best of {options.repeat}; start-up included, alone {start_up[name]:.1f} s)")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 
@@ -166,6 +199,9 @@ def main() -> None:
     check = commands.add_parser("check")
     check.add_argument("--traces", type=int, default=1000)
     check.add_argument("--steps", type=int, default=10_000)
+    check.add_argument("--workers", type=int, default=2,
+                       help="one-core workers of the standalone cluster on loopback (0: no cluster)")
+    check.add_argument("--repeat", type=int, default=1, help="time each Spark master this many times, keep the best")
     connectors = commands.add_parser("connectors")
     connectors.add_argument("--records", type=int, default=4_000, help="records in the one-partition topic")
     connectors.add_argument("--work-ms", type=float, default=5.0, help="processing time per record")

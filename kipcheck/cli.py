@@ -21,38 +21,41 @@ COMMANDS = {
 }
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser; only `command`'s own options are configured (its module is the only one imported)."""
-    parser = argparse.ArgumentParser(
-        prog="kipcheck",
-        description=(
-            "The formal reference and test oracle for cooperative consumption in Kafka: "
-            "share groups (KIP-932), revoke-delay polling (KIP-983), individual commit with "
-            "key-range assignment, and expansion by linear hashing (KIP-287)."
-        ),
-    )
+DESCRIPTION = ("The formal reference and test oracle for cooperative consumption in Kafka: "
+               "share groups (KIP-932), revoke-delay polling (KIP-983), individual commit with "
+               "key-range assignment, and expansion by linear hashing (KIP-287).")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser, listing every command (none imported): for `kipcheck`, --help and --version."""
+    parser = argparse.ArgumentParser(prog="kipcheck", description=DESCRIPTION)
     from kipcheck import __version__
 
     parser.add_argument("--version", action="version", version=f"kipcheck {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module_name, summary) in COMMANDS.items():
-        if name != command:
-            subparsers.add_parser(name, help=summary)
-            continue
-        module = importlib.import_module(module_name)
-        sub = subparsers.add_parser(
-            name, help=summary, description=module.DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        module.configure(sub)
-        sub.set_defaults(run=module.run)
+    for name, (_, summary) in COMMANDS.items():
+        subparsers.add_parser(name, help=summary)
+    return parser
+
+
+def command_parser(name: str) -> argparse.ArgumentParser:
+    """The parser of one command, built alone: `kipcheck check FILE` (run once per file in CI) pays for
+    no other command's parser."""
+    module = importlib.import_module(COMMANDS[name][0])
+    parser = argparse.ArgumentParser(prog=f"kipcheck {name}", description=module.DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    module.configure(parser)
+    parser.set_defaults(run=module.run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
-    args = parser.parse_args(argv)
-    if args.command is None:
+    if argv and argv[0] in COMMANDS:
+        args = command_parser(argv[0]).parse_args(argv[1:])
+    else:
+        parser = build_parser()
+        parser.parse_args(argv)  # exits for --help, --version, an unknown command; a known one is handled above
         parser.print_help()
         return 2
     try:

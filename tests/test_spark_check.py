@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kipcheck.oracle.check import check_file
 from kipcheck.oracle.spark_check import check_on_spark
 
@@ -49,6 +51,34 @@ def test_cli_prints_the_same_lines_and_exit_status(tmp_path):
                                 *sorted(str(path) for path in inputs.rglob("*.jsonl") if "violations" not in path.parts and "broken" not in path.parts)],
                                capture_output=True, text=True, timeout=600)
     assert (only_good.returncode, only_good.stdout) == (0, "")
+
+
+@pytest.fixture(scope="module")
+def standalone_cluster(tmp_path_factory):
+    """A Spark standalone master and two one-core workers on loopback; skipped, with the reason, without Java."""
+    from kipcheck.impl.spark.session import JavaMissing, find_java
+    from kipcheck.impl.spark.standalone import StandaloneCluster
+
+    try:
+        find_java()
+    except JavaMissing as missing:
+        pytest.skip(str(missing))
+    with StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2) as cluster:
+        yield cluster
+
+
+def test_a_standalone_cluster_gives_the_same_verdicts(standalone_cluster, tmp_path):
+    inputs = mixed_inputs(tmp_path / "traces")
+    plain = subprocess.run([sys.executable, "-m", "kipcheck", "check", str(inputs)],
+                           capture_output=True, text=True, timeout=300)
+    on_cluster = subprocess.run([sys.executable, "-m", "kipcheck", "check", "--spark", "--master",
+                                 standalone_cluster.master_url, str(inputs)], capture_output=True, text=True, timeout=900)
+    assert (on_cluster.returncode, on_cluster.stdout) == (plain.returncode, plain.stdout), on_cluster.stderr
+    violations = [line for line in on_cluster.stdout.splitlines() if line.startswith("VIOLATION")]
+    assert len(violations) == len(list(inputs.rglob("violations/*.jsonl"))) > 0, "every violating trace is found"
+    # Judged by the workers' executors (separate JVMs, each with its own Python workers), not by the driver.
+    for work in standalone_cluster.worker_directories():
+        assert list(work.glob("app-*/*/stderr")), f"no executor ran on {work.name}"
 
 
 def test_traces_are_packed_whole_and_balanced(tmp_path):

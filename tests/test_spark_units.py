@@ -158,3 +158,13 @@ def test_ic_trace_of_a_commit_that_skips_a_record_is_a_violation(tmp_path):
     [path] = tmp_path.glob("ic.*.jsonl")
     verdict = check_file(path)
     assert verdict.status == "violation" and verdict.clause.startswith("IC-"), verdict.summary()
+
+
+@pytest.mark.parametrize("master, here", [
+    ("local[2]", True), ("local", True), ("spark://127.0.0.1:7077", True), ("spark://localhost:7077", True),
+    ("spark://spark-master.example:7077", False), ("yarn", False), ("k8s://https://10.0.0.1:6443", False),
+])
+def test_the_driver_listens_on_loopback_only_for_executors_on_this_machine(master, here):
+    from kipcheck.impl.spark.session import on_this_machine
+
+    assert on_this_machine(master) is here

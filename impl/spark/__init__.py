@@ -15,8 +15,10 @@
 Modules: options (option parsing), rows (the Kafka schema as Arrow),
 staging (the share connector's replay store), commit (RangeCommitter,
 individual commits through impl/consumer), traces (what the clients saw, for the
-oracle), session (a quiet local SparkSession). pyspark is imported only by
-share, keyrange and session.
+oracle), session (a quiet local SparkSession), standalone (a Spark
+standalone master and workers on loopback, for tests and benchmarks of
+`kipcheck check --spark` on a cluster). pyspark is imported only by share,
+keyrange, session and standalone.
 """
 
 from kipcheck.impl.spark.session import local_session, register

@@ -44,12 +44,22 @@ def find_java() -> str:
     return java
 
 
-def spark_environment() -> None:
-    """Point PySpark's workers at this interpreter and keep Spark's start-up quiet."""
+def on_this_machine(master: str) -> bool:
+    """Whether every executor of `master` runs here: local[...], or a cluster manager on loopback."""
+    host = master.split("://", 1)[-1].split(":", 1)[0]
+    return master.startswith("local") or host in ("127.0.0.1", "localhost")
+
+
+def spark_environment(master: str = "local") -> None:
+    """Point PySpark's workers at this interpreter and keep Spark's start-up quiet.
+
+    The driver listens on loopback only when every executor of `master` runs on this machine: the
+    executors of a cluster elsewhere connect back to it (SPARK_LOCAL_IP, when set, decides)."""
     find_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if on_this_machine(master):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
 def quiet_log4j_file(directory: str) -> str:
@@ -66,7 +76,7 @@ def local_session(master: str = "local[2]", app_name: str = "kipcheck", **config
 
     from pyspark.sql import SparkSession
 
-    spark_environment()
+    spark_environment(master)
     log4j = quiet_log4j_file(os.path.join(tempfile.gettempdir(), "kipcheck-spark"))
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.ui.enabled", "false")
