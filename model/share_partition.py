@@ -90,6 +90,7 @@ LOCK_EXPIRED = Ruled(Error.REQUEST_TIMED_OUT, "SP-16")
 KAFKA_LOCK_EXPIRED = Ruled(Error.INVALID_RECORD_STATE, "SP-17")
 SHARED_OFFSET_SKIPPED = Ruled(Error.NONE, "SP-11")
 RENEW_NOT_ANNOUNCED = Ruled(Error.INVALID_REQUEST, "SP-41")
+RENEWAL_SHARES_OFFSET = Ruled(Error.NONE, "SP-41")
 ACCEPTED_IN_PROGRESS = Ruled(Error.NONE, "SP-44")
 KAFKA_HOLE = Ruled(Error.INVALID_REQUEST, "SP-14")
 # SP-40: a batch straddling SPSO when no cached record is at SPSO. Kafka 4.2 fails the whole request
@@ -203,6 +204,37 @@ def acknowledged_in_progress(partition, at_ms: int, actor: str, batches: Sequenc
     ruled = partition.acknowledge(min(received_ms, at_ms), actor, batches, renew)
     partition.advance(at_ms)
     return ACCEPTED_IN_PROGRESS if ruled.value == Error.NONE else ruled
+
+
+def renewals_standing(batches: Sequence[tuple[int, int, str]], ruled: Ruled, handled: int,
+                      failed_at: Callable[[int, int], int]) -> list[tuple[int, int, str]]:
+    """SP-41: the renewals a request answered `ruled` (not NONE) leaves standing, `handled` batches having
+    come before the failing one: those batches' renewals, and, when the failing batch is a renewal that
+    failed on one of its records (SP-15, SP-17), its records before that one (`failed_at(first, last)`:
+    the offset of that record). Kafka restarts each lock as it goes and never rolls one back."""
+    standing = [batch for batch in batches[:handled] if batch[2] == "renew"]
+    if handled < len(batches) and batches[handled][2] == "renew" and ruled.clause in ("SP-15", "SP-17"):
+        first, last, _ = batches[handled]
+        stop = failed_at(first, last)
+        if stop > first:
+            standing.append((first, stop - 1, "renew"))
+    return standing
+
+
+def failing_record(actor: str, first: int, last: int, spso: int, holes: Set[int],
+                   not_owned_error: Callable[[str, int, int], Ruled | None]) -> int:
+    """SP-41: the offset of the first record of the batch [first, last] the actor cannot acknowledge, in the
+    order Kafka checks them (SP-14: from the cached record before a hole it starts in), or last + 1."""
+    start = max(first, spso)
+    if start in holes:
+        before = _cached_before(start, holes)
+        if not_owned_error(actor, before, before) is not None:
+            return start
+    for run_first, run_last in cached_runs(start, last, holes):
+        for offset in range(run_first, run_last + 1):
+            if not_owned_error(actor, offset, offset) is not None:
+                return offset
+    return last + 1
 
 
 def _kafka_lookup_error(first: int, last: int, spso: int, speo: int, holes: Set[int], straddle_npe: str) -> Ruled | None:
@@ -534,9 +566,11 @@ class SharePartition:
         self.advance(at_ms)  # SP-20: locks fire before the op
         ruled, handled = self.rules.acknowledgement_answer(batches, actor, self._spso, self._speo,
                                                            self._not_owned_error, self._holes, self.straddle_npe, renew)
-        # SP-19: a failed request changes nothing, but SP-41: the renewals of the batches before the failing
-        # one stand (Kafka restarts a lock at once and never rolls it back).
-        applied = batches if ruled.value == Error.NONE else [batch for batch in batches[:handled] if batch[2] == "renew"]
+        # SP-19: a failed request changes nothing, but SP-41: the renewals done before it failed stand (Kafka
+        # restarts a lock at once and never rolls it back).
+        applied = batches if ruled.value == Error.NONE else renewals_standing(
+            batches, ruled, handled,
+            lambda first, last: failing_record(actor, first, last, self._spso, self._holes, self._not_owned_error))
         spso = self._spso
         for first, last, ack_type in applied:
             # SP-18: Kafka skips offsets below SPSO (under kip they were refused, SP-15);
@@ -729,17 +763,33 @@ def throttle_threshold(delivery_count_limit: int) -> int:
 
 
 def throttle_violation(partition, records: Sequence[Sequence[int]], total: int, new_records: bool) -> Violation | None:
-    """SP-43: Kafka 4.2 delivers a record on its last attempt alone, and acquires nothing new with a record
-    whose redelivery it throttles (delivered `throttle_threshold` times or more before)."""
-    limit = partition.delivery_count_limit
+    """SP-43: Kafka 4.2 delivers a record on its last attempt alone, acquires nothing new with a record whose
+    redelivery it throttles (delivered `throttle_threshold` times or more before), and stops before a
+    throttled record it meets after acquiring others: nothing above one it left available."""
+    limit, threshold = partition.delivery_count_limit, throttle_threshold(partition.delivery_count_limit)
     highest = max(count for _, _, count in records)
     if limit > 2 and highest == limit and total > 1:
         return Violation("SP-43", f"a record on its last delivery ({limit}) acquired alone",
                          f"{total} records, one with delivery count {limit}")
-    if new_records and highest > throttle_threshold(limit):
-        return Violation("SP-43", f"no new record with a redelivery throttled (delivered "
-                                  f"{throttle_threshold(limit)} times or more)",
+    if new_records and highest > threshold:
+        return Violation("SP-43", f"no new record with a redelivery throttled (delivered {threshold} times or more)",
                          f"new records beside a record with delivery count {highest}")
+    skipped = throttled_left_below(partition, records, threshold)
+    if skipped is not None:
+        return Violation("SP-43", f"no record above {skipped}, a redelivery throttled (delivered "
+                                  f"{partition.delivery_count_of(skipped)} times) and left available",
+                         f"records up to {records[-1][1]}")
+    return None
+
+
+def throttled_left_below(partition, records: Sequence[Sequence[int]], threshold: int) -> int | None:
+    """SP-43: the lowest available record delivered `threshold` times or more that the acquisition `records`
+    leaves out below its last record (Kafka ends an acquisition at such a record); None if there is none."""
+    acquired = {offset for first, last, _ in records for offset in range(first, last + 1)}
+    for offset in range(partition.spso, min(records[-1][1], partition.speo)):
+        if (offset not in acquired and partition.state_of(offset) == AVAILABLE
+                and partition.delivery_count_of(offset) >= threshold):
+            return offset
     return None
 
 
@@ -1009,24 +1059,26 @@ class Kafka42Rules(KipRules):
             previous_last = last
         # SP-19: the first failing batch decides the one error of the request.
         answer = ACCEPTED
-        previous_last = -1
-        for index, (first, last, _) in enumerate(batches):
+        previous_last, previous_type = -1, None
+        for index, (first, last, ack_type) in enumerate(batches):
             if last < spso:  # SP-18: wholly below SPSO, ignored
-                previous_last = last
+                previous_last, previous_type = last, ack_type
                 continue
             # SP-14, SP-40: the cache lookup (without holes, only a batch past SPEO can fail it).
             ruled = _kafka_lookup_error(first, last, spso, speo, holes, straddle_npe) if holes or last >= speo else None
             if ruled is None and first == previous_last:
-                if first >= spso:  # SP-11: the shared record is in a pending transition
-                    ruled = SHARED_OFFSET
-                else:
+                if first < spso:
                     answer = SHARED_OFFSET_SKIPPED  # SP-11: the shared offset is below SPSO, skipped (SP-18)
+                elif previous_type != "renew":  # SP-11: the shared record is in a pending transition
+                    ruled = SHARED_OFFSET
+                else:  # SP-41: a renewal starts no transition: the shared record is judged as any
+                    answer = RENEWAL_SHARES_OFFSET
             if ruled is None:  # SP-18: offsets below SPSO are skipped
                 ruled = _kafka_not_owned_error(actor, max(first, spso), last, holes, not_owned_error) if holes \
                     else not_owned_error(actor, max(first, spso), last)
             if ruled is not None:
                 return ruled, index
-            previous_last = last
+            previous_last, previous_type = last, ack_type
         return answer, len(batches)
 
 

@@ -63,8 +63,8 @@ from kipcheck.model.share_partition import (
     ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_LOCK_EXPIRED, LOCK_EXPIRED, NOT_ACQUIRED, RULES, LimitArchives,
     StoredStart,
     acknowledged_in_progress, acknowledgement_answer, acquisition_violation, archived_runs, below_start_clause,
-    cached_runs, check_compaction, check_config, check_log_start, loaded_runs, new_records_bounds, snapshot_violation,
-    throttle_threshold,
+    cached_runs, check_compaction, check_config, check_log_start, failing_record, loaded_runs, new_records_bounds,
+    renewals_standing, snapshot_violation, throttle_threshold, throttled_left_below,
 )
 from kipcheck.model.share_partition_log import LogFacts
 from kipcheck.model.violation import Ruled, Violation
@@ -427,6 +427,11 @@ class SharePartition:
             limit = self.delivery_count_limit
             if (limit > 2 and highest == limit and total > 1) or new_first >= 0:
                 return False
+        if self.kafka and records:  # SP-43: nothing above a throttled redelivery left available
+            start, stop = self._spso - base, min(previous_last, speo) - base
+            if stop > start and max(self._count[start:stop]) >= self._throttle_threshold \
+                    and throttled_left_below(self, records, self._throttle_threshold) is not None:
+                return False
         if self.kafka:
             return new_first < 0 or self._allowed_new_batches(max_records, reacquired, new_first, new_last, record_limit)
         # SP-5, and SP-7 for the window after an acquisition of new records (a loaded one may be over, SP-26).
@@ -574,8 +579,10 @@ class SharePartition:
             self._fire_locks(at_ms)
         ruled, handled = acknowledgement_answer(batches, self.kafka, actor, self._spso, self._speo,
                                                 self._owner_error, self._holes, self.straddle_npe, renew)
-        # SP-41: the renewals before a failing batch stand.
-        applied = batches if ruled.value == Error.NONE else [batch for batch in batches[:handled] if batch[2] == "renew"]
+        # SP-41: the renewals done before the request failed stand.
+        applied = batches if ruled.value == Error.NONE else renewals_standing(
+            batches, ruled, handled,
+            lambda first, last: failing_record(actor, first, last, self._spso, self._holes, self._owner_error))
         if applied:
             spso = self._spso
             for first, last, ack_type in applied:
