@@ -187,14 +187,17 @@ def loaded_runs(initial_state: Sequence, start_offset: int) -> list[tuple[int, i
 
 def acknowledgement_answer(batches: Sequence[tuple[int, int, str]], kafka: bool, actor: str, spso: int, speo: int,
                            not_owned_error: Callable[[str, int, int], Ruled | None], holes: Set[int] = frozenset(),
-                           straddle_npe: str = "accept", renew: bool = False) -> tuple[Ruled, int]:
+                           straddle_npe: str = "accept", renew: bool = False,
+                           cached_below: bool = False) -> tuple[Ruled, int]:
     """The one answer to a request of batches (first, last, type) against the window [spso, speo), and how
     many batches came before the one that failed (all of them when none did); `renew`: the request
     announced renewals (IsRenewAck). `not_owned_error(actor, first, last)` judges the records of one
-    batch inside the window. `holes` (kafka-4.2): offsets of the window not in Kafka's cache (SP-14).
+    batch inside the window. `holes` (kafka-4.2): offsets of the window not in Kafka's cache (SP-14,
+    SP-65); `cached_below` (kafka-4.2): Kafka's cache holds records below SPSO (SP-66).
     Judged by Kafka 4.2's rules when `kafka`, else by the KIP's (KipRules, Kafka42Rules)."""
     rules = RULES["kafka-4.2" if kafka else "kip"]
-    return rules.acknowledgement_answer(batches, actor, spso, speo, not_owned_error, holes, straddle_npe, renew)
+    return rules.acknowledgement_answer(batches, actor, spso, speo, not_owned_error, holes, straddle_npe, renew,
+                                        cached_below)
 
 
 def acknowledged_in_progress(partition, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]], renew: bool,
@@ -228,7 +231,7 @@ def failing_record(actor: str, first: int, last: int, spso: int, holes: Set[int]
     start = max(first, spso)
     if start in holes:
         before = _cached_before(start, holes)
-        if not_owned_error(actor, before, before) is not None:
+        if before >= spso and not_owned_error(actor, before, before) is not None:
             return start
     for run_first, run_last in cached_runs(start, last, holes):
         for offset in range(run_first, run_last + 1):
@@ -237,10 +240,13 @@ def failing_record(actor: str, first: int, last: int, spso: int, holes: Set[int]
     return last + 1
 
 
-def _kafka_lookup_error(first: int, last: int, spso: int, speo: int, holes: Set[int], straddle_npe: str) -> Ruled | None:
+def _kafka_lookup_error(first: int, last: int, spso: int, speo: int, holes: Set[int], straddle_npe: str,
+                        cached_below: bool = False) -> Ruled | None:
     """SP-14, SP-40: Kafka 4.2's search of its cache for a batch reaching SPSO (fetchSubMapForAcknowledgementBatch).
-    The cache holds the window's records except the holes."""
-    if spso == speo or (holes and all(offset in holes for offset in range(spso, min(max(first, spso), speo - 1) + 1))):
+    The cache holds the window's records except the holes, and, when `cached_below`, records below SPSO (SP-66),
+    which it finds at or before any offset of such a batch."""
+    if not cached_below and (spso == speo or (holes and all(
+            offset in holes for offset in range(spso, min(max(first, spso), speo - 1) + 1)))):
         # No cached batch at or before the batch's first offset (or SPSO).
         return STRADDLE_NPE[straddle_npe] if first < spso else KAFKA_NOT_CACHED  # SP-40, SP-14
     if last >= speo:
@@ -250,11 +256,11 @@ def _kafka_lookup_error(first: int, last: int, spso: int, speo: int, holes: Set[
     return None
 
 
-def _kafka_not_owned_error(actor: str, first: int, last: int, holes: Set[int],
+def _kafka_not_owned_error(actor: str, first: int, last: int, spso: int, holes: Set[int],
                            not_owned_error: Callable[[str, int, int], Ruled | None]) -> Ruled | None:
     """SP-14, SP-15: the records of [first, last] in Kafka's cache; a batch starting in a hole is looked up
-    from the cached record before it, whose owner Kafka checks too."""
-    if first in holes:
+    from the cached record before it, whose owner Kafka checks too (unless it is below SPSO, SP-66)."""
+    if first in holes and _cached_before(first, holes) >= spso:
         first = _cached_before(first, holes)
     for run_first, run_last in cached_runs(first, last, holes):
         ruled = not_owned_error(actor, run_first, run_last)
@@ -327,7 +333,13 @@ class SharePartition:
         self._records: dict[int, Record] = {}  # offset -> record, for the window [SPSO, SPEO)
         self._batch_firsts: list[int] = []  # SP-2: the first offset of every log batch
         self.limit_archives = LimitArchives()  # read only to name a clause
-        self._holes: set[int] = set()  # SP-14: loaded offsets no run covers, not acquired since
+        # SP-14, SP-65: offsets of the window not in Kafka's cache: loaded ones no run covers, not acquired
+        # since, and ones compaction removed that an acquisition skipped.
+        self._holes: set[int] = set()
+        # SP-66 (kafka-4.2): what Kafka still caches below SPSO once the log start moved past it: the records
+        # left acquired there, and the offset after the highest record cached below SPSO (None: none).
+        self._stranded: dict[int, Record] = {}
+        self._cached_below: int | None = None
         self.stored_start = StoredStart(start_offset)  # SP-47: read only, but for the state writes below
         self._load(loaded_runs(initial_state, start_offset))
 
@@ -341,7 +353,7 @@ class SharePartition:
                 self._records[offset] = Record(state, count, loaded=True)
             self._speo = last + 1
         self._log_end = self._speo  # SP-26: the log end starts at SPEO; appends extend it from there
-        self._advance_start()  # SP-23 holds before the first step too
+        self._settle()  # SP-23 holds before the first step too (Kafka moves SPSO once it has loaded the state)
 
     spso = property(lambda self: self._spso)
     speo = property(lambda self: self._speo)
@@ -362,6 +374,10 @@ class SharePartition:
 
     def state_of(self, offset: int) -> str:
         return self._record(offset).state
+
+    def has_available_record(self) -> bool:
+        """Whether a record of the window is available (Kafka 4.2 fetches from the first one, SP-65)."""
+        return any(record.state == AVAILABLE for _, record in self._window())
 
     def delivery_count_of(self, offset: int) -> int:
         return self._record(offset).delivery_count
@@ -419,8 +435,11 @@ class SharePartition:
                 self._release_record(offset)
                 if record.state == AVAILABLE:  # SP-16: remember whose lock expired
                     record.timed_out_owner = owner
-        self._advance_start()
+        for offset in [offset for offset, record in self._stranded.items() if record.lock_deadline_ms <= at_ms]:
+            del self._stranded[offset]  # SP-66: below SPSO a lock's expiry archives the record
+            expired = True
         if expired:  # SP-47: each expired lock's write carries SPSO as it stood then, and nobody waits for it
+            self._settle()
             self.stored_start.writing(spso, self._spso)
 
     def append(self, count: int, producer: str | None = None) -> None:
@@ -439,7 +458,8 @@ class SharePartition:
         self.append(1)
 
     def move_log_start(self, at_ms: int, offset: int) -> None:
-        """SP-64: the log start offset moved to `offset`; SPSO jumps to it, the records below leave the window."""
+        """SP-64: the log start offset moved to `offset`; SPSO jumps to it, the records below leave the window
+        (SP-66: the acquired ones stay acquired below SPSO, in Kafka's cache with the rest)."""
         check_log_start(self, offset)
         self.advance(at_ms)
         self.log.start_offset = max(self.log.start_offset, offset)
@@ -448,9 +468,14 @@ class SharePartition:
         if offset > self._speo:  # SPEO no longer where an acquisition (SP-42 or not) put it
             self.speo_clause = "SP-24"
         for below in range(self._spso, min(offset, self._speo)):
-            del self._records[below]
+            record = self._records.pop(below)
+            if below not in self._holes:
+                self._cached_below = max(self._cached_below or 0, below + 1)
+            if record.state == ACQUIRED:
+                self._stranded[below] = record
+            self._holes.discard(below)
+        # SP-66: SPSO is the log start offset now, whatever the record there; it moves on at the next write.
         self._spso, self._speo = offset, max(self._speo, offset)
-        self._advance_start()
 
     def compact(self, at_ms: int, first: int, last: int) -> None:
         """SP-65: compaction removed the whole log batches [first, last]; available records of them are archived."""
@@ -459,9 +484,8 @@ class SharePartition:
         self.log.remove(first, last)
         for offset in range(max(first, self._spso), min(last + 1, self._speo)):
             record = self._records[offset]
-            if record.state == AVAILABLE:
+            if record.state == AVAILABLE:  # SP-66: SPSO moves on past them at the next write
                 record.state, record.archived_by = ARCHIVED, "SP-65"
-        self._advance_start()
 
     # Acquisition.
 
@@ -519,7 +543,7 @@ class SharePartition:
         `archived`: the observed runs [first, last] acquired and archived at once (SP-63); None: not observed."""
         self.advance(at_ms)  # SP-20: locks fire before the op
         self.check_acquisition(max_records, records, record_limit, archived)
-        speo = self._speo
+        speo, uncached = self._speo, self._nothing_cached()
         for first, last in archived_runs(self, records, archived):  # SP-63: acquired, archived with count 1
             self._acquire_run(first, last, 1, actor, None)
             for offset in range(first, last + 1):
@@ -535,7 +559,23 @@ class SharePartition:
                     self._records[offset] = Record()
                 if batch_last >= self._speo:
                     self._speo, self.speo_clause = batch_last + 1, "SP-42"
-        self._advance_start()
+        if uncached and self.rules.writes_move_start:
+            self._start_at_first_cached()
+
+    def _nothing_cached(self) -> bool:
+        """Kafka's cache of in-flight batches is empty: no record in the window, none below SPSO (SP-66)."""
+        return self._spso == self._speo and not self._stranded and self._cached_below is None
+
+    def _start_at_first_cached(self) -> None:
+        """SP-66: an acquisition into an empty cache puts SPSO at the first offset it acquired (or archived,
+        SP-63), past the batches compaction removed before it (SP-65); or, when the fetch found the log start
+        past SPEO (after SPSO went back, SP-66), at that log start offset."""
+        if self._spso == self._speo:
+            self._spso = self._speo = max(self._speo, self.log.start_offset)
+        while self._spso < self._speo and self._spso in self._holes:
+            del self._records[self._spso]
+            self._holes.discard(self._spso)
+            self._spso += 1
 
     def _acquire_run(self, first: int, last: int, count: int, actor: str, deadline: int | None) -> None:
         # SP-24: SPEO becomes the offset after the highest acquired record;
@@ -544,6 +584,8 @@ class SharePartition:
         while self._speo <= last:
             removed = self.log.is_removed(self._speo)
             self._records[self._speo] = Record(ARCHIVED, archived_by="SP-65") if removed else Record()
+            if removed:  # SP-65: never fetched, so not in Kafka's cache
+                self._holes.add(self._speo)
             self._speo += 1
         # SP-4: acquired, owned by the actor, count incremented, locked until at_ms + duration.
         for offset in range(first, last + 1):
@@ -565,7 +607,8 @@ class SharePartition:
             return acknowledged_in_progress(self, at_ms, actor, batches, renew, received_ms)
         self.advance(at_ms)  # SP-20: locks fire before the op
         ruled, handled = self.rules.acknowledgement_answer(batches, actor, self._spso, self._speo,
-                                                           self._not_owned_error, self._holes, self.straddle_npe, renew)
+                                                           self._not_owned_error, self._holes, self.straddle_npe, renew,
+                                                           self._cached_below is not None)
         # SP-19: a failed request changes nothing, but SP-41: the renewals done before it failed stand (Kafka
         # restarts a lock at once and never rolls it back).
         applied = batches if ruled.value == Error.NONE else renewals_standing(
@@ -578,8 +621,8 @@ class SharePartition:
             for offset in range(max(first, self._spso), last + 1):
                 if offset not in self._holes:
                     self._acknowledge_record(offset, ACK_TARGET[ack_type], at_ms)
-        self._advance_start()
         if any(ack_type != "renew" and last >= spso for _, last, ack_type in applied):  # SP-47 (SP-41: no write)
+            self._settle()
             self.stored_start.wrote(*self.rules.stored_by_request(spso, self._spso))
         return ruled
 
@@ -637,16 +680,38 @@ class SharePartition:
             if record.owner == actor:
                 self._release_record(offset)
                 held = True
-        self._advance_start()
+        for offset in [offset for offset, record in self._stranded.items() if record.owner == actor]:
+            del self._stranded[offset]  # SP-66: below SPSO a released record is archived
+            held = True
         if held:  # SP-47: the release is written, and the session's last answer does not wait for it
+            self._settle()
             self.stored_start.writing(*self.rules.stored_by_request(spso, self._spso))
 
-    def _advance_start(self) -> None:
-        """SP-23: SPSO passes the longest prefix of terminal records and stops at the first non-terminal one."""
+    def _settle(self) -> None:
+        """SPSO after a step that wrote the share state (SP-23): under kafka-4.2 as Kafka moves it (SP-66)."""
+        if not self.rules.writes_move_start:
+            self._advance_start()
+        elif self._stranded:  # SP-66: a record still acquired below SPSO holds it where it is
+            return
+        elif all(offset in self._holes for offset in range(self._spso, self._speo)):  # nothing cached from SPSO on
+            if self._cached_below is not None:  # SP-66: Kafka's start offset goes back to its last cached offset + 1
+                self._records.clear()
+                self._holes.clear()
+                self._spso = self._speo = self._cached_below
+                self._cached_below = None
+        elif self._advance_start():  # passing the records below SPSO, Kafka's cache lets them go
+            self._cached_below = None
+
+    def _advance_start(self) -> bool:
+        """SP-23: SPSO passes the longest prefix of terminal records (SP-65: and of offsets compaction removed)
+        and stops at the first non-terminal one; whether it moved."""
+        spso = self._spso
         # SP-24: SPEO is never below SPSO (the loop stops at SPEO).
         while self._spso < self._speo and self._records[self._spso].state in TERMINAL:
             del self._records[self._spso]
+            self._holes.discard(self._spso)
             self._spso += 1
+        return self._spso > spso
 
 
 # Explanations. They read a partition only through its read-only API (spso, speo, log_end_offset,
@@ -696,6 +761,9 @@ def acquisition_violation(partition, max_records: int, records: Sequence[Sequenc
             return _below_start_violation(partition, first, last, count)
         if first > last or first <= previous_last:
             return Violation("SP-3", f"ascending, non-overlapping runs after offset {previous_last}",
+                             f"run [{first}, {last}]")
+        if first < partition.log.start_offset:  # SP-66: SPSO may go back below the log start offset
+            return Violation("SP-64", f"records at or above the log start offset {partition.log.start_offset}",
                              f"run [{first}, {last}]")
         violation = _log_end_violation(partition, first, last) or _run_violation(partition, first, last, count)
         if violation is not None:
@@ -930,8 +998,10 @@ class KipRules:
 
     lock_expired = LOCK_EXPIRED  # SP-16: acknowledging after the lock expired is a TimeoutException
     # Kafka 4.2's additions, which the KIP has not: the record_limit acquire mode (SP-42), an
-    # acknowledgement holding back the locks while it is written (SP-44), RENEW (SP-41).
-    record_limit_mode = in_progress_holds_locks = renews = False
+    # acknowledgement holding back the locks while it is written (SP-44), RENEW (SP-41), and SPSO moved
+    # by the share state's writes over a cache that may hold records below it (SP-66).
+    record_limit_mode = in_progress_holds_locks = renews = writes_move_start = False
+    start_clause = "SP-23"  # the clause that puts SPSO where it is
 
     def stored_by_request(self, before: int, after: int) -> tuple[int, int]:
         """SP-47: the SPSO values a request's state write may carry, SPSO being `before` the write's transitions
@@ -963,7 +1033,7 @@ class KipRules:
 
     def acknowledgement_answer(self, batches: Sequence[tuple[int, int, str]], actor: str, spso: int, speo: int,
                                not_owned_error: Callable[[str, int, int], Ruled | None], holes: Set[int],
-                               straddle_npe: str, renew: bool) -> tuple[Ruled, int]:
+                               straddle_npe: str, renew: bool, cached_below: bool) -> tuple[Ruled, int]:
         """The one answer to a request of batches (first, last, type) against the window [spso, speo), and how
         many batches came before the one that failed (all of them when none did). `not_owned_error(actor,
         first, last)` judges the records of one batch inside the window."""
@@ -996,6 +1066,8 @@ class Kafka42Rules(KipRules):
     record_limit_mode = True  # SP-42: KIP-1206's acquire mode
     in_progress_holds_locks = True  # SP-44: a lock expiring while the state is written finds the records moving
     renews = True  # SP-41: KIP-1222's RENEW, which restarts a lock and is never rolled back
+    writes_move_start = True  # SP-66: SPSO moves when a state write completes, not after every step
+    start_clause = "SP-66"
 
     def stored_by_request(self, before: int, after: int) -> tuple[int, int]:
         # SP-47: Kafka writes the SPSO it holds before the write, and moves SPSO only once the write is done.
@@ -1005,8 +1077,12 @@ class Kafka42Rules(KipRules):
         first, last = partition.speo, partition.log_end_offset - 1
         if partition.speo - partition.spso >= partition.max_inflight_records:  # SP-8: checked before acquiring
             return first, first - 1
+        if first < partition.log.start_offset:  # SP-66: a fetch below the log start learns it, acquiring nothing
+            return first, first - 1
         if partition.log.read_committed:  # SP-62: read_committed reads below the last stable offset
             last = min(last, partition.log.last_stable_offset(partition.log_end_offset) - 1)
+        if partition.has_available_record():  # SP-65: fetched on from inside the window, the new records start at
+            return first, last               # SPEO, compacted or not (the client acknowledges those as gaps)
         return partition.log.first_present(first), last  # SP-65: batches compaction removed are skipped
 
     def lowest_offsets(self, partition, offsets: list[int], max_records: int, record_limit: bool) -> list[int]:
@@ -1046,8 +1122,9 @@ class Kafka42Rules(KipRules):
 
     def acknowledgement_answer(self, batches: Sequence[tuple[int, int, str]], actor: str, spso: int, speo: int,
                                not_owned_error: Callable[[str, int, int], Ruled | None], holes: Set[int],
-                               straddle_npe: str, renew: bool) -> tuple[Ruled, int]:
-        """`holes`: offsets of the window not in Kafka's cache (SP-14)."""
+                               straddle_npe: str, renew: bool, cached_below: bool) -> tuple[Ruled, int]:
+        """`holes`: offsets of the window not in Kafka's cache (SP-14, SP-65); `cached_below`: Kafka's cache
+        holds records below SPSO (SP-66)."""
         # SP-10: Kafka validates only `first < previous last`: batches may share an offset (SP-11), and
         # gap (SP-12) and renew (SP-41) are types too.
         previous_last = -1
@@ -1065,7 +1142,8 @@ class Kafka42Rules(KipRules):
                 previous_last, previous_type = last, ack_type
                 continue
             # SP-14, SP-40: the cache lookup (without holes, only a batch past SPEO can fail it).
-            ruled = _kafka_lookup_error(first, last, spso, speo, holes, straddle_npe) if holes or last >= speo else None
+            ruled = _kafka_lookup_error(first, last, spso, speo, holes, straddle_npe, cached_below) \
+                if holes or last >= speo else None
             if ruled is None and first == previous_last:
                 if first < spso:
                     answer = SHARED_OFFSET_SKIPPED  # SP-11: the shared offset is below SPSO, skipped (SP-18)
@@ -1074,7 +1152,7 @@ class Kafka42Rules(KipRules):
                 else:  # SP-41: a renewal starts no transition: the shared record is judged as any
                     answer = RENEWAL_SHARES_OFFSET
             if ruled is None:  # SP-18: offsets below SPSO are skipped
-                ruled = _kafka_not_owned_error(actor, max(first, spso), last, holes, not_owned_error) if holes \
+                ruled = _kafka_not_owned_error(actor, max(first, spso), last, spso, holes, not_owned_error) if holes \
                     else not_owned_error(actor, max(first, spso), last)
             if ruled is not None:
                 return ruled, index
