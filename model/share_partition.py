@@ -35,6 +35,14 @@ Library API (time comes in as `at_ms`, which never decreases):
     partition.lock_duration_ms = ms            # the lock duration of the acquisitions and renewals that
                                                # follow (SP-46: a group's share.record.lock.duration.ms);
                                                # None (the default): record_lock_duration_ms
+  kafka-4.4 only (the constructor also takes renew_acknowledge_enable=True, dead_letter_queue=False):
+    partition.alter_config({"delivery_count_limit": 3, ...})
+                                               # the group's configs changed (SP-70, SP-72, SP-73); keys
+                                               # GROUP_CONFIG_KEYS; ValueError for a bad one
+    partition.dead_lettered(first, last, seen_later=False)
+                                               # phase 2 of the dead-letter queue finished for the archiving
+                                               # records of [first, last]: archived (SP-74); seen_later: a
+                                               # later observation showed it, at a time unknown
 
 `acquire`, `acknowledge` and `leave` fire the expired locks themselves; call
 `advance(at_ms)` before `append`. A Violation from `acquire` leaves the model as
@@ -48,15 +56,20 @@ from that read-only API alone, for this class and the fast acceptor alike.
 `runs_of(offsets, count_of)` groups ascending offsets into runs [first, last, count_of(offset)].
 `loaded_runs(initial_state, start_offset)` validates an `initial_state`
 (ValueError with the reason) and returns its runs as tuples.
-`kafka_range_violation(config)` names a kafka-4.2 trace's setting that Kafka 4.2
-would refuse (SP-45); the model itself takes any positive setting, as tests do.
+`kafka_range_violation(config, profile)` names a Kafka profile's setting that that
+Kafka would refuse (SP-45, SP-71); the model itself takes any positive setting, as tests do.
+`partition.archiving_runs()` and `dead_letters_seen(partition, spso, stored_spso, states)` say which
+records are archiving (SP-73), and which of them a check shows past phase 2 (SP-74).
 
 The partition is written as the KIP's text. Where Apache Kafka 4.2 departs from
 it (the clauses marked `profile: kafka-4.2`), the KIP's rule is one member of
 `KipRules` and Kafka's is the same member of `Kafka42Rules`, which extends it
-(at the end of this module); the partition asks the rules of its profile
-(`partition.rules`). The KIP has no trace steps for Kafka's log (SP-60; its
-transactions, log start and compaction are SP-61..SP-65).
+(at the end of this module); where Kafka 4.4 departs from Kafka 4.2 (the clauses
+marked `profile: kafka-4.4` alone), `Kafka44Rules` extends `Kafka42Rules` in the
+same way. The partition asks the rules of its profile (`partition.rules`). The KIP
+has no trace steps for Kafka's log (SP-60; its transactions, log start and
+compaction are SP-61..SP-65), and Kafka 4.2 none for a group's configs changing
+or its dead-letter queue (SP-70..SP-74).
 """
 
 from __future__ import annotations
@@ -67,14 +80,19 @@ from dataclasses import dataclass
 from typing import AbstractSet as Set, Callable, Mapping, Sequence
 
 from kipcheck.model.errors import Error
+from kipcheck.model.profiles import KAFKA_42, KAFKA_44, KIP, PROFILES
 from kipcheck.model.share_partition_log import LogFacts, kafka_only
 from kipcheck.model.violation import Ruled, Violation
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = "available", "acquired", "acknowledged", "archived"
+ARCHIVING = "archiving"  # SP-73: Kafka 4.4, a record on its way to the dead-letter queue (phase 1 done)
 STATES = (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED)
 LOADABLE_STATES = (AVAILABLE, ACKNOWLEDGED, ARCHIVED)  # SP-26: acquired is never persisted
-TERMINAL = (ACKNOWLEDGED, ARCHIVED)  # SP-1
-PROFILES = ("kip", "kafka-4.2")
+TERMINAL = (ACKNOWLEDGED, ARCHIVED)  # SP-1 (SP-73: archiving is not terminal)
+# SP-70: the group configs Kafka 4.4 reads at each transition, by their trace names.
+GROUP_CONFIG_KEYS = ("delivery_count_limit", "max_inflight_records", "renew_acknowledge_enable", "dead_letter_queue")
+# SP-72, SP-73: a group renews unless told otherwise, and has no dead-letter queue.
+GROUP_CONFIG_DEFAULTS = {"renew_acknowledge_enable": True, "dead_letter_queue": False}
 ACK_TYPES = ("accept", "release", "reject", "gap", "renew")
 # SP-9: accept, release, reject. SP-12: Kafka 4.2 archives a gap. SP-41: a renewal keeps the record acquired.
 ACK_TARGET = {"accept": ACKNOWLEDGED, "release": AVAILABLE, "reject": ARCHIVED, "gap": ARCHIVED, "renew": ACQUIRED}
@@ -93,16 +111,17 @@ RENEW_NOT_ANNOUNCED = Ruled(Error.INVALID_REQUEST, "SP-41")
 RENEWAL_SHARES_OFFSET = Ruled(Error.NONE, "SP-41")
 ACCEPTED_IN_PROGRESS = Ruled(Error.NONE, "SP-44")
 KAFKA_HOLE = Ruled(Error.INVALID_REQUEST, "SP-14")
+RENEW_DISABLED = Ruled(Error.INVALID_RECORD_STATE, "SP-72")
 # SP-40: a batch straddling SPSO when no cached record is at SPSO. Kafka 4.2 fails the whole request
 # (a NullPointerException); `straddle_npe="flag"` expects the answer Kafka gives such a batch not straddling SPSO.
 STRADDLE_NPE = {"accept": Ruled(Error.UNKNOWN_SERVER_ERROR, "SP-40"), "flag": Ruled(Error.INVALID_RECORD_STATE, "SP-40")}
 
 
-class LimitArchives:
-    """SP-21: the offsets most recently archived at the delivery limit, as at most RUNS_MAX runs.
-
-    Read only to name SP-21 when a record SPSO has passed is acquired again: the window forgets
-    it, and a trace may be endless, so only the latest runs are kept (older ones name SP-3)."""
+class RecentOffsets:
+    """The offsets most recently added, as at most RUNS_MAX runs: the records archived at the delivery limit
+    (SP-21) and those whose dead-letter phase 2 finished (SP-74). The window forgets a record SPSO has passed,
+    and a trace may be endless, so only the latest runs are kept: read only to name SP-21 when such a record is
+    acquired again (older ones name SP-3), and to let a dead_lettered repeat what a check already showed."""
 
     RUNS_MAX = 1024
 
@@ -161,8 +180,10 @@ class Record:
     step_lock: bool = False  # SP-46: its lock took the duration a step gave, not the configured one
 
 
-def loaded_runs(initial_state: Sequence, start_offset: int) -> list[tuple[int, int, str, int]]:
-    """SP-26: `initial_state` as (first, last, state, delivery_count) tuples; ValueError says what is wrong."""
+def loaded_runs(initial_state: Sequence, start_offset: int,
+                loadable: Sequence[str] = LOADABLE_STATES) -> list[tuple[int, int, str, int]]:
+    """SP-26: `initial_state` as (first, last, state, delivery_count) tuples; ValueError says what is wrong.
+    `loadable`: the states the profile persists (its rules' `loadable_states`)."""
     runs: list[tuple[int, int, str, int]] = []
     previous_last = start_offset - 1
     for number, run in enumerate(initial_state, 1):
@@ -172,32 +193,32 @@ def loaded_runs(initial_state: Sequence, start_offset: int) -> list[tuple[int, i
         first, last, state, count = run
         if not all(type(value) is int for value in (first, last, count)) or count < 0:
             raise ValueError(f"{where}: first, last and delivery_count must be integers, delivery_count >= 0")
-        if state not in LOADABLE_STATES:
-            raise ValueError(f"{where}: state must be one of {', '.join(LOADABLE_STATES)} (acquired is never persisted)")
+        if state not in loadable:
+            raise ValueError(f"{where}: state must be one of {', '.join(loadable)} (acquired is never persisted)")
         if first > last:
             raise ValueError(f"{where}: first must be <= last")
         if first <= previous_last:
             raise ValueError(f"{where}: runs must be ascending, non-overlapping and start at or above "
                              f"start_offset {start_offset}")
         # The state constant itself, not an equal string: the fast acceptor compares states by identity.
-        runs.append((first, last, LOADABLE_STATES[LOADABLE_STATES.index(state)], count))
+        runs.append((first, last, loadable[list(loadable).index(state)], count))
         previous_last = last
     return runs
 
 
-def acknowledgement_answer(batches: Sequence[tuple[int, int, str]], kafka: bool, actor: str, spso: int, speo: int,
+def acknowledgement_answer(batches: Sequence[tuple[int, int, str]], profile: str, actor: str, spso: int, speo: int,
                            not_owned_error: Callable[[str, int, int], Ruled | None], holes: Set[int] = frozenset(),
                            straddle_npe: str = "accept", renew: bool = False,
-                           cached_below: bool = False) -> tuple[Ruled, int]:
+                           renew_enabled: bool = True, cached_below: bool = False) -> tuple[Ruled, int]:
     """The one answer to a request of batches (first, last, type) against the window [spso, speo), and how
     many batches came before the one that failed (all of them when none did); `renew`: the request
     announced renewals (IsRenewAck). `not_owned_error(actor, first, last)` judges the records of one
     batch inside the window. `holes` (kafka-4.2): offsets of the window not in Kafka's cache (SP-14,
-    SP-65); `cached_below` (kafka-4.2): Kafka's cache holds records below SPSO (SP-66).
-    Judged by Kafka 4.2's rules when `kafka`, else by the KIP's (KipRules, Kafka42Rules)."""
-    rules = RULES["kafka-4.2" if kafka else "kip"]
-    return rules.acknowledgement_answer(batches, actor, spso, speo, not_owned_error, holes, straddle_npe, renew,
-                                        cached_below)
+    SP-65); `cached_below` (kafka-4.2): Kafka's cache holds records below SPSO (SP-66). `renew_enabled`
+    (kafka-4.4): the group's share.renew.acknowledge.enable (SP-72). Judged by the rules of `profile`
+    (KipRules, Kafka42Rules, Kafka44Rules)."""
+    return RULES[profile].acknowledgement_answer(batches, actor, spso, speo, not_owned_error, holes, straddle_npe,
+                                                 renew, renew_enabled, cached_below)
 
 
 def acknowledged_in_progress(partition, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]], renew: bool,
@@ -207,6 +228,12 @@ def acknowledged_in_progress(partition, at_ms: int, actor: str, batches: Sequenc
     ruled = partition.acknowledge(min(received_ms, at_ms), actor, batches, renew)
     partition.advance(at_ms)
     return ACCEPTED_IN_PROGRESS if ruled.value == Error.NONE else ruled
+
+
+def nothing_cached(spso: int, speo: int, stranded: Mapping, cached_below: int | None) -> bool:
+    """SP-66: Kafka's cache of in-flight batches is empty: no record in the window [spso, speo), none left
+    acquired below SPSO (`stranded`), and no record cached below it (`cached_below` None)."""
+    return spso == speo and not stranded and cached_below is None
 
 
 def renewals_standing(batches: Sequence[tuple[int, int, str]], ruled: Ruled, handled: int,
@@ -282,32 +309,63 @@ def cached_runs(first: int, last: int, holes: Set[int]) -> list[tuple[int, int]]
 
 
 def check_config(start_offset: int, delivery_count_limit: int, record_lock_duration_ms: int,
-                 max_inflight_records: int, profile: str, straddle_npe: str = "accept") -> None:
-    """ValueError unless the configuration describes a share-partition."""
+                 max_inflight_records: int, profile: str, straddle_npe: str = "accept",
+                 group_configs: Mapping[str, bool] | None = None) -> None:
+    """ValueError unless the configuration describes a share-partition. `group_configs`: the settings only
+    Kafka 4.4 has (renew_acknowledge_enable, dead_letter_queue), when given other than by default."""
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r} (known: {', '.join(PROFILES)})")
     if straddle_npe not in STRADDLE_NPE:
         raise ValueError(f"straddle_npe must be one of {', '.join(STRADDLE_NPE)}, found {straddle_npe!r}")
     if start_offset < 0 or delivery_count_limit < 1 or record_lock_duration_ms < 0 or max_inflight_records < 1:
         raise ValueError("start_offset, record_lock_duration_ms >= 0 and delivery_count_limit, max_inflight_records >= 1")
+    if group_configs and not RULES[profile].group_configs:
+        raise ValueError(f"{', '.join(group_configs)} {'is' if len(group_configs) == 1 else 'are'} defined only under "
+                         f"profile {KAFKA_44} (SP-70)")
 
 
-# SP-45: the share-partition settings Apache Kafka 4.2 accepts (ShareGroupConfig's ConfigDef ranges): trace
-# config key -> (Kafka's config name, least, most). A group-level share.record.lock.duration.ms is bounded by
-# group.share.min/max.record.lock.duration.ms, whose own ranges keep it within the same 1000..3600000.
+def check_group_config(partition, settings: Mapping[str, object]) -> None:
+    """SP-70: ValueError unless `settings` can be what a Kafka 4.4 group's configs changed to."""
+    if not RULES[partition.profile].group_configs:
+        raise ValueError(f"alter_config is defined only under profile {KAFKA_44} (SP-70)")
+    unknown = sorted(set(settings) - set(GROUP_CONFIG_KEYS))
+    if unknown or not settings:
+        raise ValueError(f"alter_config takes one or more of {', '.join(GROUP_CONFIG_KEYS)}"
+                         + (f", not {', '.join(unknown)}" if unknown else ""))
+    for key, value in settings.items():
+        flag = key in GROUP_CONFIG_DEFAULTS
+        if (type(value) is not bool) if flag else (type(value) is not int or value < 1):
+            raise ValueError(f"{key} must be {'true or false' if flag else 'an integer >= 1'}, found {value!r}")
+
+
+# SP-45, SP-71: the share-partition settings Apache Kafka accepts (ShareGroupConfig's ConfigDef ranges, and a
+# group's configs within them): trace config key -> (Kafka's config name, least, most). A group-level
+# share.record.lock.duration.ms is bounded by group.share.min/max.record.lock.duration.ms, whose own ranges
+# keep it within the same 1000..3600000.
 KAFKA_RANGES = {
     "delivery_count_limit": ("group.share.delivery.count.limit", 2, 10),
     "record_lock_duration_ms": ("group.share.record.lock.duration.ms", 1000, 3600000),
     "max_inflight_records": ("group.share.partition.max.record.locks", 100, 10000),
 }
+# SP-71: Kafka 4.4's group share.delivery.count.limit lies within group.share.min.delivery.count.limit
+# (2..5) and group.share.max.delivery.count.limit (5..25); its share.partition.max.record.locks within
+# group.share.min/max.partition.max.record.locks (100..2000, 2000..10000).
+KAFKA44_RANGES = {
+    **KAFKA_RANGES,
+    "delivery_count_limit": ("share.delivery.count.limit, at most group.share.max.delivery.count.limit", 2, 25),
+}
 
 
-def kafka_range_violation(config: Mapping[str, int]) -> Violation | None:
-    """SP-45: under kafka-4.2, the first setting of `config` that Kafka 4.2 refuses to start with."""
-    for key, (kafka_name, least, most) in KAFKA_RANGES.items():
+def kafka_range_violation(config: Mapping[str, int], profile: str = KAFKA_42) -> Violation | None:
+    """SP-45, SP-71: under a Kafka profile, the first setting of `config` that that Kafka refuses; None under kip."""
+    ranges = RULES[profile].ranges
+    if ranges is None:
+        return None
+    clause, limits = ranges
+    for key, (kafka_name, least, most) in limits.items():
         value = config.get(key)
         if value is not None and not least <= value <= most:
-            return Violation("SP-45", f"{key} in {least}..{most} (Kafka's {kafka_name})", f"{key}={value}")
+            return Violation(clause, f"{key} in {least}..{most} (Kafka's {kafka_name})", f"{key}={value}")
     return None
 
 
@@ -317,22 +375,27 @@ class SharePartition:
     def __init__(self, start_offset: int = 0, delivery_count_limit: int = 5,
                  record_lock_duration_ms: int = 30000, max_inflight_records: int = 2000,
                  profile: str = "kip", initial_state: Sequence = (), straddle_npe: str = "accept",
-                 isolation_level: str = "read_uncommitted") -> None:
+                 isolation_level: str = "read_uncommitted", renew_acknowledge_enable: bool = True,
+                 dead_letter_queue: bool = False) -> None:
         check_config(start_offset, delivery_count_limit, record_lock_duration_ms, max_inflight_records, profile,
-                     straddle_npe)
+                     straddle_npe, non_default_group_configs(renew_acknowledge_enable, dead_letter_queue))
         self.profile = profile
         self.straddle_npe = straddle_npe
         self.log = LogFacts(isolation_level, profile)  # SP-61..SP-65: transactions and compaction
+        # SP-70: Kafka 4.4 reads these group configs at each transition; alter_config changes them.
         self.delivery_count_limit = delivery_count_limit
+        self.max_inflight_records = max_inflight_records
+        self.renew_acknowledge_enable = renew_acknowledge_enable  # SP-72
+        self.dead_letter_queue = dead_letter_queue  # SP-73
         self.record_lock_duration_ms = record_lock_duration_ms
         self.lock_duration_ms: int | None = None  # SP-46: the duration in force, when a step gives one
-        self.max_inflight_records = max_inflight_records
         # SP-1: the window starts empty at start_offset.
         self._spso = self._speo = self._log_end = start_offset
         self.speo_clause = "SP-24"  # the clause that put SPEO where it is (SP-42 after a record_limit acquisition)
         self._records: dict[int, Record] = {}  # offset -> record, for the window [SPSO, SPEO)
         self._batch_firsts: list[int] = []  # SP-2: the first offset of every log batch
-        self.limit_archives = LimitArchives()  # read only to name a clause
+        self.limit_archives = RecentOffsets()  # SP-21: read only to name a clause
+        self.dead_letters = RecentOffsets()  # SP-74: phase 2 finished for them
         # SP-14, SP-65: offsets of the window not in Kafka's cache: loaded ones no run covers, not acquired
         # since, and ones compaction removed that an acquisition skipped.
         self._holes: set[int] = set()
@@ -341,7 +404,7 @@ class SharePartition:
         self._stranded: dict[int, Record] = {}
         self._cached_below: int | None = None
         self.stored_start = StoredStart(start_offset)  # SP-47: read only, but for the state writes below
-        self._load(loaded_runs(initial_state, start_offset))
+        self._load(loaded_runs(initial_state, start_offset, self.rules.loadable_states))
 
     def _load(self, runs: list[tuple[int, int, str, int]]) -> None:
         """SP-26: the window holds the loaded runs; offsets between them are available with count 0."""
@@ -361,7 +424,7 @@ class SharePartition:
 
     @property
     def rules(self) -> KipRules:
-        """The rules where the profiles differ: the KIP's, or Kafka 4.2's over them."""
+        """The rules where the profiles differ: the KIP's, Kafka 4.2's over them, or Kafka 4.4's over those."""
         return RULES[self.profile]
 
     def _record(self, offset: int) -> Record:
@@ -412,6 +475,10 @@ class SharePartition:
             return record.archived_by
         if record.loaded:  # SP-26: still as initial_state gave it
             return "SP-26"
+        if record.state == ARCHIVING:
+            return "SP-73"
+        if record.state == AVAILABLE and record.delivery_count >= self.delivery_count_limit:
+            return "SP-70"  # left available when the group lowered its limit
         if record.state == AVAILABLE and record.timed_out_owner is not None:
             return "SP-20"
         if record.state == AVAILABLE and record.delivery_count == 0:
@@ -487,6 +554,31 @@ class SharePartition:
             if record.state == AVAILABLE:  # SP-66: SPSO moves on past them at the next write
                 record.state, record.archived_by = ARCHIVED, "SP-65"
 
+    # A group's configs and its dead-letter queue under Kafka 4.4 (SP-70..SP-74).
+
+    def alter_config(self, settings: Mapping[str, int | bool]) -> None:
+        """SP-70: the group's configs changed to `settings` (keys GROUP_CONFIG_KEYS); Kafka 4.4 reads them at
+        each transition from now on. Nothing changes at once: a lowered limit archives no available record."""
+        check_group_config(self, settings)
+        for key, value in settings.items():
+            setattr(self, key, value)
+
+    def archiving_runs(self) -> list[tuple[int, int]]:
+        """SP-73: the window's archiving records, as runs (first, last)."""
+        offsets = [offset for offset, record in self._window() if record.state == ARCHIVING]
+        return [(first, last) for first, last, _ in runs_of(offsets, lambda _: 0)]
+
+    def dead_lettered(self, first: int, last: int, seen_later: bool = False) -> None:
+        """SP-74: phase 2 of the dead-letter queue finished for [first, last]: its archiving records are archived.
+        `seen_later`: a later step showed it, so it finished at some time since they became archiving."""
+        spso = self._spso
+        for offset in dead_lettered_offsets(self, first, last):
+            record = self._records[offset]
+            record.state, record.archived_by, record.loaded = ARCHIVED, "SP-74", False
+            self.dead_letters.add(offset)
+        self._settle()  # phase 2 is a state write: SPSO moves when it completes (SP-66 under Kafka's profiles)
+        self.stored_start.writing(*dead_letter_write(self, spso, seen_later))
+
     # Acquisition.
 
     def acquirable_ranges(self) -> list[tuple[int, int]]:
@@ -543,7 +635,7 @@ class SharePartition:
         `archived`: the observed runs [first, last] acquired and archived at once (SP-63); None: not observed."""
         self.advance(at_ms)  # SP-20: locks fire before the op
         self.check_acquisition(max_records, records, record_limit, archived)
-        speo, uncached = self._speo, self._nothing_cached()
+        speo, uncached = self._speo, nothing_cached(self._spso, self._speo, self._stranded, self._cached_below)
         for first, last in archived_runs(self, records, archived):  # SP-63: acquired, archived with count 1
             self._acquire_run(first, last, 1, actor, None)
             for offset in range(first, last + 1):
@@ -561,10 +653,6 @@ class SharePartition:
                     self._speo, self.speo_clause = batch_last + 1, "SP-42"
         if uncached and self.rules.writes_move_start:
             self._start_at_first_cached()
-
-    def _nothing_cached(self) -> bool:
-        """Kafka's cache of in-flight batches is empty: no record in the window, none below SPSO (SP-66)."""
-        return self._spso == self._speo and not self._stranded and self._cached_below is None
 
     def _start_at_first_cached(self) -> None:
         """SP-66: an acquisition into an empty cache puts SPSO at the first offset it acquired (or archived,
@@ -608,19 +696,24 @@ class SharePartition:
         self.advance(at_ms)  # SP-20: locks fire before the op
         ruled, handled = self.rules.acknowledgement_answer(batches, actor, self._spso, self._speo,
                                                            self._not_owned_error, self._holes, self.straddle_npe, renew,
-                                                           self._cached_below is not None)
-        # SP-19: a failed request changes nothing, but SP-41: the renewals done before it failed stand (Kafka
-        # restarts a lock at once and never rolls it back).
-        applied = batches if ruled.value == Error.NONE else renewals_standing(
-            batches, ruled, handled,
-            lambda first, last: failing_record(actor, first, last, self._spso, self._holes, self._not_owned_error))
+                                                           self.renew_acknowledge_enable, self._cached_below is not None)
+        if ruled.value == Error.NONE:
+            applied = batches
+        else:  # SP-19: a failed request changes nothing, but SP-41: the renewals done before it failed stand
+            # (Kafka restarts a lock at once and never rolls it back); SP-72: a group refusing renewals renews none.
+            applied = renewals_standing(
+                batches, ruled, handled,
+                lambda first, last: failing_record(actor, first, last, self._spso, self._holes, self._not_owned_error)
+            ) if self.renew_acknowledge_enable else []
         spso = self._spso
         for first, last, ack_type in applied:
+            # SP-9: a rejected record is archived (SP-73: archiving, on its way to the dead-letter queue).
+            target = self.rules.archive_state(self) if ack_type == "reject" else ACK_TARGET[ack_type]
             # SP-18: Kafka skips offsets below SPSO (under kip they were refused, SP-15);
             # SP-14: and the holes inside a batch, which are not in its cache.
             for offset in range(max(first, self._spso), last + 1):
                 if offset not in self._holes:
-                    self._acknowledge_record(offset, ACK_TARGET[ack_type], at_ms)
+                    self._acknowledge_record(offset, target, at_ms)
         if any(ack_type != "renew" and last >= spso for _, last, ack_type in applied):  # SP-47 (SP-41: no write)
             self._settle()
             self.stored_start.wrote(*self.rules.stored_by_request(spso, self._spso))
@@ -632,7 +725,7 @@ class SharePartition:
         stand (SP-41, kafka-4.2); as at every step, the locks expired by `at_ms` fire first (SP-20), and
         that transition is kept."""
         self.advance(at_ms)
-        renew = renew and self.rules.renews
+        renew = renew and self.rules.renews and self.renew_acknowledge_enable  # SP-72: no renewal when disabled
         for first, last, ack_type in batches:  # remembered only to name SP-27 if a check finds them changed
             for offset in range(max(first, self._spso), min(last + 1, self._speo)):
                 if self._records[offset].owner == actor:
@@ -652,7 +745,8 @@ class SharePartition:
         return None
 
     def _acknowledge_record(self, offset: int, target: str, at_ms: int) -> None:
-        # SP-9: accept -> acknowledged, release -> available, reject -> archived (SP-12: gap -> archived); count kept.
+        # SP-9: accept -> acknowledged, release -> available, reject -> archived (SP-12: gap -> archived;
+        # SP-73: reject -> archiving under a dead-letter queue); count kept.
         if target == ACQUIRED:  # SP-41: renew restarts the lock (SP-46: as long as now); owner, state, count kept
             record = self._records[offset]
             record.lock_deadline_ms, record.renewed = at_ms + self._lock_duration(), True
@@ -665,12 +759,15 @@ class SharePartition:
 
     def _release_record(self, offset: int) -> None:
         # SP-9 / SP-20 / SP-22: back to available with the count kept;
-        # SP-21: archived instead once the count has reached the limit.
+        # SP-21: archived instead once the count has reached the limit (SP-70: the limit in force now;
+        # SP-73: archiving under a dead-letter queue).
         record = self._records[offset]
         record.owner = record.lock_deadline_ms = None
-        record.state = ARCHIVED if record.delivery_count >= self.delivery_count_limit else AVAILABLE
-        if record.state == ARCHIVED:
+        if record.delivery_count >= self.delivery_count_limit:
+            record.state = self.rules.archive_state(self)
             self.limit_archives.add(offset)
+        else:
+            record.state = AVAILABLE
 
     def leave(self, at_ms: int, actor: str) -> None:
         """SP-22: the actor's session ended; its acquired records are released, counts kept."""
@@ -688,7 +785,7 @@ class SharePartition:
             self.stored_start.writing(*self.rules.stored_by_request(spso, self._spso))
 
     def _settle(self) -> None:
-        """SPSO after a step that wrote the share state (SP-23): under kafka-4.2 as Kafka moves it (SP-66)."""
+        """SPSO after a step that wrote the share state (SP-23): under the Kafka profiles as Kafka moves it (SP-66)."""
         if not self.rules.writes_move_start:
             self._advance_start()
         elif self._stranded:  # SP-66: a record still acquired below SPSO holds it where it is
@@ -814,6 +911,9 @@ def _run_violation(partition, first: int, last: int, count: int) -> Violation | 
             return Violation(clause, f"available records only (record {offset} is archived: "
                                      f"{'an aborted transaction' if clause == 'SP-63' else 'compacted away'})",
                              f"record {offset} acquired")
+        if state == ARCHIVING:  # SP-73: on its way to the dead-letter queue
+            return Violation("SP-73", f"available records only (record {offset} is archiving: on its way to the "
+                                      f"dead-letter queue)", f"record {offset} acquired")
         holder = f" by {partition.owner_of(offset)}" if state == ACQUIRED else ""
         return Violation("SP-3", f"available records only (record {offset} is {state}{holder})",
                          f"record {offset} acquired")
@@ -980,6 +1080,57 @@ def runs_of(offsets: list[int], count_of) -> list[tuple[int, int, int]]:
     return runs
 
 
+def non_default_group_configs(renew_acknowledge_enable: bool, dead_letter_queue: bool) -> dict[str, bool]:
+    """The Kafka 4.4 settings (SP-72, SP-73) given other than by default: a profile without them refuses these."""
+    given = {"renew_acknowledge_enable": renew_acknowledge_enable, "dead_letter_queue": dead_letter_queue}
+    return {key: value for key, value in given.items() if value != GROUP_CONFIG_DEFAULTS[key]}
+
+
+def dead_letter_write(partition, spso_before: int, seen_later: bool) -> tuple[int, int]:
+    """SP-47, SP-74: the SPSO values phase 2's state write may have stored (no answer waits for it), SPSO being
+    `spso_before` it. Seen later, it finished at an unknown time, and the writes since may carry any SPSO up to
+    the one it lets SPSO reach."""
+    if seen_later:
+        return spso_before, partition.spso
+    return RULES[partition.profile].stored_by_request(spso_before, partition.spso)
+
+
+def dead_lettered_offsets(partition, first: int, last: int) -> list[int]:
+    """SP-74: the archiving records of `dead_lettered [first, last]`, which phase 2 archives. ValueError unless the
+    step is one of the partition's profile; Violation unless phase 2 can have finished for every record of the
+    range: archiving, or one whose phase 2 an earlier step already showed finished (Kafka may send a record to
+    the dead-letter topic again, resuming phase 2 after a reload)."""
+    if ARCHIVING not in RULES[partition.profile].states:
+        raise ValueError(f"dead_lettered is defined only under profile {KAFKA_44} (SP-74)")
+    if not 0 <= first <= last:
+        raise ValueError(f"dead_lettered needs 0 <= first <= last, found [{first}, {last}]")
+    archiving = []
+    for offset in range(first, last + 1):
+        state = partition.state_of(offset) if partition.spso <= offset < partition.speo else None
+        if state == ARCHIVING:
+            archiving.append(offset)
+        elif offset not in partition.dead_letters:
+            where = f"is {state}" if state is not None else f"is outside the window [{partition.spso}, {partition.speo})"
+            raise Violation("SP-74", f"dead-lettered records archiving only (record {offset} {where})",
+                            f"dead_lettered [{first}, {last}]")
+    return archiving
+
+
+def dead_letters_seen(partition, spso: int | None, stored_spso: int | None,
+                      states: Sequence[Sequence] | None) -> list[tuple[int, int]]:
+    """SP-74: the archiving records whose phase 2 a check shows finished (it may finish at any step): those
+    below its `spso` or its `stored_spso` (SPSO passed them, SP-47), and those its `states` (runs [first, last,
+    state, count]) show archived."""
+    passed = max((value for value in (spso, stored_spso) if value is not None), default=None)
+    seen = set()
+    for first, last in partition.archiving_runs():
+        seen.update(offset for offset in range(first, last + 1) if passed is not None and offset < passed)
+        for run_first, run_last, state, _ in states or ():
+            if state == ARCHIVED:
+                seen.update(range(max(first, run_first), min(last, run_last) + 1))
+    return [(first, last) for first, last, _ in runs_of(sorted(seen), lambda _: 0)]
+
+
 def waited_fetch_violation(partition, wait_ms: int, records: Sequence[Sequence[int]]) -> Violation | None:
     """SP-28: a fetch that waited `wait_ms` with no other fetcher of the partition came back empty while
     records were acquirable (after its `at_ms` timers fired); None when the answer is allowed."""
@@ -1002,6 +1153,15 @@ class KipRules:
     # by the share state's writes over a cache that may hold records below it (SP-66).
     record_limit_mode = in_progress_holds_locks = renews = writes_move_start = False
     start_clause = "SP-23"  # the clause that puts SPSO where it is
+    # Kafka 4.4's, which neither has: a group's configs changing (SP-70).
+    group_configs = False
+    states = STATES  # SP-1: the states of the window
+    loadable_states = LOADABLE_STATES  # SP-26
+    ranges: tuple[str, Mapping[str, tuple[str, int, int]]] | None = None  # the seed bounds no setting
+
+    def archive_state(self, partition) -> str:
+        """The state of a record archived by a rejection (SP-9) or at the delivery limit (SP-21)."""
+        return ARCHIVED
 
     def stored_by_request(self, before: int, after: int) -> tuple[int, int]:
         """SP-47: the SPSO values a request's state write may carry, SPSO being `before` the write's transitions
@@ -1033,7 +1193,8 @@ class KipRules:
 
     def acknowledgement_answer(self, batches: Sequence[tuple[int, int, str]], actor: str, spso: int, speo: int,
                                not_owned_error: Callable[[str, int, int], Ruled | None], holes: Set[int],
-                               straddle_npe: str, renew: bool, cached_below: bool) -> tuple[Ruled, int]:
+                               straddle_npe: str, renew: bool, renew_enabled: bool,
+                               cached_below: bool) -> tuple[Ruled, int]:
         """The one answer to a request of batches (first, last, type) against the window [spso, speo), and how
         many batches came before the one that failed (all of them when none did). `not_owned_error(actor,
         first, last)` judges the records of one batch inside the window."""
@@ -1068,6 +1229,7 @@ class Kafka42Rules(KipRules):
     renews = True  # SP-41: KIP-1222's RENEW, which restarts a lock and is never rolled back
     writes_move_start = True  # SP-66: SPSO moves when a state write completes, not after every step
     start_clause = "SP-66"
+    ranges = ("SP-45", KAFKA_RANGES)  # Kafka 4.2 starts only within its configuration ranges
 
     def stored_by_request(self, before: int, after: int) -> tuple[int, int]:
         # SP-47: Kafka writes the SPSO it holds before the write, and moves SPSO only once the write is done.
@@ -1122,9 +1284,10 @@ class Kafka42Rules(KipRules):
 
     def acknowledgement_answer(self, batches: Sequence[tuple[int, int, str]], actor: str, spso: int, speo: int,
                                not_owned_error: Callable[[str, int, int], Ruled | None], holes: Set[int],
-                               straddle_npe: str, renew: bool, cached_below: bool) -> tuple[Ruled, int]:
+                               straddle_npe: str, renew: bool, renew_enabled: bool,
+                               cached_below: bool) -> tuple[Ruled, int]:
         """`holes`: offsets of the window not in Kafka's cache (SP-14, SP-65); `cached_below`: Kafka's cache
-        holds records below SPSO (SP-66)."""
+        holds records below SPSO (SP-66); `renew_enabled`: the group renews (SP-72, kafka-4.4)."""
         # SP-10: Kafka validates only `first < previous last`: batches may share an offset (SP-11), and
         # gap (SP-12) and renew (SP-41) are types too.
         previous_last = -1
@@ -1154,10 +1317,37 @@ class Kafka42Rules(KipRules):
             if ruled is None:  # SP-18: offsets below SPSO are skipped
                 ruled = _kafka_not_owned_error(actor, max(first, spso), last, spso, holes, not_owned_error) if holes \
                     else not_owned_error(actor, max(first, spso), last)
+            if ruled is None and ack_type == "renew":  # checked once the records are the actor's
+                ruled = self.renewal_refusal(renew_enabled)
             if ruled is not None:
                 return ruled, index
             previous_last, previous_type = last, ack_type
         return answer, len(batches)
 
+    def renewal_refusal(self, renew_enabled: bool) -> Ruled | None:
+        """The answer to a renewal of records the actor holds, if it is refused."""
+        return None  # SP-41: Kafka 4.2 always renews
 
-RULES = {"kip": KipRules(), "kafka-4.2": Kafka42Rules()}
+
+class Kafka44Rules(Kafka42Rules):
+    """What Apache Kafka 4.4's SharePartition does differently from 4.2's (the clauses marked `profile:
+    kafka-4.4` alone), and why: a group's share configs are read at each transition and may change while
+    it runs (KIP-1240, SP-70), a group may refuse renewals (SP-72), and a group with a dead-letter queue
+    (KIP-1191) archives rejected and exhausted records in two phases (SP-73, SP-74)."""
+
+    group_configs = True  # SP-70
+    states = STATES + (ARCHIVING,)  # SP-73
+    loadable_states = LOADABLE_STATES + (ARCHIVING,)  # SP-26, SP-73: persisted as DeliveryState 3
+    ranges = ("SP-71", KAFKA44_RANGES)  # Kafka 4.4's ranges: a group's delivery limit up to 25
+
+    def archive_state(self, partition) -> str:
+        # SP-73: with a dead-letter queue the record is archiving until phase 2 sends it there (SP-74).
+        return ARCHIVING if partition.dead_letter_queue else ARCHIVED
+
+    def renewal_refusal(self, renew_enabled: bool) -> Ruled | None:
+        # SP-72: a group whose share.renew.acknowledge.enable is false refuses the renewal.
+        return None if renew_enabled else RENEW_DISABLED
+
+
+# The profiles, each a layer over the one before (model/profiles.py).
+RULES = {KIP: KipRules(), KAFKA_42: Kafka42Rules(), KAFKA_44: Kafka44Rules()}

@@ -18,14 +18,16 @@ removed. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+from kipcheck.model.profiles import KAFKA_PROFILES, is_kafka
+
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 TRANSACTION_RESULTS = ("commit", "abort")
 
 
 def kafka_only(what: str, profile: str) -> None:
     """SP-60: the seeds have no transactions, log start movement or compaction; under `kip` they are no trace."""
-    if profile != "kafka-4.2":
-        raise ValueError(f"{what} is defined only under profile kafka-4.2 (SP-60)")
+    if not is_kafka(profile):
+        raise ValueError(f"{what} is defined only under the Kafka profiles ({', '.join(KAFKA_PROFILES)}) (SP-60)")
 
 
 class LogFacts:

@@ -8,7 +8,7 @@ returns it. Clause ids refer to spec/share-session.md.
 
 Library API (pure; callers compare an observed error with `Answer.error`):
 
-    cache = ShareSessionCache(profile="kip")          # or "kafka-4.2", max_sessions=2000
+    cache = ShareSessionCache(profile="kip")          # or "kafka-4.2", "kafka-4.4"; max_sessions=2000
     answer = cache.share_fetch(member, epoch, add=("orders:0",), forget=(), has_acks=False,
                                other_sessions=0)   # other groups' sessions in the broker's cache
     answer = cache.share_acknowledge(member, epoch)
@@ -34,7 +34,9 @@ again (SP rules decide the details).
 The cache is written as the KIP's text. Where Apache Kafka 4.2 departs from it
 (the clauses marked `profile: kafka-4.2`), the KIP's rule is one method of
 `KipRules` and Kafka's is the same method of `Kafka42Rules`, which extends it;
-the cache asks the rules of its profile.
+the cache asks the rules of its profile. Kafka 4.4's share session cache is
+Kafka 4.2's: its rules are `Kafka42Rules` (every clause marked `kafka-4.2`
+here is marked `kafka-4.4` too).
 """
 
 from __future__ import annotations
@@ -43,12 +45,12 @@ from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
 from kipcheck.model.errors import Error
+from kipcheck.model.profiles import KAFKA_42, KAFKA_44, KIP, PROFILES
 from kipcheck.model.violation import STORAGE_ERRORS, Ruled
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 MAX_EPOCH = 2**31 - 1  # Integer.MAX_VALUE
-PROFILES = ("kip", "kafka-4.2")
 
 
 class Answer(NamedTuple):
@@ -85,7 +87,7 @@ class ShareSessionCache:
 
     @property
     def rules(self) -> KipRules:
-        """The rules where the profiles differ: the KIP's, or Kafka 4.2's over them."""
+        """The rules where the profiles differ: the KIP's, or Kafka's over them."""
         return RULES[self.profile]
 
     def sessions(self) -> Ruled:
@@ -251,4 +253,5 @@ class Kafka42Rules(KipRules):
         return answer._replace(clause="SS-11") if answer.error == Error.NONE else answer
 
 
-RULES = {"kip": KipRules(), "kafka-4.2": Kafka42Rules()}
+# Kafka 4.4's ShareSessionCache, ShareSessionContext and their callers in KafkaApis are 4.2's, rule for rule.
+RULES = {KIP: KipRules(), KAFKA_42: Kafka42Rules(), KAFKA_44: Kafka42Rules()}

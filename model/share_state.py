@@ -12,7 +12,7 @@ Clause ids refer to spec/share-state.md.
 
 Library API (pure):
 
-    coordinator = ShareCoordinator(profile="kip")   # or "kafka-4.2"; deltas_per_checkpoint=None
+    coordinator = ShareCoordinator(profile="kip")   # or "kafka-4.2", "kafka-4.4"; deltas_per_checkpoint=None
     coordinator.initialize(state_epoch, start_offset) -> Answer(error, clause)
     coordinator.write(state_epoch, start_offset, [Batch(first, last, state, delivery_count), ...]) -> Answer
     coordinator.read() -> Answer; when its error is "NONE" the answer is `coordinator.state`
@@ -21,7 +21,7 @@ Library API (pure):
     coordinator.still_loading()    # an observed COORDINATOR_LOAD_IN_PROGRESS: Violation unless loading
     coordinator.storage_failure(error)  # a request answered with one of STORAGE_ERRORS (ST-18, ST-13)
     coordinator.log() -> tuple of Checkpoint / Delta / Tombstone records
-  kafka-4.2 only, the coordinator's own records (ST-30..ST-35):
+  the Kafka profiles only, the coordinator's own records (ST-30..ST-35):
     coordinator.advance(at_ms)     # the clock, read by cold-partition snapshots
     coordinator.initialize / write / read(..., leader_epoch=None)   # None: not given, not fenced
     coordinator.delete() -> Answer       # DeleteShareGroupState: a tombstone (ST-33)
@@ -33,15 +33,18 @@ Library API (pure):
     canonical(batches) -> sorted batches with equal neighbours joined
 
 States are named as in the trace format: available, acquired, acknowledged,
-archived. Batches are canonical when sorted, disjoint and coalesced (no two
-adjacent batches with the same state and delivery count).
+archived (and under kafka-4.4 archiving, Kafka 4.4's DeliveryState 3). Batches
+are canonical when sorted, disjoint and coalesced (no two adjacent batches with
+the same state and delivery count).
 
 The coordinator is written as the draft's text. Where Apache Kafka 4.2 departs
 from it (the clauses marked `profile: kafka-4.2`: its records, their replay,
 its fencing and merge), the draft's rule is one member of `KipRules` and
-Kafka's is the same member of `Kafka42Rules`, which extends it; the coordinator
-asks the rules of its profile. The draft has no trace steps for Kafka's own
-records (ST-30; they are ST-31..ST-35).
+Kafka's is the same member of `Kafka42Rules`, which extends it; where Kafka 4.4
+departs from 4.2 (negative epochs refused, ST-40; a start offset that never
+goes back, ST-41), `Kafka44Rules` extends `Kafka42Rules`. The coordinator asks
+the rules of its profile. The draft has no trace steps for Kafka's own records
+(ST-30; they are ST-31..ST-35).
 """
 
 from __future__ import annotations
@@ -50,11 +53,12 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable, NamedTuple
 
 from kipcheck.model.errors import Error
+from kipcheck.model.profiles import KAFKA_42, KAFKA_44, KIP, PROFILES
 from kipcheck.model.violation import STORAGE_ERRORS, Violation
 
-PROFILES = ("kip", "kafka-4.2")
-# The persisted DeliveryState ids; Kafka orders equal delivery counts by them (ST-8).
-STATE_IDS = {"available": 0, "acquired": 1, "acknowledged": 2, "archived": 4}
+# The persisted DeliveryState ids; Kafka orders equal delivery counts by them (ST-8). Only Kafka 4.4 has
+# archiving (3): a record on its way to a dead-letter queue (spec/share-partition.md SP-73).
+STATE_IDS = {"available": 0, "acquired": 1, "acknowledged": 2, "archiving": 3, "archived": 4}
 # ST-9: DeltaIndex is a uint8, so one checkpoint epoch holds at most 256 deltas.
 KIP_DELTAS_MAX = 256
 # ST-10: share.coordinator.snapshot.update.records.per.snapshot.
@@ -249,7 +253,7 @@ class ShareCoordinator:
 
     @property
     def rules(self) -> KipRules:
-        """The rules where the profiles differ: the draft's, or Kafka 4.2's over them."""
+        """The rules where the profiles differ: the draft's, Kafka 4.2's over them, or Kafka 4.4's over those."""
         return RULES[self.profile]
 
     def log(self) -> tuple[Record, ...]:
@@ -290,6 +294,9 @@ class ShareCoordinator:
     def read(self, leader_epoch: int | None = None) -> Answer:
         """`leader_epoch` (kafka-4.2; None: not given) fences the read and may make it write (ST-32)."""
         self.loading, self.appended = False, "none"
+        refusal = self.rules.epochs_refusal(None, leader_epoch)
+        if refusal:
+            return self._refuse(*refusal)
         if self.state is None:
             # ST-3: no state before InitializeShareGroupState (ST-33: or after DeleteShareGroupState).
             return self._refuse(Error.INVALID_REQUEST, "ST-33" if self._deleted else "ST-3")
@@ -354,12 +361,15 @@ class ShareCoordinator:
             return self._refuse(*refusal)
         # ST-14: the coordinator stores the batches it is given, whatever the leader chose.
         self._append(self._record_for_write(state_epoch, start_offset, batches))
-        self._ruled = {"state_epoch": self.rules.write_epoch_clause, "start_offset": "ST-6",
+        self._ruled = {"state_epoch": self.rules.write_epoch_clause, "start_offset": self.rules.start_offset_clause,
                        "batches": self.rules.merge_clause}
         return Answer(Error.NONE, self._ruled["batches"])
 
     def _write_refusal(self, state_epoch: int, batches: tuple[Batch, ...],
                        leader_epoch: int | None) -> tuple[str, str] | None:
+        refusal = self.rules.epochs_refusal(state_epoch, leader_epoch)
+        if refusal:
+            return refusal
         if self.state is None:
             # ST-3: a write before InitializeShareGroupState (ST-33: or after DeleteShareGroupState).
             return Error.INVALID_REQUEST, "ST-33" if self._deleted else "ST-3"
@@ -371,6 +381,7 @@ class ShareCoordinator:
         assert state is not None
         # ST-32: only a read that writes records a new leader epoch.
         leader_epoch = state.leader_epoch if leader_epoch is None else leader_epoch
+        start_offset = self.rules.written_start_offset(state, start_offset)  # ST-6, ST-41
         if state.deltas < self.deltas_per_checkpoint:
             return self.rules.delta(state, state_epoch, start_offset, batches, leader_epoch)
         # ST-9 / ST-10: after the limit, a checkpoint with the next epoch holds the merged state.
@@ -404,9 +415,19 @@ class KipRules:
     initial_leader_epoch = -1  # the draft's records have no leader epoch (ST-30)
     replay_clause = "ST-11"
     write_epoch_clause = "ST-4"
+    start_offset_clause = "ST-6"
     merge_clause = "ST-7"
     # ST-13: COORDINATOR_LOAD_IN_PROGRESS means loading, and only loading.
     load_error_for_failed_appends = False
+    states = ("available", "acquired", "acknowledged", "archived")  # the trace format's (ST-15: acquired refused)
+
+    def epochs_refusal(self, state_epoch: int | None, leader_epoch: int | None) -> tuple[str, str] | None:
+        """The refusal of a write's or read's epochs before the key is looked up (None: not in the request)."""
+        return None  # checked against the stored state instead (ST-4, ST-5, ST-32)
+
+    def written_start_offset(self, state: PersistedState, start_offset: int) -> int:
+        """The start offset the record of a write holds (-1: unchanged)."""
+        return start_offset  # ST-6: as the write gave it
 
     def new_wins(self, new: Batch, old: Batch) -> bool:
         """Whether a write's batch wins over the state of an offset it names."""
@@ -497,7 +518,7 @@ class Kafka42Rules(KipRules):
     def delta(self, state: PersistedState, state_epoch: int, start_offset: int, batches: tuple[Batch, ...],
               leader_epoch: int) -> Delta:
         # ST-10: a ShareUpdate has no StateEpoch and no DeltaIndex; its batches are merged among themselves.
-        return Delta(state.checkpoint_epoch, None, None, start_offset, merge((), batches, UNCHANGED, "kafka-4.2"),
+        return Delta(state.checkpoint_epoch, None, None, start_offset, merge((), batches, UNCHANGED, KAFKA_42),
                      leader_epoch)
 
     def deltas_after_checkpoint(self, state: PersistedState | None, deltas_per_checkpoint: int) -> int:
@@ -517,4 +538,32 @@ class Kafka42Rules(KipRules):
         return state.deltas + 1
 
 
-RULES = {"kip": KipRules(), "kafka-4.2": Kafka42Rules()}
+class Kafka44Rules(Kafka42Rules):
+    """What Apache Kafka 4.4's share coordinator does differently from 4.2's (the clauses marked `profile:
+    kafka-4.4` alone), and why: it treats no epoch as a sentinel any more (KAFKA-20743), and a late or
+    reordered write no longer moves the start offset back (apache/kafka#23074). Its records and their replay
+    are 4.2's; a record may hold the archiving state of a dead-letter queue (DeliveryState 3, ranked by ST-8)."""
+
+    states = KipRules.states + ("archiving",)  # ST-16: stored as given, ranked between acknowledged and archived
+    start_offset_clause = "ST-41"
+
+    def epochs_refusal(self, state_epoch: int | None, leader_epoch: int | None) -> tuple[str, str] | None:
+        # ST-40: a negative state or leader epoch is INVALID_REQUEST, before the key is looked up.
+        if any(epoch is not None and epoch < 0 for epoch in (state_epoch, leader_epoch)):
+            return Error.INVALID_REQUEST, "ST-40"
+        return None
+
+    def initialize_refusal(self, state: PersistedState | None, state_epoch: int) -> tuple[str, str] | None:
+        # ST-40: a negative state epoch is refused; ST-2: an older one is fenced, -1 no longer excepted.
+        refusal = self.epochs_refusal(state_epoch, None)
+        if refusal is None and state is not None and state.fence_epoch > state_epoch:
+            return Error.FENCED_STATE_EPOCH, "ST-2"
+        return refusal
+
+    def written_start_offset(self, state: PersistedState, start_offset: int) -> int:
+        # ST-41: the higher of the write's and the stored start offset (-1, unchanged, is never higher).
+        return max(start_offset, state.start_offset)
+
+
+# The profiles, each a layer over the one before (model/profiles.py).
+RULES = {KIP: KipRules(), KAFKA_42: Kafka42Rules(), KAFKA_44: Kafka44Rules()}

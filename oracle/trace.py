@@ -12,9 +12,10 @@ from typing import Any, Iterable, Iterator, NoReturn
 
 import msgspec
 
+from kipcheck.model.profiles import PROFILES
+
 FORMAT = "kipcheck-trace"
 VERSION = 1
-PROFILES = ("kip", "kafka-4.2")
 HEADER_FIELDS = {"format", "version", "machine", "profile", "config"}
 STEP_FIELDS = {"step", "at_ms", "actor", "op", "args", "observed"}
 

@@ -2,9 +2,10 @@
 
 Each machine has one file, spec/<machine>.md. A clause is a level-two heading
 `## ID: title` followed by bullet lines `- seed: ...`, optionally
-`- profile: kip` or `- profile: kafka-4.2` (a clause that holds only under one
-profile), then its text. Decisions taken where the seeds are silent or
-contradict each other are clauses too, with `- decision: ...` saying why.
+`- profile: kip` or `- profile: kafka-4.2, kafka-4.4` (the profiles it holds
+under, when not all of them), then its text. Decisions taken where the seeds
+are silent or contradict each other are clauses too, with `- decision: ...`
+saying why.
 """
 
 from __future__ import annotations
@@ -38,10 +39,18 @@ class Clause:
     title: str
     machine: str
     seed: str
-    profile: str  # "all", "kip" or "kafka-4.2"
+    profile: str  # as the spec writes it: "all", or the profiles it holds under, e.g. "kafka-4.2, kafka-4.4"
     decision: str | None
     text: str
     source: str
+
+    @property
+    def profiles(self) -> tuple[str, ...]:
+        """The profiles the clause holds under; empty when it holds under every one."""
+        return () if self.profile == "all" else tuple(name.strip() for name in self.profile.split(","))
+
+    def holds_under(self, profile: str) -> bool:
+        return not self.profiles or profile in self.profiles
 
 
 def _parse(path: Path) -> list[Clause]:

@@ -22,6 +22,9 @@ def broker_command(tmp_path, *flags: str) -> subprocess.CompletedProcess:
     (("--port", "70000"), "expected 0..65535"),
     (("--profile", "kafka-9"), "invalid choice"),
     (("--set", "group.share.delivery.count.limit=11"), "group.share.delivery.count.limit must be in 2..10"),
+    # kafka-4.4 judges Apache Kafka 4.4 itself: the reference broker does not serve it, and says why.
+    (("--profile", "kafka-4.4"), "profile kafka-4.4 is a judging profile: the reference implementation serves "
+                                 "kafka-4.2 and kip only"),
 ])
 def test_bad_flags_exit_2_with_a_message(tmp_path, flags, message):
     result = broker_command(tmp_path, *flags)

@@ -37,6 +37,8 @@ def trace(*steps) -> list[str]:
     (["--set", "group.share.delivery.count.limit=zero"], "must be a positive integer, found 'zero'"),
     (["--set", "log.dirs=/tmp"], "expected NAME=VALUE with NAME one of"),
     (["--target", "wire://h:9092", "--scenario", "share-groups"], "client scenarios (share-groups) start their own"),
+    (["--target", "embedded", "--profile", "kafka-4.4"], "--target embedded: profile kafka-4.4 is a judging profile"),
+    (["--target", "reference", "--profile", "kafka-4.4"], "--target reference: profile kafka-4.4 is a judging profile"),
 ])
 def test_bad_arguments_exit_2_before_anything_runs(capsys, arguments, message):
     assert main(["conform", *arguments]) == 2
@@ -60,6 +62,20 @@ def test_each_target_says_what_it_cannot_show_and_how_its_failure_replays(text, 
     assert ({"XM-1", "SP-26"} <= set(target.unobservable)) != restarts, "a restart shows XM-1 and SP-26"
     assert target.replay("late-ack") == f"kipcheck conform --target {name} --profile kip --scenario late-ack"
     assert (target.client_scenarios() != []) == (text == "embedded"), "only the embedded target runs client scenarios"
+
+
+def test_the_kafka_44_profile_judges_kafka_44_and_the_examples():
+    """kafka-4.4 is a judging profile (spec/README.md): kafka:4.4 is judged by it unless told otherwise, it is the
+    target `--profile kafka-4.4` probes unless told otherwise, and the examples are judged under any profile."""
+    from kipcheck.oracle.conformance.targets import default_profile, default_target
+
+    assert [default_profile(text) for text in ("kafka:4.4", "kafka:4.4x3", "kafka:4.2", "embedded", "wire://h:1")] == \
+        ["kafka-4.4", "kafka-4.4", "kafka-4.2", "kafka-4.2", "kafka-4.2"]
+    assert [default_target(profile) for profile in ("kafka-4.4", "kafka-4.2", "kip", None)] == \
+        ["kafka:4.4", "embedded", "embedded", "embedded"]
+    for text in ("wire://h:9092", "python:kipcheck.oracle.conformance.adapter_example:make_partition"):
+        assert resolve(text, TargetOptions("kafka-4.4")).profile == "kafka-4.4"
+    assert main(["conform", "--profile", "kafka-4.4", "--no-broker"]) == 0
 
 
 def test_the_embedded_target_replays_with_its_launcher_and_the_registry_names_every_form():

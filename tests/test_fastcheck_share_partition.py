@@ -2,7 +2,8 @@
 
 Hypothesis writes share-partition traces by driving the plain model, new or
 reloaded from a random `initial_state` (SP-26): appends, allowed acquisitions (the lowest one or any allowed set), acknowledgements good
-and bad and failing on storage (SP-27), time jumps, leaves, ticks and checks, under both profiles. The fast
+and bad and failing on storage (SP-27), time jumps, leaves, ticks and checks, under every profile (Kafka 4.4's
+group configs changing and dead-letter queue, SP-70..SP-74, included). The fast
 judge and the reference judge (`kipcheck check --reference`) must give every
 trace, and every corruption of one field of it, the same verdict in the same
 words: status, step, clause, what was allowed and observed (or line and
@@ -19,6 +20,7 @@ from hypothesis import HealthCheck, Phase, find, given, settings, strategies as 
 
 from kipcheck.model import share_partition as model
 from kipcheck.model.errors import Error
+from kipcheck.model.profiles import KAFKA_44, is_kafka
 from kipcheck.model.violation import STORAGE_ERRORS
 from kipcheck.oracle.check import check_file, check_lines
 from kipcheck.oracle.judges.fast import share_partition as fastcheck
@@ -28,6 +30,7 @@ ACTORS = ("c1", "c2", "c3")
 ERRORS = (Error.NONE, Error.INVALID_REQUEST, Error.INVALID_RECORD_STATE, Error.REQUEST_TIMED_OUT, "COORDINATOR_NOT_AVAILABLE",
           "UNKNOWN_SERVER_ERROR")
 LOG_ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+KAFKA44_STATES = model.RULES[KAFKA_44].states  # SP-73: archiving too
 DIFFERENTIAL = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -58,10 +61,14 @@ class TraceWriter:
                        "max_inflight_records": data.draw(st.integers(1, 12))}
         if data.draw(st.booleans()):  # SP-40: Kafka 4.2's failure on a batch straddling SPSO, flagged
             self.config["straddle_npe"] = "flag"
+        self.kafka = is_kafka(profile)
+        if profile == KAFKA_44:  # SP-72, SP-73: the group refuses renewals, has a dead-letter queue
+            self.config.update({key: data.draw(st.booleans()) for key in ("renew_acknowledge_enable", "dead_letter_queue")})
         if data.draw(st.booleans()):  # SP-26: a partition reloaded after a restart
             self.config["initial_state"] = data.draw(initial_states(self.config["start_offset"],
-                                                                    self.config["delivery_count_limit"]))
-        if profile == "kafka-4.2" and data.draw(st.booleans()):  # SP-62, SP-63
+                                                                    self.config["delivery_count_limit"],
+                                                                    model.RULES[profile].loadable_states))
+        if self.kafka and data.draw(st.booleans()):  # SP-62, SP-63
             self.config["isolation_level"] = data.draw(st.sampled_from(LOG_ISOLATION_LEVELS))
         self.profile = profile
         self.partition = model.SharePartition(**self.config, profile=profile)
@@ -82,13 +89,15 @@ class TraceWriter:
         previous_ms = self.at_ms
         self.at_ms += draw(st.sampled_from((0, 0, 1, 5, self.config["record_lock_duration_ms"])))
         ops = ("append", "acquire", "acquire", "acknowledge", "acknowledge", "leave", "tick", "check")
-        if self.profile == "kafka-4.2":  # SP-61..SP-65: Kafka 4.2's log
+        if self.kafka:  # SP-61..SP-65: Kafka's log
             ops += ("transaction", "transaction", "log_start", "compact")
+        if self.profile == KAFKA_44:  # SP-70, SP-74: a group's configs change, phase 2 of a dead-letter queue
+            ops += ("alter_config", "dead_lettered", "dead_lettered")
         op = draw(st.sampled_from(ops))
         actor = draw(st.sampled_from(ACTORS))
         # SP-44: an acknowledgement received earlier than answered, its records' locks held back meanwhile.
         self.received_ms = None
-        if op == "acknowledge" and self.profile == "kafka-4.2" and draw(st.booleans()):
+        if op == "acknowledge" and self.kafka and draw(st.booleans()):
             self.received_ms = draw(st.integers(previous_ms, self.at_ms))
         # SP-20: what the judge does first at every step.
         self.partition.advance(self.at_ms if self.received_ms is None else self.received_ms)
@@ -104,9 +113,9 @@ class TraceWriter:
         max_records = self.data.draw(st.integers(1, 6))
         record_limit = self.data.draw(st.booleans())  # SP-42: Kafka 4.2's record_limit acquire mode
         archived = None
-        if self.profile == "kafka-4.2" or self.data.draw(st.booleans()):
+        if self.kafka or self.data.draw(st.booleans()):
             records = self.partition.lowest_acquisition(max_records, record_limit)
-            if self.profile == "kafka-4.2" and self.data.draw(st.booleans()):  # SP-63: observed, else inferred
+            if self.kafka and self.data.draw(st.booleans()):  # SP-63: observed, else inferred
                 archived = self.partition.lowest_archived(max_records, record_limit)
         else:  # SP-3: any ascending set of acquirable records
             records = self._any_acquisition(max_records)
@@ -133,6 +142,27 @@ class TraceWriter:
             self._mark_appended()
             self.partition.append(count, producer)
             self.emit(producer, "append", {"count": count, "producer": producer})
+
+    def alter_config(self, _actor):
+        """SP-70: the group's configs change (to test-sized values); nothing changes at once."""
+        draw = self.data.draw
+        values = {"delivery_count_limit": st.integers(1, 3), "max_inflight_records": st.integers(1, 12),
+                  "renew_acknowledge_enable": st.booleans(), "dead_letter_queue": st.booleans()}
+        keys = draw(st.lists(st.sampled_from(model.GROUP_CONFIG_KEYS), min_size=1, max_size=2, unique=True))
+        settings = {key: draw(values[key]) for key in keys}
+        self.partition.alter_config(settings)
+        self.emit("admin", "alter_config", settings)
+
+    def dead_lettered(self, _actor):
+        """SP-74: phase 2 finished for part of a run of archiving records."""
+        runs = self.partition.archiving_runs()
+        if not runs:
+            return self.tick(_actor)
+        first, last = self.data.draw(st.sampled_from(runs))
+        first = self.data.draw(st.integers(first, last))
+        last = self.data.draw(st.integers(first, last))
+        self.partition.dead_lettered(first, last)
+        self.emit("dead-letter-queue", "dead_lettered", {"first": first, "last": last})
 
     def _mark_appended(self):
         if self.first_appended is None:
@@ -221,11 +251,14 @@ class TraceWriter:
 
     def check(self, _actor):
         partition = self.partition
+        if partition.archiving_runs() and self.data.draw(st.booleans()):  # SP-74: phase 2 seen only by the check
+            for first, last in partition.archiving_runs():
+                partition.dead_lettered(first, last)
         self.emit("observer", "check", None, {"spso": partition.spso, "speo": partition.speo, "states": partition.snapshot()})
 
     def lines(self, steps=None, config=None):
         config = self.config if config is None else config
-        if self.profile == "kafka-4.2":  # SP-45: test-sized settings, outside Kafka's ranges
+        if self.kafka:  # SP-45, SP-71: test-sized settings, outside Kafka's ranges
             config = {**config, "kafka_ranges": "waive"}
         header = {"format": "kipcheck-trace", "version": 1, "machine": "share-partition", "profile": self.profile,
                   "config": config}
@@ -233,13 +266,13 @@ class TraceWriter:
 
 
 @st.composite
-def initial_states(draw, start_offset, delivery_count_limit):
+def initial_states(draw, start_offset, delivery_count_limit, loadable=model.LOADABLE_STATES):
     """SP-26: ascending runs [first, last, state, delivery_count] from start_offset, holes between some."""
     runs, first = [], start_offset
     for _ in range(draw(st.integers(0, 4))):
         first += draw(st.sampled_from((0, 0, 1, 2)))
         last = first + draw(st.integers(0, 3))
-        runs.append([first, last, draw(st.sampled_from(model.LOADABLE_STATES)), draw(st.integers(0, delivery_count_limit))])
+        runs.append([first, last, draw(st.sampled_from(loadable)), draw(st.integers(0, delivery_count_limit))])
         first = last + 1
     return runs
 
@@ -272,6 +305,12 @@ def corrupt(draw, steps):
         args["offset"] = max(0, _nudge(draw, args["offset"]))
     elif op == "compact":
         args["last"] = max(args["first"], _nudge(draw, args["last"]))
+    elif op == "dead_lettered":
+        name = draw(st.sampled_from(("first", "last")))
+        args[name] = max(0, _nudge(draw, args[name]))
+    elif op == "alter_config":
+        name = draw(st.sampled_from(sorted(args)))
+        args[name] = not args[name] if type(args[name]) is bool else max(1, _nudge(draw, args[name]))
     elif op == "acquire" and observed.get("archived") and choice == 2:
         run = draw(st.sampled_from(observed["archived"]))
         run[draw(st.integers(0, 1))] = max(0, _nudge(draw, run[0]))
@@ -294,7 +333,7 @@ def corrupt(draw, steps):
     elif op == "check" and observed["states"] and choice == 1:
         run = draw(st.sampled_from(observed["states"]))
         field = draw(st.integers(0, 3))
-        run[field] = draw(st.sampled_from(model.STATES)) if field == 2 else max(0, _nudge(draw, run[field]))
+        run[field] = draw(st.sampled_from(KAFKA44_STATES)) if field == 2 else max(0, _nudge(draw, run[field]))
     elif op == "check":
         name = draw(st.sampled_from(("spso", "speo")))
         observed[name] = max(0, _nudge(draw, observed[name]))
@@ -318,7 +357,7 @@ def test_fast_and_reference_agree_on_corrupted_traces(trace, data):
     if config.get("initial_state") and data.draw(st.integers(0, 4)) == 0:
         run = data.draw(st.sampled_from(config["initial_state"]))  # SP-26: one loaded field changed
         field = data.draw(st.integers(0, 3))
-        run[field] = data.draw(st.sampled_from(model.STATES)) if field == 2 else _nudge(data.draw, run[field])
+        run[field] = data.draw(st.sampled_from(KAFKA44_STATES)) if field == 2 else _nudge(data.draw, run[field])
     else:
         corrupt(data.draw, steps)
     assert_same_verdicts(trace.lines(steps, config))
@@ -374,14 +413,44 @@ class AbortedRecordsNotArchived(fastcheck.SharePartition):
 KAFKA42_LOG_BUGS = (LogStartKeepsAvailableRecords, CompactionArchivesNothing, AbortedRecordsNotArchived)
 
 
+class LimitReadOnce(fastcheck.SharePartition):
+    def alter_config(self, settings):
+        super().alter_config({key: value for key, value in settings.items() if key != "delivery_count_limit"}
+                             or {"dead_letter_queue": self.dead_letter_queue})  # SP-70 broken: the limit never changes
+
+
+class RenewalsNeverRefused(fastcheck.SharePartition):
+    def acknowledge(self, at_ms, actor, batches, renew=False, received_ms=None):
+        enabled, self.renew_acknowledge_enable = self.renew_acknowledge_enable, True  # SP-72 broken
+        try:
+            return super().acknowledge(at_ms, actor, batches, renew, received_ms)
+        finally:
+            self.renew_acknowledge_enable = enabled
+
+
+class RejectSkipsTheDeadLetterQueue(fastcheck.SharePartition):
+    def _apply_acknowledgement(self, first, last, target):
+        super()._apply_acknowledgement(first, last, model.ARCHIVED if target is model.ARCHIVING else target)  # SP-73
+
+
+class DeadLetteringArchivesNothing(fastcheck.SharePartition):
+    def dead_lettered(self, first, last, seen_later=False):
+        pass  # SP-74 broken: phase 2 leaves the records archiving
+
+
+KAFKA44_BUGS = (LimitReadOnce, RenewalsNeverRefused, RejectSkipsTheDeadLetterQueue, DeadLetteringArchivesNothing)
+
+
 @pytest.mark.parametrize("broken", (CountNotIncremented, StartPassesAvailableRecord, LoadForgetsDeliveryCounts,
-                                    *KAFKA42_LOG_BUGS),
+                                    *KAFKA42_LOG_BUGS, *KAFKA44_BUGS),
                          ids=lambda cls: cls.__name__)
 def test_a_broken_fast_acceptor_is_caught(broken, monkeypatch):
     """The generated-traces check above, run against the broken acceptor, finds a trace they disagree on."""
     monkeypatch.setattr(fastcheck, "SharePartition", broken)
-    # Kafka 4.2's log (SP-61..SP-65) exists only under its profile: search there for the bugs in it.
-    profiles = ("kafka-4.2",) if broken in KAFKA42_LOG_BUGS else model.PROFILES
+    # Kafka's log (SP-61..SP-65) exists only under its profiles, a group's configs and dead-letter queue
+    # (SP-70..SP-74) only under kafka-4.4: search there for the bugs in them.
+    profiles = ("kafka-4.2",) if broken in KAFKA42_LOG_BUGS else (KAFKA_44,) if broken in KAFKA44_BUGS \
+        else model.PROFILES
     found = find(valid_traces(profiles), disagree, settings=settings(DIFFERENTIAL, max_examples=3000, phases=[Phase.generate],
                                                              database=None))
     assert disagree(found)

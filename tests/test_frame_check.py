@@ -6,6 +6,7 @@ Decoding a frame that frame_check wrongly lets through aborts the process
 
 from __future__ import annotations
 
+import dataclasses
 import resource
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import sys
 import pytest
 from kio.index import load_request_schema
 from kio.schema.index import api_key_map, schema_name_map
+from kio.serial._introspect import is_optional
 
 from kipcheck.impl.wire.codec import decode_request
 from kipcheck.impl.wire.frame_check import FrameError, check_frame
@@ -34,7 +36,7 @@ from kio.schema.index import api_key_map, schema_name_map
 import kipcheck.impl.wire.codec as codec
 from kipcheck.oracle.conformance.probes.raw_client import huge_count_mutations, sample_frame
 if sys.argv[1] == "unchecked":
-    codec.check_frame = lambda request_class, frame: None
+    codec.check_frame = lambda request_class, frame: 0
 frames = refused = 0
 for api_key, name in sorted(api_key_map.items()):
     for version in sorted(schema_name_map[name]):
@@ -103,3 +105,50 @@ def test_huge_counts_at_every_byte_of_every_kio_request_never_reach_the_allocato
 def test_the_sweep_catches_a_decoder_without_the_check():
     unchecked = run_sweep("unchecked")
     assert unchecked.returncode != 0 and "memory allocation of" in unchecked.stderr, unchecked.stderr[-3000:]
+
+
+def nulls_not_allowed(entity, path: str = "") -> list[str]:
+    """The fields of a decoded kio entity that hold None although its schema does not make them nullable."""
+    found = []
+    for field in dataclasses.fields(entity):
+        value, name = getattr(entity, field.name), f"{path}{field.name}"
+        if value is None:
+            if not is_optional(field):
+                found.append(name)
+        elif dataclasses.is_dataclass(value):
+            found += nulls_not_allowed(value, name + ".")
+        elif isinstance(value, tuple):
+            for item in value:
+                if dataclasses.is_dataclass(item):
+                    found += nulls_not_allowed(item, name + "[].")
+    return found
+
+
+def null_mutations(frame: bytes):
+    """Copies of `frame` (no length prefix) with each empty array or empty string after the header's fixed part
+    written as null: int32 0 -> -1, int16 0 -> -1, a compact 0 (varint 1) -> null (varint 0)."""
+    for position in range(8, len(frame)):
+        for empty, null in ((b"\x00\x00\x00\x00", b"\xff\xff\xff\xff"), (b"\x00\x00", b"\xff\xff"), (b"\x01", b"\x00")):
+            if frame[position:position + len(empty)] == empty:
+                yield frame[:position] + null + frame[position + len(empty):]
+
+
+def test_null_where_the_schema_allows_none_is_refused_before_a_handler_sees_it():
+    """Kafka's readers refuse null for a non-nullable array, string or bytes ("non-nullable field topics was
+    serialized as null"); kio would decode it as None and the handler would fail on it (an OffsetCommit whose
+    topics array is null reached the offsets handler as None). Whatever passes the check decodes without a
+    None where the schema does not allow one."""
+    offset_commit = load_request_schema(8, 9)
+    frame = bytes.fromhex("000800090000000700017800") + b"\x02g\x00\x00\x00\x01\x02m\x00" + b"\x00" + b"\x00"
+    with pytest.raises(FrameError, match="non-nullable field topics was serialized as null"):
+        check_frame(offset_commit, frame)
+    passed = 0
+    for api_key, version in all_request_versions():
+        for mutated in null_mutations(sample_frame(api_key, version, elements=0)[4:]):
+            try:
+                request = decode_request(mutated, {api_key: (version, version)})
+            except FrameError:
+                continue
+            assert not nulls_not_allowed(request.body), (api_key, version, nulls_not_allowed(request.body))
+            passed += 1
+    assert passed > 1000

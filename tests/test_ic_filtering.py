@@ -11,8 +11,8 @@ import cramjam
 import pytest
 from kio.records.readers import read_batch
 
-from kipcheck.impl.ic.compression import BatchDecodeError, FilterLimitExceeded, decompress
-from kipcheck.impl.ic.filtering import decode_records, filter_batches
+from kipcheck.impl.ic.filtering import BatchDecodeError, FilterLimitExceeded, decode_records, filter_batches
+from kipcheck.impl.wire.compression import Undecompressable, decompressed_chunks
 from kipcheck.impl.ic.key_range_cache import KeyRangeCache
 from kipcheck.model.key_hash import HASH_MAX, in_ranges, record_hash
 from kipcheck.model.key_range_assign import split
@@ -102,15 +102,20 @@ def test_the_cache_serves_the_other_sharers_and_never_hides_a_record(codec):
         assert small.size_bytes <= 2000
 
 
+def decompress(codec: int, data: bytes) -> bytes:
+    return b"".join(decompressed_chunks(codec, data, 1 << 20))
+
+
 def test_limits_and_corrupt_batches_are_errors():
-    bomb = bytes(cramjam.zstd.compress(b"\0" * 5_000_000))
-    with pytest.raises(FilterLimitExceeded):
-        decompress(4, bomb, 1_000_000)
-    assert len(decompress(4, bomb, 5_000_000)) == 5_000_000
-    with pytest.raises(FilterLimitExceeded):
-        decompress(2, bytes(cramjam.snappy.compress_raw(b"\0" * 100_000)), 1000)
-    with pytest.raises(BatchDecodeError):
-        decompress(3, b"not lz4", LIMIT)
+    data = (DATA / "librdkafka-zstd.batches").read_bytes()
+    first = batches(data)[0]
+    records = len(decode_records(first, LIMIT))
+    with pytest.raises(FilterLimitExceeded):  # the records' cost is known from the count before decoding
+        decode_records(first, records * 96 - 1)
+    with pytest.raises(FilterLimitExceeded):  # then the bytes they decompress to
+        decode_records(first, records * 96 + 10)
+    with pytest.raises(Undecompressable):
+        decompress(3, b"not lz4")
     data = bytearray((DATA / "librdkafka-none.batches").read_bytes())
     data[70] ^= 0xFF
     with pytest.raises(BatchDecodeError):
@@ -121,9 +126,9 @@ def test_xerial_framed_snappy_as_the_java_client_writes_it():
     chunks = [b"first chunk " * 50, b"second " * 70]
     framed = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1) + b"".join(
         struct.pack(">i", len(raw)) + raw for raw in (bytes(cramjam.snappy.compress_raw(chunk)) for chunk in chunks))
-    assert decompress(2, framed, LIMIT) == b"".join(chunks)
-    with pytest.raises(BatchDecodeError):
-        decompress(2, framed[:-3], LIMIT)
+    assert decompress(2, framed) == b"".join(chunks)
+    with pytest.raises(Undecompressable):
+        decompress(2, framed[:-3])
 
 
 def test_a_real_consumer_reads_filtered_batches(tmp_path):

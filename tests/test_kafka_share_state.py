@@ -166,9 +166,9 @@ def coordinator_run(request, start_kafka_once, tmp_path_factory) -> Run:
 
 
 def judge(stored: StoredRecords, updates_per_snapshot: int = UPDATES_PER_SNAPSHOT,
-          cold_interval_ms: int = COLD_INTERVAL_MS):
+          cold_interval_ms: int = COLD_INTERVAL_MS, profile: str = "kafka-4.2"):
     """The verdict on each key's trace, as `kipcheck check` gives it."""
-    header = trace_header(updates_per_snapshot, cold_interval_ms)
+    header = trace_header(updates_per_snapshot, cold_interval_ms, profile)
     return [check_lines([dumps({"format": "kipcheck-trace", "version": 1, **header}),
                          *(dumps({"step": number, **step}) for number, step in enumerate(trace.steps, start=1))],
                         str(trace.key))
@@ -199,6 +199,13 @@ def test_what_kafkas_share_coordinator_stored_passes_under_kafka_42(coordinator_
     assert steps.count(("write", "snapshot", None)) >= 2
     assert any(op == "read" and record in ("update", "snapshot") and epoch > 0 for op, record, epoch in steps)
     assert not trace.pruned and trace.records == records
+
+
+def test_what_kafka_stored_passes_under_the_profile_of_its_line(coordinator_run):
+    """Kafka 4.4.0's records pass under kafka-4.4 too: no negative epoch (ST-40), no start offset going back
+    (ST-41), the state epoch of each write the key's (the read back's writes carry it, not -1)."""
+    verdicts = judge(coordinator_run.stored, profile=f"kafka-{coordinator_run.line}")
+    assert verdicts and all(verdict.status == "ok" for verdict in verdicts), [verdict.summary() for verdict in verdicts]
 
 
 # The same records, corrupted: each caught at the clause it breaks.

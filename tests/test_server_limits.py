@@ -131,21 +131,30 @@ def test_an_idle_connection_is_closed_but_one_waiting_for_an_answer_is_not():
     asyncio.run(scenario())
 
 
-def test_max_connections_waits_for_a_free_slot_and_per_ip_drops():
+def test_max_connections_closes_the_longest_idle_or_waits_and_per_ip_drops():
+    """At max.connections a new connection closes the one idle the longest (one trickling a frame in counts as
+    idle); when every connection has a request being handled it waits for a slot. Before: it always waited,
+    so connections trickling one byte of a frame now and then locked every new client out."""
     async def scenario():
         async with Harness(max_connections=2) as harness:
-            harness.go.set()
-            (_, first), (second_reader, second) = await harness.connect(), await harness.connect()
-            third_reader, third = await harness.connect()  # queued in the kernel: the acceptor waits
+            (first_reader, first), (second_reader, second) = await harness.connect(), await harness.connect()
+            first.write(api_versions_frame(1)[:5])  # one byte of the frame after its length: idle
+            second.write(api_versions_frame(2))     # handled until `go`: busy
+            await harness.wait_started(1)
+            third_reader, third = await harness.connect()
+            async with asyncio.timeout(DEADLINE_S):
+                assert await first_reader.read() == b"", "the idle connection is closed"
             third.write(api_versions_frame(3))
+            await harness.wait_started(2)
+            fourth_reader, fourth = await harness.connect()  # the other two are busy: it waits
+            fourth.write(api_versions_frame(4))
             await asyncio.sleep(SETTLE_S)
-            assert harness.started == []
-            first.close()
-            assert await read_answers(third_reader, 1) == [3]
-            second.write(api_versions_frame(2))
-            assert await read_answers(second_reader, 1) == [2]
-            second.close()
-            third.close()
+            assert harness.started == [2, 3]
+            harness.go.set()
+            assert await read_answers(second_reader, 1) == [2] and await read_answers(third_reader, 1) == [3]
+            assert await read_answers(fourth_reader, 1) == [4], "room was made by closing one idle again"
+            for writer in (second, third, fourth):
+                writer.close()
         async with Harness(max_connections_per_ip=1) as harness:
             harness.go.set()
             _, first = await harness.connect()
@@ -178,5 +187,32 @@ def test_frame_pool_grants_in_arrival_order_and_survives_cancellation():
         assert pool.used_bytes == 0
         await pool.reserve(500)  # larger than the pool: admitted alone
         assert pool.used_bytes == 500
+
+    asyncio.run(scenario())
+
+
+def test_frames_trickled_in_cannot_hold_the_broker_wide_pool():
+    """Two connections announce frames of 60% of queued.max.request.bytes each and send a few bytes of them:
+    the first holds its bytes, the second waits for room, and every frame after it waits behind it. A frame
+    that arrives slower than queued.request.min.bytes.per.second while others wait is closed, and the
+    waiting request is read. Before: it waited until connections.max.idle.ms (10 minutes)."""
+    async def scenario():
+        async with Harness(max_request_bytes=100_000, queued_max_request_bytes=100_000) as harness:
+            harness.go.set()
+            tricklers = []
+            for correlation_id in (1, 2):
+                reader, writer = await harness.connect()
+                writer.write(api_versions_frame(correlation_id, 60_000)[:20])
+                tricklers.append((reader, writer))
+                await asyncio.sleep(0.1)
+            reader, writer = await harness.connect()
+            writer.write(api_versions_frame(3, 30_000))
+            assert await read_answers(reader, 1) == [3]
+            async with asyncio.timeout(DEADLINE_S):
+                assert await tricklers[0][0].read() == b"", "the trickler holding the bytes is closed"
+            assert not tricklers[1][0].at_eof(), "the other now holds them, and nobody waits for room"
+            for _, trickler_writer in tricklers:
+                trickler_writer.close()
+            writer.close()
 
     asyncio.run(scenario())

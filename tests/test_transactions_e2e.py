@@ -4,14 +4,16 @@ read_committed consumers (classic Fetch) see exactly the committed records, read
 data record; the transaction state survives kill -9 of the broker: a transaction left open by a killed
 broker is aborted when its producer initializes again, and committed records stay committed."""
 
-import uuid
+import sys
+from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 
 from kipcheck.oracle.conformance.scenarios.clients import create_topic
 from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
 
-TIMEOUT_S = 60
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from attacks import TIMEOUT_S, read_all  # noqa: E402
 
 
 def transactional_producer(bootstrap: str, transactional_id: str) -> Producer:
@@ -30,24 +32,6 @@ def in_transaction(producer: Producer, topic: str, values: list[bytes], commit: 
     else:
         producer.flush(TIMEOUT_S)  # the records are in the log before the abort marker
         producer.abort_transaction(TIMEOUT_S)
-
-
-def read_all(bootstrap: str, topic: str, isolation_level: str, expected: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
-                         "auto.offset.reset": "earliest", "isolation.level": isolation_level,
-                         "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    try:
-        for _ in range(TIMEOUT_S):
-            message = consumer.poll(1.0)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-            if len(values) >= expected and message is None:
-                break
-    finally:
-        consumer.close()
-    return values
 
 
 def test_read_committed_sees_committed_transactions_only(tmp_path):

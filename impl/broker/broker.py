@@ -34,8 +34,9 @@ import asyncio
 import json
 import logging
 import resource
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from kipcheck.impl.broker.clock import now_ms
 from kipcheck.impl.broker.config import BrokerConfig, advertised_address
@@ -44,7 +45,7 @@ from kipcheck.impl.broker.handlers import all_handlers
 from kipcheck.impl.broker.limits import reserve_file_descriptors
 from kipcheck.impl.broker.log import PartitionLog
 from kipcheck.impl.broker.metadata import Topic, TopicError, Topics
-from kipcheck.impl.broker.server import Connection, Server
+from kipcheck.impl.broker.server import Connection, Server, release_frame
 from kipcheck.impl.broker.share_engine import ShareEngine
 from kipcheck.impl.broker.transactions import TransactionCoordinator
 from kipcheck.impl.groups.coordinator import GroupCoordinator
@@ -97,6 +98,9 @@ class Broker:
         self.host, self.port = "127.0.0.1", 0
         self.advertised = (self.host, self.port)  # what Metadata and FindCoordinator tell clients
         self.server: Server | None = None
+        # num.io.threads: the CPU-heavy pure work of a request (decoding a large frame, reading produced or
+        # filtered records) runs here, so the event loop keeps serving other clients meanwhile.
+        self.workers = ThreadPoolExecutor(config.io_threads, thread_name_prefix="kipcheck-io")
         self._change = asyncio.Event()
         self._timer: asyncio.Task | None = None
         for topic in self.topics:
@@ -114,7 +118,7 @@ class Broker:
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         reserve_file_descriptors(self.config.max_connections, self.storage.open_files_max)
-        self.server = Server(all_handlers(self), self.config, self.connection_closed)
+        self.server = Server(all_handlers(self), self.config, self.connection_closed, self.workers)
         self.host, self.port = await self.server.start(host, port)
         self.advertised = advertised_address(self.config.advertised_listener) if self.config.advertised_listener \
             else (self.host, self.port)
@@ -127,6 +131,8 @@ class Broker:
             await self.server.stop()
         if self._timer is not None:
             self._timer.cancel()
+        # Workers touch no broker state: a clean stop does not wait for one still reading a large batch.
+        self.workers.shutdown(wait=False, cancel_futures=True)
         self.engine.close()
         self.ic.close()
         self.consumer_groups.close()
@@ -213,6 +219,10 @@ class Broker:
         topic = self.topics.get(name)
         return topic.partitions if topic else 0
 
+    async def off_loop(self, function: Callable[..., Any], *arguments: Any) -> Any:
+        """`function(*arguments)` on a worker thread (num.io.threads); it must not touch the broker's state."""
+        return await asyncio.get_running_loop().run_in_executor(self.workers, function, *arguments)
+
     # -- waiting ---------------------------------------------------------------------------
 
     def notify_changed(self) -> None:
@@ -223,6 +233,7 @@ class Broker:
     async def wait_changed(self, timeout_ms: int) -> None:
         if timeout_ms <= 0:
             return
+        release_frame()
         try:
             await asyncio.wait_for(self._change.wait(), timeout_ms / 1000)
         except asyncio.TimeoutError:

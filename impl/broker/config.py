@@ -44,6 +44,11 @@ _PROPERTIES = {
     "group.share.heartbeat.interval.ms": "heartbeat_interval_ms",
     "group.share.max.size": "max_group_size",
     "advertised.listeners": "advertised_listener",
+    "message.max.bytes": "max_message_bytes",
+    "log.message.timestamp.after.max.ms": "timestamp_after_max_ms",
+    "log.message.timestamp.before.max.ms": "timestamp_before_max_ms",
+    "num.io.threads": "io_threads",
+    "queued.request.min.bytes.per.second": "queued_request_min_bytes_per_second",
 }
 
 
@@ -60,6 +65,8 @@ class BrokerConfig:
     # this broker reads pipelined requests ahead); a frame alone on its connection is always admitted.
     connection_queued_max_request_bytes: int = 16777216
     connections_max_idle_ms: int = 600000
+    # This broker's own: while others wait for queued.max.request.bytes, a frame arriving slower is closed.
+    queued_request_min_bytes_per_second: int = 1048576
     # Kafka's defaults are unbounded; these fit the file descriptors of a process whose hard limit is 4096.
     max_connections: int = 1000
     max_connections_per_ip: int = 2147483647
@@ -74,6 +81,12 @@ class BrokerConfig:
     max_group_size: int = 200
     # PLAINTEXT://HOST:PORT given to clients in Metadata and FindCoordinator; empty: the address listened on.
     advertised_listener: str = ""
+    # Kafka's defaults: the largest produced batch, and how far a record's timestamp may lie ahead or behind.
+    max_message_bytes: int = 1048588
+    timestamp_after_max_ms: int = 3600000
+    timestamp_before_max_ms: int = 2**63 - 1
+    # Threads that decode large requests and read produced and filtered records, off the event loop.
+    io_threads: int = 8
     groups: GroupConfig = field(default_factory=GroupConfig)
     ic: IcConfig = field(default_factory=IcConfig)
 

@@ -28,6 +28,7 @@ getOrMaybeCreateShareGroup ("Group ... is not a share group").
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -79,6 +80,10 @@ class ShareGroups:
         self.max_size = max_size
         self.id_taken = id_taken
         self.groups: dict[str, Group] = {}
+        # (deadline, group id, member id) of every heartbeat: expiry looks at the due ones only, not at every
+        # group (tens of thousands of groups made each heartbeat and each timer tick scan them all).
+        # An entry whose member heartbeated again since is skipped when it comes due.
+        self._deadlines: list[tuple[int, str, str]] = []
 
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, subscribed: tuple[str, ...] | None,
                   at_ms: int, rack_id: str | None = None, client_id: str = "", client_host: str = "") -> HeartbeatAnswer:
@@ -108,6 +113,7 @@ class ShareGroups:
         elif subscribed is not None:
             member.subscribed = tuple(subscribed)
         member.deadline_ms = at_ms + self.session_timeout_ms
+        heapq.heappush(self._deadlines, (member.deadline_ms, group_id, member_id))
         group.subscribed_ever.update(member.subscribed)
         self._reassign(group)
         changed = member_epoch != member.epoch or subscribed is not None
@@ -115,14 +121,17 @@ class ShareGroups:
 
     def expire(self, at_ms: int) -> list[tuple[str, str]]:
         """Remove members whose session timed out; returns (group id, member id) of each."""
-        expired = []
-        for group in self.groups.values():
-            gone = [member_id for member_id, member in group.members.items() if member.deadline_ms <= at_ms]
-            for member_id in gone:
+        expired, touched = [], {}
+        while self._deadlines and self._deadlines[0][0] <= at_ms:
+            deadline_ms, group_id, member_id = heapq.heappop(self._deadlines)
+            group = self.groups.get(group_id)
+            member = group.members.get(member_id) if group is not None else None
+            if member is not None and member.deadline_ms == deadline_ms:
                 del group.members[member_id]
-                expired.append((group.group_id, member_id))
-            if gone:
-                self._reassign(group)
+                expired.append((group_id, member_id))
+                touched[group_id] = group
+        for group in touched.values():
+            self._reassign(group)
         return expired
 
     def is_member(self, group_id: str, member_id: str) -> bool:

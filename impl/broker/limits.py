@@ -58,6 +58,11 @@ class FramePool:
         self.used_bytes -= size
         self._grant()
 
+    @property
+    def waiting(self) -> bool:
+        """Whether a reader waits for room."""
+        return bool(self._waiters)
+
     def _fits(self, size: int) -> bool:
         return self.used_bytes == 0 or self.used_bytes + size <= self.capacity_bytes
 

@@ -50,7 +50,9 @@ removed; Kafka 4.2 asks for 0 too from transactions-v2 producers.)
 Transactions: a transactional batch opens (or extends) its producer's
 transaction in this partition; the control batch the transaction coordinator
 appends (`append_marker`, one commit or abort record written by kio) closes
-it. The log keeps, rebuilt by the replay, the first offset of every open
+it (clients cannot write control batches: the Produce handler refuses them).
+While a producer's transaction is open here, a plain batch of that producer
+is TransactionStateError (INVALID_TXN_STATE), as in Kafka's ProducerAppendInfo. The log keeps, rebuilt by the replay, the first offset of every open
 transaction (the last stable offset is the earliest of them, else the log
 end) and the aborted transactions as Kafka's AbortedTxn (producer id, first
 offset, marker offset), which read_committed fetches are told about.
@@ -73,6 +75,10 @@ RETAINED_BATCHES = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 
 class SequenceError(Exception):
     """An idempotent producer's batch out of sequence (OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+
+
+class TransactionStateError(Exception):
+    """A producer's non-transactional batch while its transaction is open here (INVALID_TXN_STATE)."""
 
 
 class ProducerEpochError(Exception):
@@ -164,7 +170,7 @@ class PartitionLog:
         """Append a produce request's record set; returns the base offset of its first batch.
 
         The whole record set is one write to one segment (Kafka rolls per append
-        too). Raises InvalidBatch, SequenceError or ProducerEpochError without
+        too). Raises InvalidBatch, SequenceError, ProducerEpochError or TransactionStateError without
         writing anything, and StorageError (KAFKA_STORAGE_ERROR) with the segment
         as it was.
         """
@@ -172,6 +178,11 @@ class PartitionLog:
         duplicate = self._check_sequences(batches)
         if duplicate is not None:
             return duplicate
+        header = batches[0][1]
+        if header.control_type is None and not header.transactional and header.producer_id in self.open_transactions:
+            # ProducerAppendInfo: a producer whose transaction is open here writes only transactional batches.
+            raise TransactionStateError(f"Expected transactional write from producer {header.producer_id} at offset "
+                                        f"{self.end_offset} in partition {self.directory.name}")
         base_offset = offset = self.end_offset
         stamped = []
         for batch, header in batches:

@@ -12,8 +12,13 @@ Names (spec/ic.md IC-6, IC-7; spec/key-range-assign.md KR-11, KR-12):
   it outgrows this and at least half of its records are dead.
 - `max.bytes.key.range.cache` (209715200, the seed's default): the filter results kept for the
   next fetch (key_range_cache.KeyRangeCache).
-- `max.bytes.fetcher.filtering` (104857600, the seed's default): the most one batch may decompress
-  to for filtering (compression.py); past it the fetch is refused, never cut.
+- `max.bytes.fetcher.filtering` (104857600, the seed's default): the most filtering one batch may cost,
+  its decompressed bytes and 96 bytes a record (filtering.py); past it the fetch of that partition is
+  refused (MESSAGE_TOO_LARGE), never cut.
+- `individual.commit.max.ranges.per.commit` (100,000; the broker's own, in the seed's style): the ranges
+  one OffsetCommit may carry for one partition. The broker answers a partition carrying more
+  INVALID_REQUEST before the coordinator sees it: a commit costs time in proportion to its ranges, and
+  a million of them kept every other client waiting for seconds.
 `from_properties` takes strings or ints; an unknown name or a bad value raises ValueError naming it.
 """
 
@@ -30,6 +35,7 @@ _PROPERTIES = {
     "individual.commit.log.segment.bytes": "segment_bytes",
     "max.bytes.key.range.cache": "key_range_cache_bytes",
     "max.bytes.fetcher.filtering": "filtering_bytes",
+    "individual.commit.max.ranges.per.commit": "max_ranges_per_commit",
 }
 
 
@@ -40,12 +46,13 @@ class IcConfig:
     segment_bytes: int = 10 * 1024 * 1024
     key_range_cache_bytes: int = 200 * 1024 * 1024
     filtering_bytes: int = 100 * 1024 * 1024
+    max_ranges_per_commit: int = 100_000
 
     def __post_init__(self) -> None:
         if type(self.accept_individual_commit) is not bool:
             raise ValueError(f"accept.individual.commit must be true or false, found {self.accept_individual_commit!r}")
         for field_name, minimum in (("max_ranges", 0), ("segment_bytes", 1), ("key_range_cache_bytes", 0),
-                                    ("filtering_bytes", 1)):
+                                    ("filtering_bytes", 1), ("max_ranges_per_commit", 1)):
             value = getattr(self, field_name)
             if type(value) is not int or value < minimum:
                 raise ValueError(f"{kafka_name(_PROPERTIES, field_name)} must be an integer >= {minimum}, found {value!r}")

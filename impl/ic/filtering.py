@@ -13,10 +13,16 @@ KR-9) lies in the requested ranges:
   records: its last offset delta moves the consumer past it, as Kafka's log
   cleaner does with emptied batches;
 - control batches (transaction markers) as stored: they carry no user key.
-Compressed batches are decompressed first (compression.py), never past
-`limit_bytes` (`max.bytes.fetcher.filtering`). A batch that cannot be read
-raises BatchDecodeError (CORRUPT_MESSAGE). The batch header fields are written
-with kio's serial writers.
+Records are read through impl/wire/records.read_records (a bounded streaming
+decompressor for compressed batches). A batch costs its decompressed bytes
+plus RECORD_OVERHEAD_BYTES a record decoded (what the decoded records hold
+in memory, and what decoding them costs in time); a batch that would cost
+more than `limit_bytes` (`max.bytes.fetcher.filtering`) raises
+FilterLimitExceeded before it is decoded, as soon as its record count or its
+bytes show it. A batch that cannot be read raises BatchDecodeError
+(CORRUPT_MESSAGE). The batch header fields are written with kio's serial
+writers. The function is pure but for the cache, which is thread-safe: the
+broker runs it on a worker thread.
 """
 
 from __future__ import annotations
@@ -26,16 +32,24 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from crc32c import crc32c
-from kio.serial.readers import read_signed_varint, read_signed_varlong
 from kio.serial.writers import write_int16, write_int32, write_int8, write_uint32
 from kio.static.primitive import i8, i16, i32, u32
 
-from kipcheck.impl.ic.compression import NONE, BatchDecodeError, decompress
-from kipcheck.impl.ic.key_range_cache import KeyRangeCache
+from kipcheck.impl.ic.key_range_cache import RECORD_OVERHEAD_BYTES, KeyRangeCache
 from kipcheck.impl.wire.batches import (
     ATTRIBUTES_OFFSET, BATCH_HEADER_BYTES, COMPRESSION_MASK, CONTROL, LAST_OFFSET_DELTA_OFFSET, RECORDS_COUNT_OFFSET,
     InvalidBatch, read_header)
+from kipcheck.impl.wire.compression import Undecompressable
+from kipcheck.impl.wire.records import RecordsTooLarge, read_records
 from kipcheck.model.key_hash import HASH_MAX, record_hash
+
+
+class BatchDecodeError(Exception):
+    """A batch that cannot be read (Kafka's CORRUPT_MESSAGE)."""
+
+
+class FilterLimitExceeded(Exception):
+    """A batch whose filtering would cost more than max.bytes.fetcher.filtering."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,34 +97,19 @@ def _filter_batch(batch: bytes, ranges: list[tuple[int, int]], limit_bytes: int,
 
 
 def decode_records(batch: bytes, limit_bytes: int) -> list[Record]:
-    """Every record of a (non-control) batch with its offset and key hash."""
-    codec = batch[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK
-    payload = batch[BATCH_HEADER_BYTES:]
-    if codec != NONE:
-        payload = decompress(codec, payload, limit_bytes)
+    """Every record of a (non-control) batch with its offset and key hash; FilterLimitExceeded past
+    `limit_bytes` (module docstring), BatchDecodeError if it cannot be read."""
     base_offset = int.from_bytes(batch[:8], "big", signed=True)
     count = int.from_bytes(batch[RECORDS_COUNT_OFFSET:BATCH_HEADER_BYTES], "big", signed=True)
-    records, position = [], 0
+    if count * RECORD_OVERHEAD_BYTES > limit_bytes:
+        raise FilterLimitExceeded(f"a batch of {count} records costs more than {limit_bytes} bytes to filter")
     try:
-        for _ in range(count):
-            length, size = read_signed_varint(payload, position)
-            start, end = position + size, position + size + length
-            if length < 0 or end > len(payload):
-                raise BatchDecodeError(f"record of {length} bytes runs past its batch")
-            cursor = start + 1                                            # attributes
-            cursor += read_signed_varlong(payload, cursor)[1]             # timestampDelta
-            offset_delta, size = read_signed_varint(payload, cursor)
-            key_length, key_size = read_signed_varint(payload, cursor + size)
-            key_start = cursor + size + key_size
-            key = None if key_length < 0 else payload[key_start:key_start + key_length]
-            offset = base_offset + offset_delta
-            records.append(Record(offset, record_hash(key, offset), payload[position:end]))
-            position = end
-    except (ValueError, IndexError) as error:
+        return [Record(base_offset + delta, record_hash(key, base_offset + delta), raw)
+                for delta, key, raw in read_records(batch, count, limit_bytes - count * RECORD_OVERHEAD_BYTES)]
+    except RecordsTooLarge as error:
+        raise FilterLimitExceeded(str(error)) from None
+    except (InvalidBatch, Undecompressable) as error:
         raise BatchDecodeError(f"unreadable record: {error}") from None
-    if position != len(payload):
-        raise BatchDecodeError(f"{len(payload) - position} bytes after the batch's {count} records")
-    return records
 
 
 def encode_batch(batch: bytes, records: list[Record]) -> bytes:

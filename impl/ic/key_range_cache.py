@@ -11,12 +11,13 @@ remembers the hash ranges already served from it: a fetch whose ranges touch
 them (a retry, a new owner after a rebalance) is a miss and decodes the batch
 again, so the cache can never hide a record. Entries are evicted oldest
 first to stay within `max_bytes` (record bytes plus a fixed cost per record);
-an entry that alone exceeds it is not kept. Not thread-safe: the broker calls
-it from its event loop.
+an entry that alone exceeds it is not kept. Thread-safe: the broker filters
+on its worker threads.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Hashable, Sequence
@@ -37,12 +38,22 @@ class KeyRangeCache:
         self.size_bytes = 0
         self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
         self.hits = self.misses = 0
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def take(self, key: Hashable, ranges: Sequence[tuple[int, int]]) -> list | None:
         """The unsent records of the batch if none of `ranges` was served from the entry yet."""
+        with self._lock:
+            return self._take(key, ranges)
+
+    def put(self, key: Hashable, rest: list, ranges: Sequence[tuple[int, int]]) -> None:
+        """What a fetch for `ranges` left: kept for the others, or dropped when nothing is left."""
+        with self._lock:
+            self._put(key, rest, ranges)
+
+    def _take(self, key: Hashable, ranges: Sequence[tuple[int, int]]) -> list | None:
         entry = self._entries.get(key)
         if entry is None or _touch(entry.served, ranges):
             self.misses += 1
@@ -50,8 +61,7 @@ class KeyRangeCache:
         self.hits += 1
         return entry.records
 
-    def put(self, key: Hashable, rest: list, ranges: Sequence[tuple[int, int]]) -> None:
-        """What a fetch for `ranges` left: kept for the others, or dropped when nothing is left."""
+    def _put(self, key: Hashable, rest: list, ranges: Sequence[tuple[int, int]]) -> None:
         previous = self._entries.pop(key, None)
         served = (previous.served if previous is not None and not _touch(previous.served, ranges) else []) + list(ranges)
         if previous is not None:

@@ -14,7 +14,9 @@ set; each in Kafka's own range). Under `kip` only values that make no sense
 the config takes any positive value, so a test may use a 100 ms lock.
 
 Profiles: "kafka-4.2" (the default; Apache Kafka 4.2's released behaviour,
-what the broker serves) or "kip" (the KIP-932 text of seed 002).
+what the broker serves) or "kip" (the KIP-932 text of seed 002). "kafka-4.4"
+is a judging profile (spec/README.md, "Profiles"): the reference
+implementation does not serve it, and says so (`unserved_profile`).
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ from dataclasses import dataclass, fields
 from typing import Mapping
 
 from kipcheck.impl.settings import field_of, kafka_name, parse_integer
+from kipcheck.model.profiles import KAFKA_42, KIP
+from kipcheck.model.profiles import PROFILES as JUDGED_PROFILES
 from kipcheck.model.share_partition import KAFKA_RANGES
 
-PROFILES = ("kafka-4.2", "kip")
+PROFILES = (KAFKA_42, KIP)  # what the reference implementation serves
 AUTO_OFFSET_RESETS = ("latest", "earliest", "by_duration:<ISO-8601 duration, e.g. PT1H>")
 BY_DURATION = "by_duration:"
 # java.time.Duration.parse's days, hours, minutes and seconds, as Kafka's AutoOffsetResetStrategy reads them.
@@ -72,7 +76,7 @@ class ShareConfig:
             raise ValueError(f"share.auto.offset.reset must be one of {', '.join(AUTO_OFFSET_RESETS)}, "
                              f"found {self.auto_offset_reset!r}")
         if self.profile not in PROFILES:
-            raise ValueError(f"profile must be one of {', '.join(PROFILES)}, found {self.profile!r}")
+            raise ValueError(unserved_profile(self.profile))
         if self.isolation_level not in ISOLATION_LEVELS:
             raise ValueError(f"share.isolation.level must be one of {', '.join(ISOLATION_LEVELS)}, "
                              f"found {self.isolation_level!r}")
@@ -161,3 +165,12 @@ def _parse_value(name: str, field_name: str, raw: str | int) -> str | int:
             raise ValueError(f"{name} must be a string, found {raw!r}")
         return raw.strip()
     return parse_integer(name, raw)
+
+
+def unserved_profile(profile: str) -> str:
+    """Why the reference implementation does not serve `profile` (one it serves gets no reason)."""
+    if profile in JUDGED_PROFILES:
+        return (f"profile {profile} is a judging profile: the reference implementation serves "
+                f"{' and '.join(PROFILES)} only; {profile} judges Apache Kafka's own brokers and other "
+                f"implementations (kipcheck check, kipcheck conform --target kafka:4.4 --profile {profile})")
+    return f"profile must be one of {', '.join(PROFILES)}, found {profile!r}"

@@ -32,6 +32,10 @@ from kipcheck.impl.wire.schemas import request_schema, response_schema
 API_VERSIONS_KEY = 18
 
 
+class TooCostly(FrameError):
+    """A frame whose decoded form would hold more than the bytes a request may hold."""
+
+
 class UnsupportedApi(Exception):
     """A request whose API key or version this broker does not serve."""
 
@@ -51,12 +55,13 @@ class Request:
     body: Any
 
 
-def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Request:
+def decode_request(frame: bytes, supported: dict[int, tuple[int, int]], max_decoded_bytes: int = 2**63) -> Request:
     """Decode one frame (without its length prefix).
 
     Raises UnsupportedApi for a key/version outside `supported` and FrameError
     for anything kio cannot parse, or that claims more than the frame holds
-    (checked before kio allocates for it: frame_check).
+    (checked before kio allocates for it: frame_check); TooCostly if its arrays
+    would hold more than `max_decoded_bytes` decoded (frame_check's estimate).
     """
     if len(frame) < 8:
         raise FrameError(f"frame of {len(frame)} bytes is shorter than a request header")
@@ -66,9 +71,12 @@ def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Reque
         raise UnsupportedApi(api_key, api_version, correlation_id)
     request_class = request_schema(api_key, api_version)
     try:
-        check_frame(request_class, frame)
+        decoded_bytes = check_frame(request_class, frame)
     except FrameError as error:
         raise FrameError(f"api key {api_key} v{api_version}: {error}") from None
+    if decoded_bytes > max_decoded_bytes:
+        raise TooCostly(f"api key {api_key} v{api_version}: its arrays would take about {decoded_bytes} bytes "
+                        f"decoded, more than {max_decoded_bytes}")
     try:
         header, header_size = entity_reader(request_class.__header_schema__)(frame, 0)
         body, _ = entity_reader(request_class)(frame, header_size)
@@ -80,7 +88,9 @@ def decode_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Reque
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
-    """The response frame, length prefix included."""
+    """The response frame, length prefix included, of a kio body or a Reply."""
+    if isinstance(body, Reply):
+        body = build(body.response_class, body.values)
     response_class = response_schema(api_key, api_version)
     header_class = response_class.__header_schema__
     buffer = io.BytesIO()
@@ -138,6 +148,15 @@ def _convert(hint: Any, value: Any) -> Any:
     return value
 
 
-def reply(request: Request, **values: Any) -> Any:
-    """The response body of `request`'s own API version, built from plain values."""
-    return build(response_class(request.api_key, request.api_version), values)
+@dataclasses.dataclass(frozen=True)
+class Reply:
+    """A response body to build from plain values when it is encoded: for a large request both happen on a
+    worker thread, so a handler's answer of many entries costs the event loop only the plain values."""
+
+    response_class: type
+    values: dict[str, Any]
+
+
+def reply(request: Request, **values: Any) -> Reply:
+    """The response body of `request`'s own API version, built from plain values as it is encoded."""
+    return Reply(response_class(request.api_key, request.api_version), values)

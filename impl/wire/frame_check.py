@@ -16,14 +16,22 @@ or compact encodings by `__flexible__`, the request header's legacy
   one byte), cannot fit in the bytes left;
 - a string or bytes length, or a tagged-field count, beyond the bytes left;
 - a negative length other than null's -1, a varint longer than 5 bytes, an
-  unknown tag (kio refuses all three too), or a frame that ends inside a field.
-It builds no values; kio decodes the frame afterwards.
+  unknown tag (kio refuses all three too), or a frame that ends inside a field;
+- null (-1) for an array, string or bytes field the schema does not make
+  nullable, as Kafka's generated readers refuse it ("non-nullable field ...
+  was serialized as null"): kio would hand the handler None where it expects
+  a sequence.
+It builds no values; kio decodes the frame afterwards. It returns about the
+bytes kio's decoded form of the frame's arrays will hold (DECODED_STRUCT_BYTES
+an element that is a struct, DECODED_VALUE_BYTES one that is a value), which
+codec.py weighs against what a request may hold.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import struct
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
@@ -36,6 +44,10 @@ FIXED_SIZES = {"int8": 1, "uint8": 1, "bool": 1, "int16": 2, "uint16": 2, "error
                "uuid": 16}
 VARINT_MAX_BYTES = 5
 TAGGED_FIELD_MIN_BYTES = 2  # a tag and a size, one varint byte each
+# What kio's decoded form of an array element holds at most: a struct's dataclass with slots, a UUID or a
+# string and the tuple slot (134 bytes measured for a Metadata v12 topic id); a value's int and tuple slot.
+DECODED_STRUCT_BYTES, DECODED_VALUE_BYTES = 160, 40
+_decoded = threading.local()  # the decoded bytes counted by the check running on this thread
 
 
 class FrameError(Exception):
@@ -51,8 +63,10 @@ class Shape:
     fixed: bool    # always exactly min_size bytes
 
 
-def check_frame(request_class: type, frame: bytes) -> None:
-    """Raise FrameError if `frame` (header and body, no length prefix) claims more than it holds."""
+def check_frame(request_class: type, frame: bytes) -> int:
+    """About the bytes the decoded arrays of `frame` (header and body, no length prefix) will hold;
+    FrameError if it claims more than it holds."""
+    _decoded.bytes = 0
     try:
         offset = struct_shape(request_class.__header_schema__).skip(frame, 0)
         offset = struct_shape(request_class).skip(frame, offset)
@@ -60,6 +74,7 @@ def check_frame(request_class: type, frame: bytes) -> None:
         offset = len(frame) + 1
     if offset > len(frame):
         raise FrameError("the frame ends inside a field")
+    return _decoded.bytes
 
 
 @lru_cache(maxsize=None)
@@ -106,22 +121,25 @@ def _merge_fixed(shapes: list[Shape]) -> list[Shape]:
 
 def _field_shape(field: dataclasses.Field, flexible: bool, is_header: bool) -> Shape:
     if is_header and field.name == "client_id":  # Kafka keeps the header's client id a legacy string
-        return _sized(flexible=False, prefix_bytes=2)
+        return _sized(flexible=False, prefix_bytes=2, null_refused=None)
     kind = classify_field(field)
+    null_refused = None if is_optional(field) else field.name
     if isinstance(kind, (EntityField, EntityTupleField)):
         element = struct_shape(kind.type_, isinstance(kind, EntityField) and is_optional(field))
+        decoded_bytes = DECODED_STRUCT_BYTES
     else:
-        element = _primitive_shape(get_schema_field_type(field), flexible)
-    return _array(element, flexible) if kind.is_array else element
+        element = _primitive_shape(get_schema_field_type(field), flexible, None if kind.is_array else null_refused)
+        decoded_bytes = DECODED_VALUE_BYTES
+    return _array(element, flexible, null_refused, decoded_bytes) if kind.is_array else element
 
 
-def _primitive_shape(kafka_type: str, flexible: bool) -> Shape:
+def _primitive_shape(kafka_type: str, flexible: bool, null_refused: str | None) -> Shape:
     if kafka_type in FIXED_SIZES:
         return _fixed(FIXED_SIZES[kafka_type])
     if kafka_type == "string":
-        return _sized(flexible, prefix_bytes=2)
+        return _sized(flexible, prefix_bytes=2, null_refused=null_refused)
     if kafka_type in ("bytes", "records"):
-        return _sized(flexible, prefix_bytes=4)
+        return _sized(flexible, prefix_bytes=4, null_refused=null_refused)
     raise ValueError(f"unknown kafka_type {kafka_type!r}")
 
 
@@ -131,18 +149,23 @@ def _fixed(size: int) -> Shape:
 
 
 @lru_cache(maxsize=None)
-def _sized(flexible: bool, prefix_bytes: int) -> Shape:
-    """A string or bytes: a length (compact varint + 1, or int16/int32 with -1 for null), then that many bytes."""
+def _sized(flexible: bool, prefix_bytes: int, null_refused: str | None) -> Shape:
+    """A string or bytes: a length (compact varint + 1, or int16/int32 with -1 for null), then that many bytes;
+    null refused for the field named `null_refused` (None: nullable)."""
     def skip(frame: bytes, offset: int) -> int:
         length, offset = _read_count(frame, offset, flexible, prefix_bytes)
         if length > len(frame) - offset:
             raise _too_long(frame, offset, length, "length")
-        return offset if length == -1 else offset + length
+        if length == -1:
+            if null_refused is not None:
+                raise _null(null_refused, offset)
+            return offset
+        return offset + length
 
     return Shape(skip, 1 if flexible else prefix_bytes, False)
 
 
-def _array(element: Shape, flexible: bool) -> Shape:
+def _array(element: Shape, flexible: bool, null_refused: str | None, decoded_bytes: int) -> Shape:
     minimum_size = max(element.min_size, 1)  # Kafka's rule: every element takes at least one byte
 
     def skip(frame: bytes, offset: int) -> int:
@@ -150,7 +173,10 @@ def _array(element: Shape, flexible: bool) -> Shape:
         if count * minimum_size > len(frame) - offset:  # KAFKA-14063
             raise _too_long(frame, offset, count, "array count")
         if count == -1:
+            if null_refused is not None:
+                raise _null(null_refused, offset)
             return offset
+        _decoded.bytes += count * decoded_bytes
         if element.fixed:
             return offset + count * element.min_size
         for _ in range(count):
@@ -194,6 +220,10 @@ def _read_uvarint(frame: bytes, offset: int) -> tuple[int, int]:
         if byte < 0x80:
             return value, offset + index + 1
     raise FrameError(f"varint at byte {offset} longer than {VARINT_MAX_BYTES} bytes")
+
+
+def _null(field_name: str, offset: int) -> FrameError:
+    return FrameError(f"non-nullable field {field_name} was serialized as null (byte {offset})")
 
 
 def _too_long(frame: bytes, offset: int, count: int, what: str) -> FrameError:

@@ -10,6 +10,8 @@ import signal
 import sys
 from pathlib import Path
 
+from kipcheck.model.profiles import PROFILES
+
 DESCRIPTION = """\
 Run a one-node Kafka broker that serves KIP-932 share groups and consumer
 groups (classic and KIP-848) to real clients (confluent-kafka's
@@ -45,10 +47,18 @@ a share setting outside Kafka's range: delivery.count.limit 2..10,
 partition.max.record.locks 100..10000, record.lock.duration.ms within the min
 (1000..30000) and max (30000..3600000), max.share.sessions >= group.share.max.size.
 
+Profiles: the broker serves kafka-4.2 (Apache Kafka 4.2's share groups, the
+default) and kip (the KIP-932 text). It does not serve kafka-4.4: that profile
+judges Apache Kafka 4.4 (and 4.3) itself, whose group-level share configs and
+dead-letter queues this broker does not have; use it with `kipcheck check` and
+`kipcheck conform --target kafka:4.4` (spec/README.md, "Profiles").
+
 Individual commit and key-range fetch (seed 000's names; spec/ic.md, spec/key-range-assign.md):
 accept.individual.commit (true), individual.commit.max.ranges (1000000: ranges held per
 group and partition, MAX_INDIVIDUAL_COMMIT_REACHED past it), individual.commit.log.segment.bytes
-(10485760), max.bytes.key.range.cache (209715200), max.bytes.fetcher.filtering (104857600).
+(10485760), max.bytes.key.range.cache (209715200), max.bytes.fetcher.filtering (104857600: the most
+filtering one batch may cost, its decompressed bytes and 96 bytes a record; past it the partition
+answers MESSAGE_TOO_LARGE).
 The topic config accept.range.fetch (false) is set by CreateTopics or IncrementalAlterConfigs.
 
 Limits on what clients can make the broker hold (Kafka's names where Kafka
@@ -68,6 +78,25 @@ has the setting):
   max.broker.partitions (2000)  partitions of all topics together (KIP-578's
       name); CreateTopics beyond it answers POLICY_VIOLATION, and so does a
       request for more than 10,000 partitions in all (Kafka's own bound).
+  message.max.bytes (1048588)  the largest produced batch; a larger one
+      answers MESSAGE_TOO_LARGE.
+  log.message.timestamp.after.max.ms (3600000), log.message.timestamp.before.max.ms
+      (9223372036854775807)  how far a record's timestamp may lie ahead of or
+      behind the broker's clock; beyond, INVALID_TIMESTAMP.
+  num.io.threads (8)  threads that decode frames above 64 KiB, encode their
+      answers, read produced records and filter key-range fetches, off the
+      event loop. A request whose decoded form would hold more than
+      queued.max.request.bytes.per.connection closes its connection.
+  queued.request.min.bytes.per.second (1048576)  while a reader waits for
+      room in queued.max.request.bytes, a frame arriving slower is closed
+      (this broker's own).
+  individual.commit.max.ranges.per.commit (100000)  an OffsetCommit partition
+      carrying more ranges answers INVALID_REQUEST (this broker's own).
+At max.connections a new connection closes the one idle the longest (a frame
+trickling in counts as idle), as Kafka's KIP-402 eviction does; it waits for
+a slot only while every connection has a request being handled. Every
+produced record is read as Kafka's LogValidator reads it (compressed ones
+through a bounded streaming decompressor) and refused with Kafka's error.
 The broker raises its open-file limit to fit max.connections and the files it
 keeps open, and will not start if the hard limit (ulimit -Hn) is lower.
 
@@ -105,8 +134,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="with --trace-dir: a check of the share-partition's state after every step")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="settings",
                         help="a Kafka config setting (repeatable)")
-    parser.add_argument("--profile", choices=("kip", "kafka-4.2"), default="kafka-4.2",
-                        help="whose share-group semantics to serve (default kafka-4.2)")
+    parser.add_argument("--profile", choices=PROFILES, default="kafka-4.2",
+                        help="whose share-group semantics to serve: kafka-4.2 (default) or kip; kafka-4.4 is a "
+                             "judging profile, which the broker refuses with its reason")
     parser.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
 

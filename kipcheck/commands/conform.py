@@ -8,6 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kipcheck.model.profiles import PROFILES
 from kipcheck.oracle.examples import examples
 
 DESCRIPTION = """\
@@ -57,10 +58,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     parser.description = DESCRIPTION.format(targets=_targets_help())
     *others, last = forms()
-    parser.add_argument("--target", default="embedded",
-                        help=f"{others[0]} (default), {', '.join(others[1:])} or {last}")
-    parser.add_argument("--profile", choices=("kafka-4.2", "kip"), default="kafka-4.2",
-                        help="whose semantics the broker is judged by (default kafka-4.2)")
+    parser.add_argument("--target",
+                        help=f"{others[0]} (default; kafka:4.4 under --profile kafka-4.4), {', '.join(others[1:])} "
+                             f"or {last}")
+    parser.add_argument("--profile", choices=PROFILES,
+                        help="whose semantics the broker is judged by (default: the target's, kafka-4.4 for "
+                             "kafka:4.4, else kafka-4.2); kafka-4.4 judges Kafka 4.4 itself and other "
+                             "implementations, not the reference broker (embedded, reference)")
     parser.add_argument("--seed", type=int, default=1, help="first swarm seed (default 1); a failure names its seed")
     parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS",
                         help=f"time for the probes: the catalogue, then swarm runs (default {DEFAULT_BUDGET_S:.0f})")
@@ -76,6 +80,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--launcher", metavar="COMMAND",
                         help="embedded: run COMMAND instead of `kipcheck broker` (it must take the same flags)")
     parser.add_argument("--first-failure", action="store_true", help="stop probing at the first failure")
+    parser.add_argument("--compare", metavar="TARGET",
+                        help="also run the same probe runs against TARGET (e.g. kafka:4.2) and compare what the "
+                             "clients saw, observation by observation (spec/conformance.md, Comparing two brokers)")
     parser.add_argument("--junit", type=Path, metavar="FILE", help="also write the results as JUnit XML")
     parser.add_argument("--html", type=Path, metavar="FILE",
                         help="also write a self-contained HTML report: the table, and for each counterexample a "
@@ -98,13 +105,20 @@ def _targets_help() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kipcheck.oracle.conformance.targets import TargetError, TargetOptions, resolve
+    from kipcheck.oracle.conformance.targets import (
+        TargetError, TargetOptions, default_profile, default_target, resolve,
+    )
 
+    probing = args.machine is None and not args.no_broker
     try:
-        options = TargetOptions(args.profile, _settings(args.set, args.profile),
+        args.target = args.target or default_target(args.profile)
+        profile = args.profile or default_profile(args.target)
+        options = TargetOptions(profile, _settings(args.set, profile),
                                 tuple(shlex.split(args.launcher)) if args.launcher else None)
-        target = resolve(args.target, options)
-        probes, clients = target.scenarios(args.scenario or [])
+        # Only a target that will be probed is resolved: judging the examples needs none.
+        target = resolve(args.target, options) if probing else None
+        probes, clients = target.scenarios(args.scenario or []) if probing else ([], [])
+        compared = resolve(args.compare, options) if args.compare and probing else None
         if args.budget <= 0 or (args.tolerance_ms is not None and args.tolerance_ms < 0):
             raise TargetError("--budget must be > 0 and --tolerance-ms >= 0")
     except ValueError as error:  # TargetError: before anything runs, a typo must not cost a whole run
@@ -116,8 +130,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     cases: list = []
     failures = _judge_examples(suite, args.verbose, cases)
-    if args.machine is None and not args.no_broker:
-        failures += _probe_target(args, target, probes, clients, cases)
+    if probing:
+        failures += _probe_target(args, target, probes, clients, cases, compared)
     if args.junit is not None:
         from kipcheck.oracle.conformance.report import write_junit
 
@@ -138,6 +152,23 @@ def _settings(pairs: list[str], profile: str) -> dict[str, str]:
         settings[name] = value
     BrokerSettings.from_properties(settings, profile)
     return settings
+
+
+def _compare(args, outcome, compared, work_dir: Path, cases: list) -> int:
+    """The first target's probe runs, by name, on `compared`: its verdict, then the comparison. Returns its
+    failures and each unexplained difference."""
+    from kipcheck.oracle.conformance import session
+    from kipcheck.oracle.conformance.compare import ALLOWED, compare_runs
+
+    names = [run.name for run in outcome.probe_runs]
+    other = session.run(compared, names, [], work_dir, args.seed, float("inf"), args.tolerance_ms)
+    print(other.render(args.verbose, args.compare))
+    cases += [(f"{args.compare}: {suite}", *rest) for suite, *rest in other.junit_cases()]
+    comparison = compare_runs(outcome.probe_runs, other.probe_runs)
+    print(comparison.render(args.target, args.compare))
+    cases += [("comparison", name, 0.0, None if name in ALLOWED else comparison.examples[name], None)
+              for name in comparison.classes]
+    return other.failures + comparison.unexplained
 
 
 def _judge_examples(suite: list, verbose: bool, cases: list) -> int:
@@ -165,8 +196,9 @@ def _judge_examples(suite: list, verbose: bool, cases: list) -> int:
     return failures
 
 
-def _probe_target(args, target, probes: list[str], clients: list[str], cases: list) -> int:
-    """Probe the target, run the client scenarios, judge everything, print the table. Returns the failures."""
+def _probe_target(args, target, probes: list[str], clients: list[str], cases: list, compared=None) -> int:
+    """Probe the target, run the client scenarios, judge everything, print the table; with `compared`, the same
+    probe runs on it, judged and compared. Returns the failures."""
     from kipcheck.oracle.conformance import session
 
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="kipcheck-conform-"))
@@ -174,14 +206,17 @@ def _probe_target(args, target, probes: list[str], clients: list[str], cases: li
                           args.first_failure)
     print(outcome.render(args.verbose, args.target))
     cases += outcome.junit_cases()
+    failures = outcome.failures
+    if compared is not None:
+        failures += _compare(args, outcome, compared, work_dir / "compared", cases)
     if args.html is not None:
         from kipcheck.oracle.conformance.picture import write_html
 
         write_html(args.html, outcome.table(args.verbose), outcome.counterexamples())
-    if outcome.failures == 0 and args.work_dir is None:
+    if failures == 0 and args.work_dir is None:
         import shutil
 
         shutil.rmtree(work_dir, ignore_errors=True)
-    elif outcome.failures:
+    elif failures:
         print(f"\ntraces, broker data and logs kept in {work_dir}")
-    return outcome.failures
+    return failures

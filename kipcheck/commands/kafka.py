@@ -10,6 +10,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from kipcheck.model.profiles import KAFKA_42, KAFKA_PROFILES
+
 DESCRIPTION = """\
 Apache Kafka itself, the anchor kipcheck is measured against. Its jars come
 from Maven Central through java/pom.xml (pinned per release line), fetched
@@ -56,6 +58,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     _version(share_state)
     share_state.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="the cluster's bootstrap servers")
     share_state.add_argument("--trace-dir", required=True, type=Path, help="where the traces are written")
+    share_state.add_argument("--profile", choices=KAFKA_PROFILES, default=KAFKA_42,
+                             help="the profile the traces are judged by (default kafka-4.2; kafka-4.4 for the "
+                                  "records of Kafka 4.4, whose archiving state only it names)")
     share_state.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                              help="a share coordinator setting to judge with instead of the brokers' "
                                   "(share.coordinator.snapshot.update.records.per.snapshot, "
@@ -103,7 +108,8 @@ def _share_state(args: argparse.Namespace) -> int:
               f"{', '.join(unknown) or settings}", file=sys.stderr)
         return 2
     try:
-        done = read_back(args.bootstrap, args.trace_dir, args.line, {name: int(value) for name, value in settings.items()})
+        done = read_back(args.bootstrap, args.trace_dir, args.line, {name: int(value) for name, value in settings.items()},
+                         args.profile)
     except (ReadBackFailed, OSError) as error:
         print(f"kipcheck kafka: {error}", file=sys.stderr)
         return 1

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         if (args.machine and clause.machine != args.machine) or (args.decisions and not clause.decision):
             continue
         marker = "D" if clause.decision else " "
-        print(f"{clause.id:<7} {marker} {clause.machine:<17} {clause.profile:<9} {clause.title}")
+        print(f"{clause.id:<7} {marker} {clause.machine:<17} {clause.profile:<20} {clause.title}")
         if args.decisions:
             print(f"          {clause.decision}")
     return 0

@@ -29,8 +29,8 @@ from pathlib import Path
 from kipcheck.oracle.check import Verdict
 from kipcheck.oracle.conformance.counterexample import LOGGED, Counterexample, claims, read_counterexample
 
-COLOURS = {"available": "#9ecae1", "acquired": "#fdae6b", "acknowledged": "#74c476", "archived": "#bdbdbd",
-           LOGGED: "#eeeeee"}
+COLOURS = {"available": "#9ecae1", "acquired": "#fdae6b", "acknowledged": "#74c476", "archiving": "#e7969c",
+           "archived": "#bdbdbd", LOGGED: "#eeeeee"}
 FAILED = "#d62728"
 STEPS_MAX = 30      # steps drawn before the failing one
 OFFSETS_MAX = 60    # offsets drawn of a share-partition's window

@@ -7,7 +7,7 @@
 A clause is `failed` when a judged trace broke it, `passed` when traces of its
 machine were judged on this target and none broke it, and `not observable` when
 the target cannot show it (no trace of its machine, or a scenario it needs
-could not run there). Clauses of the other profile are left out.
+could not run there). Clauses that do not hold under the run's profile are left out.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def clause_table(verdicts: list[Verdict], profile: str, unobservable: dict[str, 
     failed = {verdict.clause for verdict in verdicts if verdict.status == "violation"}
     rows = []
     for clause in clauses().values():
-        if clause.machine not in MACHINES or clause.profile not in ("all", profile):
+        if clause.machine not in MACHINES or not clause.holds_under(profile):
             continue
         traces = judged.get(clause.machine, 0)
         if clause.id in failed:

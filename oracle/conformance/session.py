@@ -33,6 +33,7 @@ class Outcome:
     probe_runs: list[ProbeRun] = field(default_factory=list)
     client_results: list[ScenarioResult] = field(default_factory=list)
     broker_verdicts: list[Verdict] = field(default_factory=list)
+    broker_traces_label: str = "the broker's own traces"
     unobservable: dict[str, str] = field(default_factory=dict)
     shrunk: Path | None = None
     replay: str = ""
@@ -58,7 +59,7 @@ class Outcome:
             lines += [f"  {result.summary()}" for result in self.client_results]
         if self.broker_verdicts:
             bad = [verdict for verdict in self.broker_verdicts if verdict.status != "ok"]
-            lines.append(f"\nthe broker's own traces: {len(self.broker_verdicts) - len(bad)} of "
+            lines.append(f"\n{self.broker_traces_label}: {len(self.broker_verdicts) - len(bad)} of "
                          f"{len(self.broker_verdicts)} allowed")
             lines += [f"  {verdict.summary()}" for verdict in bad]
         if self.error:
@@ -99,7 +100,8 @@ def run(target: Target, probe_names: list[str], client_names: list[str], work_di
         budget_s: float, tolerance_ms: int | None, first_failure: bool = False) -> Outcome:
     """Open `target`, make its runs, judge its own traces, close it; then the client scenarios; the first failure
     shrunk. A target that dies or refuses is reported as a failure, never a traceback."""
-    outcome = Outcome(target.profile, unobservable=dict(target.unobservable))
+    outcome = Outcome(target.profile, unobservable=dict(target.unobservable),
+                      broker_traces_label=target.broker_traces_label)
     tolerance_ms = DEFAULT_TOLERANCE_MS if tolerance_ms is None else tolerance_ms
     try:
         target.open(work_dir)

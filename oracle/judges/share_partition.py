@@ -16,15 +16,19 @@ from typing import NoReturn
 
 from kipcheck.model import share_partition as reference_model
 from kipcheck.model.errors import Error
-from kipcheck.model.share_partition import ACK_TYPES, STATES, waited_fetch_violation
+from kipcheck.model.profiles import PROFILES
+from kipcheck.model.share_partition import (
+    ACK_TYPES, GROUP_CONFIG_DEFAULTS, GROUP_CONFIG_KEYS, RULES, dead_letters_seen, waited_fetch_violation,
+)
 from kipcheck.model.share_partition_log import kafka_only
 from kipcheck.model.violation import STORAGE_ERRORS, Violation
 from kipcheck.oracle.judge import Judge, op
 from kipcheck.oracle.judges.fast import share_partition as fastcheck
 from kipcheck.oracle.trace import Malformed, Step
 
-_STATE_NAMES = {state: state for state in STATES}
 ACQUIRE_MODES = ("batch_optimized", "record_limit")
+# SP-73: the profiles whose records may be archiving, on their way to a dead-letter queue.
+_DEAD_LETTER_PROFILES = frozenset(profile for profile, rules in RULES.items() if reference_model.ARCHIVING in rules.states)
 
 
 def _is_int(value: object) -> bool:
@@ -46,11 +50,14 @@ class SharePartitionJudge(Judge):
         "straddle_npe": "accept",
         # SP-62: the share group's share.isolation.level (a trace format extension, kafka-4.2 only).
         "isolation_level": "read_uncommitted",
-        # SP-45: "enforce" Kafka 4.2's ranges on the settings above, or "waive" them for a test-sized
-        # kafka-4.2 run (a trace format extension).
+        # SP-45, SP-71: "enforce" the Kafka profile's ranges on the settings above, or "waive" them for a
+        # test-sized run (a trace format extension).
         "kafka_ranges": "enforce",
+        # SP-72, SP-73: a Kafka 4.4 group's share.renew.acknowledge.enable, and whether it has a dead-letter
+        # queue (trace format extensions, kafka-4.4 only).
+        **GROUP_CONFIG_DEFAULTS,
     }
-    profiles = ("kip", "kafka-4.2")
+    profiles = PROFILES
     has_fast_acceptor = True  # oracle/check.py passes reference=True for `kipcheck check --reference`
 
     def __init__(self, config: dict, profile: str, reference: bool = False) -> None:
@@ -59,15 +66,20 @@ class SharePartitionJudge(Judge):
         kafka_ranges = settings.pop("kafka_ranges")
         if kafka_ranges not in ("enforce", "waive"):
             raise Malformed(1, f"config: kafka_ranges must be enforce or waive, found {kafka_ranges!r}")
-        if self.profile == "kafka-4.2" and kafka_ranges == "enforce":
-            violation = reference_model.kafka_range_violation(settings)
-            if violation is not None:
-                raise violation
+        self.enforce_ranges = kafka_ranges == "enforce"
+        self._range_check(settings)
+        self.states = {state: state for state in RULES[self.profile].states}  # SP-73: archiving under kafka-4.4
         partition_class = (reference_model if reference else fastcheck).SharePartition
         try:
             self.model = partition_class(**settings, profile=self.profile)
         except ValueError as error:
             raise Malformed(1, f"config: {error}") from None
+
+    def _range_check(self, settings: dict) -> None:
+        """SP-45, SP-71: a setting the profile's Kafka refuses is a violation, unless the header waives the ranges."""
+        violation = reference_model.kafka_range_violation(settings, self.profile) if self.enforce_ranges else None
+        if violation is not None:
+            raise violation
 
     def _not_positive(self, step: Step, name: str) -> NoReturn:
         """Raise Malformed for args.<name>, which is missing, not an integer or below 1."""
@@ -100,6 +112,27 @@ class SharePartitionJudge(Judge):
     def op_end_transaction(self, step: Step) -> None:
         self.model.advance(step.at_ms)
         self._log_step(step, self.model.end_transaction, self.arg(step, "producer", str), self.arg(step, "result", str))
+
+    # Kafka 4.4's group configs and dead-letter queue (SP-70..SP-74): a step the profile lacks is malformed.
+
+    @op(args=list(GROUP_CONFIG_KEYS))
+    def op_alter_config(self, step: Step) -> None:
+        self.model.advance(step.at_ms)
+        self._log_step(step, self.model.alter_config, step.args)
+        self._range_check(step.args)  # SP-71: what Kafka 4.4 refuses to alter a group to
+
+    @op(args=["first", "last"])
+    def op_dead_lettered(self, step: Step) -> None:
+        self.model.advance(step.at_ms)
+        self._log_step(step, self.model.dead_lettered, self.arg(step, "first", int), self.arg(step, "last", int))
+
+    def _dead_letters_now(self) -> bool:
+        """SP-74: phase 2 may finish for every archiving record before any step: an answer refused while some
+        are archiving is judged again with theirs finished. False when none is archiving."""
+        runs = self.model.archiving_runs() if self.profile in _DEAD_LETTER_PROFILES else []
+        for first, last in runs:
+            self.model.dead_lettered(first, last, seen_later=True)
+        return bool(runs)
 
     @op(args=["offset"])
     def op_log_start(self, step: Step) -> None:
@@ -150,7 +183,15 @@ class SharePartitionJudge(Judge):
                 raise violation
         if "lock_duration_ms" in step.args or self.model.lock_duration_ms is not None:  # SP-46
             self._lock_duration(step)
-        self.model.acquire(step.at_ms, step.actor, max_records, records, mode == "record_limit", archived)
+        try:
+            self.model.acquire(step.at_ms, step.actor, max_records, records, mode == "record_limit", archived)
+        except Violation as refused:
+            if not self._dead_letters_now():  # SP-74: a window shortened by phase 2 may hold more new records
+                raise
+            try:
+                self.model.acquire(step.at_ms, step.actor, max_records, records, mode == "record_limit", archived)
+            except Violation:
+                raise refused from None
 
     def _check_archived(self, step: Step) -> None:
         self._log_step(step, kafka_only, "observed.archived", self.profile)
@@ -193,6 +234,10 @@ class SharePartitionJudge(Judge):
             self.model.storage_failure(step.at_ms, step.actor, requests, renew)
             return
         ruled = self.model.acknowledge(step.at_ms, step.actor, requests, renew, received_ms)
+        if (error is not None and error != ruled.value and ruled.value != Error.NONE and received_ms is None
+                and self._dead_letters_now()):  # SP-74: SPSO past the records phase 2 archived skips them (SP-18)
+            retried = self.model.acknowledge(step.at_ms, step.actor, requests, renew)
+            ruled = retried if retried.value == error else ruled
         if error is not None and error != ruled.value:
             self.expect(ruled.clause, "error", ruled.value, self.observed(step, "error", str))
         elif error is not None and error != Error.NONE:  # refused as the model demands: the client's mistake
@@ -214,21 +259,23 @@ class SharePartitionJudge(Judge):
     @op(observed=["spso", "speo", "states", "stored_spso"])
     def op_check(self, step: Step) -> None:
         self.model.advance(step.at_ms)
-        # SP-23 (kafka-4.2: SP-66, SPSO moved by the share state's writes).
-        self.expect(reference_model.RULES[self.profile].start_clause, "spso", self.model.spso,
-                    self.observed(step, "spso", int))
+        spso, states = self.observed(step, "spso", int), self.observed(step, "states", list)
         stored = self.observed(step, "stored_spso", int)
+        runs = None if states is None else [self._state_run(step, run) for run in states]
+        if self.profile in _DEAD_LETTER_PROFILES:  # SP-74: phase 2 may have finished since the last step
+            for first, last in dead_letters_seen(self.model, spso, stored, runs):
+                self.model.dead_lettered(first, last, seen_later=True)
+        # SP-23 (Kafka's profiles: SP-66, SPSO moved by the share state's writes).
+        self.expect(RULES[self.profile].start_clause, "spso", self.model.spso, spso)
         if stored is not None and not self.model.stored_start.allows(stored):  # SP-47
             raise Violation("SP-47", f"stored_spso={self.model.stored_start.expected()}", f"stored_spso={stored}")
         self.expect(self.model.speo_clause, "speo", self.model.speo, self.observed(step, "speo", int))
-        states = self.observed(step, "states", list)
-        if states is not None:
-            self.model.compare_snapshot([self._state_run(step, run) for run in states])
+        if runs is not None:
+            self.model.compare_snapshot(runs)
 
-    @staticmethod
-    def _state_run(step: Step, run: object) -> tuple[int, int, str, int]:
+    def _state_run(self, step: Step, run: object) -> tuple[int, int, str, int]:
         if (type(run) is not list or len(run) != 4 or not _is_int(run[0]) or not _is_int(run[1])
-                or type(run[2]) is not str or run[2] not in _STATE_NAMES or not _is_int(run[3])):
+                or type(run[2]) is not str or run[2] not in self.states or not _is_int(run[3])):
             raise Malformed(step.line, f"observed.states entries must be [first, last, state, delivery_count] "
-                                       f"with state one of {', '.join(STATES)}; found {run!r}")
-        return run[0], run[1], _STATE_NAMES[run[2]], run[3]
+                                       f"with state one of {', '.join(self.states)}; found {run!r}")
+        return run[0], run[1], self.states[run[2]], run[3]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kipcheck.model.errors import Error
+from kipcheck.model.profiles import PROFILES, is_kafka
 from kipcheck.model.share_session import Answer, ShareSessionCache
 from kipcheck.model.violation import STORAGE_ERRORS
 from kipcheck.oracle.judge import Judge, op
@@ -16,7 +17,7 @@ ACK_FIELDS = {"tp": str, "first": int, "last": int, "type": str}
 class ShareSessionJudge(Judge):
     machine = "share-session"
     config_defaults = {"max_sessions": 2000}
-    profiles = ("kip", "kafka-4.2")
+    profiles = PROFILES
 
     def __init__(self, config: dict, profile: str) -> None:
         super().__init__(config, profile)
@@ -46,13 +47,14 @@ class ShareSessionJudge(Judge):
     def op_disconnect(self, step: Step) -> None:
         answer = self.model.disconnect(step.actor)
         self._expect_released(step, answer)
-        if self.profile == "kafka-4.2":  # SS-31
+        if is_kafka(self.profile):  # SS-31
             self.expect("SS-31", "group_empty", answer.group_empty, self.observed(step, "group_empty", bool))
 
     def _expect_released(self, step: Step, answer: Answer) -> None:
-        """SS-30 (kafka-4.2; a trace format extension): the topic-partitions the member's records were released in."""
+        """SS-30 (the Kafka profiles; a trace format extension): the topic-partitions the member's records were
+        released in."""
         observed = self.observed(step, "released", list)
-        if observed is None or self.profile != "kafka-4.2":
+        if observed is None or not is_kafka(self.profile):
             return
         if not all(isinstance(partition, str) for partition in observed):
             raise Malformed(step.line, f'observed.released must list "topic:partition" strings, found {observed!r}')
@@ -93,7 +95,7 @@ class ShareSessionJudge(Judge):
     def _expect_error(self, step: Step, answer: Answer) -> None:
         observed = self.observed(step, "error", str)
         clause = answer.clause
-        if observed == Error.SHARE_SESSION_LIMIT_REACHED and answer.error == Error.NONE and self.profile == "kafka-4.2":
+        if observed == Error.SHARE_SESSION_LIMIT_REACHED and answer.error == Error.NONE and is_kafka(self.profile):
             clause = "SS-5"  # the rule that says when the limit refuses: the cache had room
         self.expect(clause, "error", answer.error, observed)
 

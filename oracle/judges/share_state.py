@@ -7,9 +7,9 @@ from typing import Any
 import msgspec
 
 from kipcheck.model.errors import Error
+from kipcheck.model.profiles import KAFKA_PROFILES, PROFILES, is_kafka
 from kipcheck.model.share_state import (
-    COLD_SNAPSHOT_INTERVAL_MS, RECORD_KINDS, RULES, STATE_IDS, UNCHANGED, Answer, Batch, ShareCoordinator,
-    canonical,
+    COLD_SNAPSHOT_INTERVAL_MS, RECORD_KINDS, RULES, UNCHANGED, Answer, Batch, ShareCoordinator, canonical,
 )
 from kipcheck.model.violation import STORAGE_ERRORS, Violation
 from kipcheck.oracle.judge import Judge, op
@@ -20,10 +20,10 @@ BATCH_FIELDS = ("first", "last", "state", "delivery_count")
 
 class ShareStateJudge(Judge):
     machine = "share-state"
-    # None: the profile's default (256 under kip, 500 under kafka-4.2).
-    # cold_snapshot_interval_ms: share.coordinator.cold.partition.snapshot.interval.ms (ST-34, kafka-4.2).
+    # None: the profile's default (256 under kip, 500 under the Kafka profiles).
+    # cold_snapshot_interval_ms: share.coordinator.cold.partition.snapshot.interval.ms (ST-34, the Kafka profiles).
     config_defaults = {"deltas_per_checkpoint": None, "cold_snapshot_interval_ms": COLD_SNAPSHOT_INTERVAL_MS}
-    profiles = ("kip", "kafka-4.2")
+    profiles = PROFILES
 
     def __init__(self, config: dict, profile: str) -> None:
         super().__init__(config, profile)
@@ -50,7 +50,8 @@ class ShareStateJudge(Judge):
         objects={"args.batches": BATCH_FIELDS})
     def op_write(self, step: Step) -> None:
         state_epoch, start_offset = self.arg(step, "state_epoch", int), self._start_offset(step)
-        batches = _batches(step, self.arg(step, "batches", list), f"args.batches of {step.op!r}")
+        batches = _batches(step, self.arg(step, "batches", list), f"args.batches of {step.op!r}",
+                           self.model.rules.states)
         for batch in batches:
             if batch.first < 0 or batch.first > batch.last or batch.delivery_count < 0:
                 raise Malformed(step.line, f"args.batches needs 0 <= first <= last and delivery_count >= 0, found {batch}")
@@ -62,7 +63,7 @@ class ShareStateJudge(Judge):
     def op_failover(self, step: Step) -> None:
         self.model.failover()
 
-    # The share coordinator's own records (kafka-4.2 only, trace format extensions: ST-30..ST-35).
+    # The share coordinator's own records (the Kafka profiles only, trace format extensions: ST-30..ST-35).
 
     @op(observed=["error", "record"])
     def op_delete(self, step: Step) -> None:
@@ -83,8 +84,9 @@ class ShareStateJudge(Judge):
         self.model.prune()
 
     def _kafka_only(self, step: Step, what: str | None = None) -> None:
-        if self.profile != "kafka-4.2":
-            raise Malformed(step.line, f"{what or 'op ' + repr(step.op)} is defined only under profile kafka-4.2 (ST-30)")
+        if not is_kafka(self.profile):
+            raise Malformed(step.line, f"{what or 'op ' + repr(step.op)} is defined only under the Kafka profiles "
+                                       f"({', '.join(KAFKA_PROFILES)}) (ST-30)")
 
     def _leader_epoch(self, step: Step) -> int | None:
         if "leader_epoch" not in step.args:
@@ -125,7 +127,8 @@ class ShareStateJudge(Judge):
             self.expect(self.model.ruled(name), name, getattr(state, name), self.observed(step, name, int))
         observed = self.observed(step, "batches", list)
         if observed is not None:
-            self.expect(self.model.ruled("batches"), "batches", _rows(state.batches), _rows(_disjoint(step, observed)))
+            self.expect(self.model.ruled("batches"), "batches", _rows(state.batches),
+                        _rows(_disjoint(step, observed, self.model.rules.states)))
 
     def _failed(self, step: Step) -> bool:
         """True when the step answered a storage error, which changes nothing (ST-18; ST-13 for
@@ -147,20 +150,21 @@ class ShareStateJudge(Judge):
         return start_offset
 
 
-def _batches(step: Step, rows: list[Any], where: str) -> list[Batch]:
+def _batches(step: Step, rows: list[Any], where: str, states: tuple[str, ...]) -> list[Batch]:
+    """`rows` as batches, each state one of the profile's `states` (archiving under kafka-4.4 only)."""
     batches = []
     for row in rows:
         if not isinstance(row, dict) or set(row) != set(BATCH_FIELDS):
             raise Malformed(step.line, f"{where} must be objects {{first, last, state, delivery_count}}, found {row!r}")
         first, last, state, delivery_count = (row[name] for name in BATCH_FIELDS)
-        if any(type(value) is not int for value in (first, last, delivery_count)) or state not in STATE_IDS:
-            raise Malformed(step.line, f"{where}: integers and a state in {', '.join(STATE_IDS)}, found {row!r}")
+        if any(type(value) is not int for value in (first, last, delivery_count)) or state not in states:
+            raise Malformed(step.line, f"{where}: integers and a state in {', '.join(states)}, found {row!r}")
         batches.append(Batch(first, last, state, delivery_count))
     return batches
 
 
-def _disjoint(step: Step, rows: list[Any]) -> list[Batch]:
-    batches = sorted(_batches(step, rows, f"observed.batches of {step.op!r}"))
+def _disjoint(step: Step, rows: list[Any], states: tuple[str, ...]) -> list[Batch]:
+    batches = sorted(_batches(step, rows, f"observed.batches of {step.op!r}", states))
     for before, after in zip(batches, batches[1:]):
         if after.first <= before.last:
             # ST-1: one offset has one state.

@@ -35,7 +35,8 @@ UPDATES_PER_SNAPSHOT = "share.coordinator.snapshot.update.records.per.snapshot"
 COLD_SNAPSHOT_INTERVAL = "share.coordinator.cold.partition.snapshot.interval.ms"
 SETTING_DEFAULTS = {UPDATES_PER_SNAPSHOT: 500, COLD_SNAPSHOT_INTERVAL: 300_000}
 # ShareSnapshotValue / ShareUpdateValue DeliveryState ids, named as in the trace format.
-STATES = {0: "available", 1: "acquired", 2: "acknowledged", 4: "archived"}
+# Kafka 4.4 adds archiving (3), a record on its way to a dead-letter queue, which only the kafka-4.4 profile names.
+STATES = {0: "available", 1: "acquired", 2: "acknowledged", 3: "archiving", 4: "archived"}
 # The fields of each record's value, as the share coordinator's schemas name them (a tombstone has no value).
 BATCH_FIELDS = {"firstOffset", "lastOffset", "deliveryState", "deliveryCount"}
 VALUE_FIELDS = {
@@ -238,8 +239,7 @@ class _KeyReading:
             # A read with a new leader epoch records it as a write of no batches would (ST-32).
             self._step(actor, "read", {"leader_epoch": value["leaderEpoch"]}, "update")
         else:
-            self._step(actor, "write", {"state_epoch": -1, "start_offset": value["startOffset"], "batches": batches},
-                       "update")
+            self._write(actor, self.state_epoch, value, batches, "update")
         if value["leaderEpoch"] != -1:
             self.leader_epoch = value["leaderEpoch"]
 
@@ -257,8 +257,7 @@ class _KeyReading:
         elif value["leaderEpoch"] != self.leader_epoch:
             self._step(actor, "read", {"leader_epoch": value["leaderEpoch"]}, "snapshot")
         else:
-            self._step(actor, "write", {"state_epoch": -1, "start_offset": value["startOffset"], "batches": batches},
-                       "snapshot")
+            self._write(actor, self.state_epoch, value, batches, "snapshot")
         self._stored(actor, value, batches)
 
     def _restore(self, actor: str, value: dict[str, Any]) -> None:
@@ -266,9 +265,17 @@ class _KeyReading:
         batches = _batches(value["stateBatches"])
         self._step(actor, "initialize", {"state_epoch": value["stateEpoch"], "start_offset": value["startOffset"]})
         if batches:
-            self._step(actor, "write", {"state_epoch": -1, "start_offset": value["startOffset"], "batches": batches})
+            self._write(actor, value["stateEpoch"], value, batches)
         self.started = True
         self._stored(actor, value, batches)
+
+    def _write(self, actor: str, state_epoch: int, value: dict[str, Any], batches: list[dict[str, Any]],
+               record: str | None = None) -> None:
+        """A write of the record's batches at its start offset. A ShareUpdate holds no state epoch: the step
+        carries the key's, which the write that Kafka accepted cannot have been below (ST-5), and which every
+        profile takes (kafka-4.4 refuses -1, ST-40)."""
+        self._step(actor, "write", {"state_epoch": state_epoch, "start_offset": value["startOffset"],
+                                    "batches": batches}, record)
 
     def _stored(self, actor: str, value: dict[str, Any], batches: list[dict[str, Any]]) -> None:
         """The state a snapshot holds, as a read would answer it (ST-1): what the steps before must have built."""

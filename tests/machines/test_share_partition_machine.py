@@ -1,6 +1,8 @@
-"""SP-1..SP-24: random appends, acquisitions, acknowledgements, lock expiry and leaves, under both profiles.
+"""SP-1..SP-24: random appends, acquisitions, acknowledgements, lock expiry and leaves, under every profile.
 The invariants are recomputed from the observable state and the test's own ledger. Under kip the test picks
-any allowed acquisition; under kafka-4.2 (whole log batches, SP-6) it takes the model's lowest answer."""
+any allowed acquisition; under kafka-4.2 (whole log batches, SP-6) it takes the model's lowest answer; under
+kafka-4.4 the group has a dead-letter queue (SP-73, SP-74): rejected and exhausted records are archiving until
+phase 2 archives them, at a step of its own."""
 
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -15,11 +17,14 @@ TERMINAL = (sp.ACKNOWLEDGED, sp.ARCHIVED)  # SP-1
 
 class SharePartitionMachine(RuleBasedStateMachine):
     PROFILE = "kip"
+    OPTIONS: dict = {}  # further settings of the partition
 
     def __init__(self):
         super().__init__()
         self.partition = sp.SharePartition(delivery_count_limit=LIMIT, record_lock_duration_ms=LOCK_MS,
-                                           max_inflight_records=INFLIGHT_MAX, profile=self.PROFILE)
+                                           max_inflight_records=INFLIGHT_MAX, profile=self.PROFILE, **self.OPTIONS)
+        self.rejected = set()  # offsets the test saw rejected
+        self.dead_lettered = set()  # offsets phase 2 archived (SP-74, kafka-4.4)
         self.now = 0
         self.deliveries = {}  # offset -> acquisitions the test applied (SP-4's delivery count)
         self.terminal = {}  # offset -> (state, count) once seen acknowledged or archived
@@ -92,6 +97,8 @@ class SharePartitionMachine(RuleBasedStateMachine):
         finished = range(first, last + 1) if kind != "release" else ()
         self.step(acknowledge, finished)
         mine = all(before.get(o, (None, 0, None))[2] == actor for o in range(first, last + 1))
+        if mine and kind == "reject":
+            self.rejected.update(range(first, last + 1))
         # SP-15: only the owner of every record in the batch may acknowledge it.
         assert (answer.value == Error.NONE) == mine, f"{answer.clause}: [{first}, {last}] by {actor} answered {answer.value}"
         if answer.value != Error.NONE:
@@ -145,3 +152,34 @@ class KafkaSharePartitionMachine(SharePartitionMachine):
 
 TestKafkaSharePartitionMachine = KafkaSharePartitionMachine.TestCase
 TestKafkaSharePartitionMachine.settings = settings.get_profile("kipcheck-machines")
+
+
+class DeadLetterSharePartitionMachine(KafkaSharePartitionMachine):
+    PROFILE = "kafka-4.4"
+    OPTIONS = {"dead_letter_queue": True}
+
+    @rule(data=st.data())
+    def dead_letter(self, data):
+        """SP-74: phase 2 finishes for part of a run of archiving records."""
+        runs = self.partition.archiving_runs()
+        if runs:
+            first, last = data.draw(st.sampled_from(runs))
+            last = data.draw(st.integers(first, last))
+            self.step(lambda: self.partition.dead_lettered(first, last), range(first, last + 1))
+            self.dead_lettered.update(range(first, last + 1))
+            assert all(self.partition.state_of(offset) == sp.ARCHIVED for offset in range(max(first, self.partition.spso),
+                                                                                           last + 1)), "SP-74"
+
+    @invariant()
+    def archiving_records_were_rejected_or_exhausted(self):
+        for offset, (state, count, _) in self.window().items():
+            # SP-73: a rejected record, or one that reached the limit, waits for phase 2 in archiving, never archived
+            # before it (phase 2 is a step of its own, SP-74).
+            if state == sp.ARCHIVING:
+                assert offset in self.rejected or count >= LIMIT, f"SP-73: record {offset} archiving, count {count}"
+            assert state != sp.ARCHIVED or offset in self.dead_lettered or offset not in self.rejected, (
+                f"SP-73: rejected record {offset} archived without phase 2")
+
+
+TestDeadLetterSharePartitionMachine = DeadLetterSharePartitionMachine.TestCase
+TestDeadLetterSharePartitionMachine.settings = settings.get_profile("kipcheck-machines")

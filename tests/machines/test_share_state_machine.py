@@ -1,6 +1,7 @@
-"""ST-2..ST-12: random initialize/write/failover/read under both profiles; replaying the log gives the in-memory
+"""ST-2..ST-12: random initialize/write/failover/read under every profile; replaying the log gives the in-memory
 state after any sequence and at any failover point, and both equal a shadow kept offset by offset from the
-accepted requests (kip: a later write wins, ST-7; Kafka 4.2: the higher delivery count, then state, ST-8)."""
+accepted requests (kip: a later write wins, ST-7; Kafka 4.2: the higher delivery count, then state, ST-8;
+Kafka 4.4: negative epochs refused, ST-40, and a start offset that never goes back, ST-41)."""
 
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -9,7 +10,7 @@ from kipcheck.model import share_state as sst
 from kipcheck.model.errors import Error
 
 PERSISTED = ("available", "acknowledged", "archived")
-STATE_IDS = {"available": 0, "acquired": 1, "acknowledged": 2, "archived": 4}  # the persisted DeliveryState ids
+STATE_IDS = {"available": 0, "acquired": 1, "acknowledged": 2, "archiving": 3, "archived": 4}  # DeliveryState ids
 
 
 def batches(states):
@@ -32,13 +33,16 @@ class ShareStateMachine(RuleBasedStateMachine):
         self.coordinator = sst.ShareCoordinator(profile=self.PROFILE, deltas_per_checkpoint=3)
         self.shadow = None  # (state_epoch, start_offset, {offset: (state, count)}) from accepted requests
 
-    @rule(state_epoch=st.integers(0, 3), start_offset=st.integers(0, 10))
+    @rule(state_epoch=st.integers(-1, 3), start_offset=st.integers(0, 10))
     def initialize(self, state_epoch, start_offset):
         if self.coordinator.initialize(state_epoch, start_offset).error == Error.NONE:  # ST-2
             self.shadow = (state_epoch, start_offset, {})  # ST-2: a new state replaces the old
 
     def wins(self, new, old):
         return True  # ST-7: a later write wins, offset by offset
+
+    def new_start(self, start, start_offset):
+        return start if start_offset == sst.UNCHANGED else start_offset  # ST-6
 
     @rule(data=st.data())
     def write(self, data):
@@ -52,7 +56,7 @@ class ShareStateMachine(RuleBasedStateMachine):
             for offset in range(batch.first, batch.last + 1):
                 if offset not in offsets or self.wins((batch.state, batch.delivery_count), offsets[offset]):
                     offsets[offset] = (batch.state, batch.delivery_count)
-        start = start if start_offset == sst.UNCHANGED else start_offset  # ST-6
+        start = self.new_start(start, start_offset)
         self.shadow = (state_epoch, start, {offset: value for offset, value in offsets.items() if offset >= start})
 
     @rule()
@@ -90,3 +94,20 @@ class KafkaShareStateMachine(ShareStateMachine):
 
 TestKafkaShareStateMachine = KafkaShareStateMachine.TestCase
 TestKafkaShareStateMachine.settings = settings.get_profile("kipcheck-machines")
+
+
+class Kafka44ShareStateMachine(KafkaShareStateMachine):
+    PROFILE = "kafka-4.4"
+    STATES = KafkaShareStateMachine.STATES + ("archiving",)  # ST-8, ST-16: a dead-letter queue's DeliveryState 3
+
+    def new_start(self, start, start_offset):
+        return max(start, start_offset)  # ST-41: never back (-1, unchanged, is never higher)
+
+    @invariant()
+    def no_negative_state_epoch_is_stored(self):
+        state = self.coordinator.state
+        assert state is None or state.state_epoch >= 0, f"ST-40: state epoch {state.state_epoch} stored"
+
+
+TestKafka44ShareStateMachine = Kafka44ShareStateMachine.TestCase
+TestKafka44ShareStateMachine.settings = settings.get_profile("kipcheck-machines")

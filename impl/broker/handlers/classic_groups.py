@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 
 from kipcheck.impl.broker.clock import now_ms
+from kipcheck.impl.broker.server import release_frame
 from kipcheck.impl.groups.classic import JoinRequest
 from kipcheck.impl.groups.classic_group import DEAD, STABLE, JoinAnswer, Pending
 from kipcheck.impl.wire.codec import reply
@@ -103,6 +104,7 @@ async def answer_of(pending: Pending):
     """The parked answer, once the coordinator gives it (a closed connection cancels the wait, not the group)."""
     if pending.done:
         return pending.answer
+    release_frame()
     future = asyncio.get_running_loop().create_future()
     pending.on_complete(lambda answer: None if future.done() else future.set_result(answer))
     return await future

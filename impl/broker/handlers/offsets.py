@@ -13,7 +13,10 @@ Individual commit (spec/ic.md, impl/wire/schemas.py for the fields): a partition
 carrying OffsetRanges goes, once the group has validated the member as for any
 commit, to the IC coordinator, and answers its error and LastStableOffset; a
 plain commit of a partition that is individually committed is the IC commit
-of every offset below it (IC-19). OffsetFetch answers an individually
+of every offset below it (IC-19). A partition carrying
+more than `individual.commit.max.ranges.per.commit` ranges is INVALID_REQUEST
+before the IC coordinator sees it (a request cost limit: a commit costs time
+in proportion to its ranges). OffsetFetch answers an individually
 committed partition's held ranges in CommittedRangeOffsets; its committed
 offset is the stable offset + 1, from the same store. OffsetDelete of an
 individually committed partition answers INVALID_REQUEST for it (IC-19).
@@ -51,6 +54,8 @@ def handlers(broker) -> dict:
                     errors[key] = Error.UNKNOWN_TOPIC_ID if name is None else Error.UNKNOWN_TOPIC_OR_PARTITION
                 elif not 0 <= part.partition_index < broker.topics.get(name).partitions:
                     errors[key] = Error.UNKNOWN_TOPIC_OR_PARTITION
+                elif len(getattr(part, "offset_ranges", ())) > 2 * broker.config.ic.max_ranges_per_commit:
+                    errors[key] = Error.INVALID_REQUEST  # individual.commit.max.ranges.per.commit
                 elif getattr(part, "offset_ranges", ()):
                     individual[key] = part.offset_ranges
                 elif broker.ic.individually_committed((body.group_id, *key)):

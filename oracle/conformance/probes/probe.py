@@ -68,6 +68,9 @@ CREATE_TOPICS = 19
 INCREMENTAL_ALTER_CONFIGS, GROUP_RESOURCE, SET = 44, 32, 0
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE = 76, 77  # Describe: a broker with share group configs serves it
 ASSIGNMENT_WAIT_S = 60.0
+# Partition errors that say "the leader is being elected": asked again for up to LEADER_WAIT_S.
+LEADER_MOVING = frozenset({Error.NOT_LEADER_OR_FOLLOWER, Error.LEADER_NOT_AVAILABLE, Error.UNKNOWN_TOPIC_OR_PARTITION})
+LEADER_WAIT_S = 60.0
 REQUEST_TIMEOUT_MS = 30_000
 SLACK_MS = 250  # what a request may take beyond its own wait (one that takes longer is inconclusive)
 UNUSED_EPOCH = 1_000_000  # an epoch no session of a probe reaches
@@ -265,7 +268,7 @@ class Probe:
 
     def log_batches(self, topic: str, partition: int) -> list[tuple[int, int]]:
         """(first, last) of every batch in the partition's log, read with Fetch (API 1)."""
-        batches, offset = [], 0
+        batches, offset, deadline = [], 0, time.monotonic() + LEADER_WAIT_S
         while True:
             answer = self.leader.request(1, 12, replica_id=-1, max_wait=0, min_bytes=0, max_bytes=64 << 20,
                                         isolation_level=0, session_id=0, session_epoch=-1, rack_id="",
@@ -274,8 +277,12 @@ class Probe:
                                             "last_fetched_epoch": -1, "log_start_offset": -1,
                                             "partition_max_bytes": 64 << 20}]}], forgotten_topics_data=[])
             part = answer.responses[0].partitions[0]
-            if int(part.error_code) != 0:
-                raise ProbeError(f"Fetch of {topic}:{partition} from offset {offset}: {Error.of_code(int(part.error_code))}")
+            error = Error.of_code(int(part.error_code))
+            if error in LEADER_MOVING and time.monotonic() < deadline:  # a restarted cluster elects its leaders
+                time.sleep(0.1)
+                continue
+            if error != Error.NONE:
+                raise ProbeError(f"Fetch of {topic}:{partition} from offset {offset}: {error}")
             records = bytes(part.records or b"")
             found = [(struct.unpack_from(">q", batch)[0], struct.unpack_from(">q", batch)[0] + header.last_offset_delta)
                      for batch, header in (split_batches(records) if records else [])]
@@ -455,8 +462,10 @@ class Probe:
         self.target.restart()
         for connection in (self.admin, self.leader, self.coordinator):
             connection.close()
-        self.admin = self._connect("admin", self.target.address)
-        self._route()
+        # The topics stay on their leader; the group's coordinator may have moved.
+        self.admin, self.leader = self._connect("admin", self.target.address), self._connect("leader")
+        self.coordinator = self._connect("coordinator", self.target.address)
+        self._refind_coordinator()
         for member in self.members:
             member.connection.close()
             member.connection, member.epoch = self._connect(member.name), 0

@@ -10,6 +10,8 @@
 
 What a target tells the session and the command, so that neither asks which target it is:
 
+    default_profile(text)  (a classmethod) the profile it is judged by when --profile names none: kafka-4.2,
+                       or the line a kafka:LINE target runs (kafka:4.4: kafka-4.4)
     name               the --target text that names it again (the replay line uses it)
     can_restart        the runner may kill -9 its broker and start it again (the broker-restart probe)
     unobservable       clause id -> why this target cannot show it (the table says "not observable"); by
@@ -18,6 +20,7 @@ What a target tells the session and the command, so that neither asks which targ
     settings           the share settings its traces are judged with: by default those --set told the runner;
                        those it started its broker with, for a broker it starts
     runs_label         what its runs are called ("probes"; "runs" in process)
+    broker_traces_label what its broker_traces() are, in the verdict
     replay(scenario)   the command that runs one failing run again
 
 Adding a target, in two steps:
@@ -42,7 +45,13 @@ from functools import cache
 from pathlib import Path
 from typing import Callable, ClassVar
 
+from kipcheck.model.profiles import KAFKA_42, KAFKA_44, is_kafka
+
 TARGET_MODULES = ("embedded", "kafka", "wire", "librdkafka_mock", "in_process")
+# The target `kipcheck conform` probes when --target names none, by --profile: the reference broker, but for a
+# profile it does not serve (spec/README.md, "Profiles"), judged against the Kafka it describes.
+DEFAULT_TARGETS = {KAFKA_44: "kafka:4.4"}
+DEFAULT_TARGET = "embedded"
 RESTART_UNOBSERVABLE = {"XM-1": "needs a broker restart", "SP-26": "needs a broker restart"}
 
 
@@ -55,7 +64,7 @@ class TargetOptions:
     """What the command line says about any target: the profile it is judged by, the share settings given with
     --set (by Kafka's names), and --launcher (the command that runs the embedded broker)."""
 
-    profile: str = "kafka-4.2"
+    profile: str = KAFKA_42
     settings: dict[str, str] = field(default_factory=dict)
     launcher: tuple[str, ...] | None = None
 
@@ -84,8 +93,8 @@ class BrokerSettings:
                 raise TargetError(f"{name} must be a positive integer, found {raw!r}")
             values[cls.NAMES[name]] = int(raw)
         settings = cls(**values)
-        if profile == "kafka-4.2" and settings.max_group_size > settings.max_sessions:
-            # Kafka 4.2 keeps group.share.max.size at most group.share.max.share.sessions (ShareGroupConfig.validate):
+        if is_kafka(profile) and settings.max_group_size > settings.max_sessions:
+            # Kafka keeps group.share.max.size at most group.share.max.share.sessions (ShareGroupConfig.validate):
             # a broker given only its session limit holds no larger group.
             settings = replace(settings, max_group_size=settings.max_sessions)
         return settings
@@ -102,6 +111,7 @@ class Target:
     forms: ClassVar[dict[str, str]] = {}
     can_restart: ClassVar[bool] = False
     runs_label: ClassVar[str] = "probes"  # what its runs are called in the progress bar and the work dir
+    broker_traces_label: ClassVar[str] = "the broker's own traces"  # what broker_traces() are, in the verdict
 
     def __init__(self, text: str, options: TargetOptions):
         """Check `text` and the options (TargetError), and start nothing: `open` does."""
@@ -115,6 +125,11 @@ class Target:
     def accepts(cls, text: str) -> bool:
         """True when `text` names a target of this class (TargetError when it does, but wrongly)."""
         return text in cls.forms
+
+    @classmethod
+    def default_profile(cls, text: str) -> str:
+        """The profile a target named `text` is judged by when the command line names none."""
+        return KAFKA_42
 
     @property
     def unobservable(self) -> dict[str, str]:
@@ -184,9 +199,24 @@ def forms() -> dict[str, str]:
     return {form: text for target_class in target_classes() for form, text in target_class.forms.items()}
 
 
-def resolve(text: str, options: TargetOptions) -> Target:
-    """The target `text` names, checked but not opened; TargetError names the forms."""
+def target_class_of(text: str) -> type[Target]:
+    """The class of the target `text` names; TargetError names the forms."""
     for target_class in target_classes():
         if target_class.accepts(text):
-            return target_class(text, options)
+            return target_class
     raise TargetError(f"unknown target {text!r} (accepted: {', '.join(forms())})")
+
+
+def resolve(text: str, options: TargetOptions) -> Target:
+    """The target `text` names, checked but not opened; TargetError names the forms."""
+    return target_class_of(text)(text, options)
+
+
+def default_target(profile: str | None) -> str:
+    """The target `kipcheck conform --profile PROFILE` probes when --target names none."""
+    return DEFAULT_TARGETS.get(profile, DEFAULT_TARGET)
+
+
+def default_profile(text: str) -> str:
+    """The profile the target `text` names is judged by when --profile names none."""
+    return target_class_of(text).default_profile(text)

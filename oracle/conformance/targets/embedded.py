@@ -29,7 +29,8 @@ import sys
 import time
 from pathlib import Path
 
-from kipcheck.oracle.conformance.targets import BrokerSettings, Target, TargetOptions
+from kipcheck.model.profiles import is_kafka
+from kipcheck.oracle.conformance.targets import BrokerSettings, Target, TargetError, TargetOptions
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
@@ -174,9 +175,9 @@ class EmbeddedBroker:
 
 
 def embedded_settings(profile: str) -> dict[str, str]:
-    """EMBEDDED_SETTINGS under `profile`: Kafka 4.2 refuses fewer share sessions than members of its largest share
-    group (ShareGroupConfig.validate), so under kafka-4.2 the group size is bounded by the session limit too."""
-    if profile != "kafka-4.2":
+    """EMBEDDED_SETTINGS under `profile`: Kafka refuses fewer share sessions than members of its largest share
+    group (ShareGroupConfig.validate), so under a Kafka profile the group size is bounded by the session limit too."""
+    if not is_kafka(profile):
         return EMBEDDED_SETTINGS
     return {**EMBEDDED_SETTINGS, "group.share.max.size": EMBEDDED_SETTINGS["group.share.max.share.sessions"]}
 
@@ -189,7 +190,11 @@ class EmbeddedTarget(Target):
     can_restart = True
 
     def __init__(self, text: str, options: TargetOptions):
+        from kipcheck.impl.share.config import PROFILES, unserved_profile
+
         super().__init__(text, options)
+        if self.profile not in PROFILES:  # its broker and client scenarios are the reference broker's
+            raise TargetError(f"--target embedded: {unserved_profile(self.profile)}")
         self.launcher = options.launcher or DEFAULT_LAUNCHER
         self.broker_settings = embedded_settings(self.profile)
         self.settings = BrokerSettings.from_properties(self.broker_settings, self.profile)

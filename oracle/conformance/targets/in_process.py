@@ -25,8 +25,8 @@ held records (whole, partial, any type), hostile ones (another member's
 records, past the end, below SPSO, duplicates), sessions ending and time
 passing past lock deadlines. The answers are written as a share-partition
 trace (with a `check` of SPSO after every step when the adapter has `spso`;
-its header says `"kafka_ranges": "waive"` under kafka-4.2 when the drawn
-settings are outside Kafka's ranges, spec SP-45) and judged; a run that raises is a failure with its traceback's last line.
+its header says `"kafka_ranges": "waive"` under a Kafka profile when the drawn
+settings are outside that Kafka's ranges, spec SP-45, SP-71) and judged; a run that raises is a failure with its traceback's last line.
 
 There is no broker: no probe, client scenario or broker trace, nothing to
 restart (XM-1 and SP-26 are not observable), and no settings to tell (each run
@@ -80,7 +80,11 @@ class InProcessTarget(Target):
     runs_label = "runs"
 
     def __init__(self, text: str, options: TargetOptions):
+        from kipcheck.impl.share.config import PROFILES, unserved_profile
+
         super().__init__(text, options)
+        if text == "reference" and self.profile not in PROFILES:
+            raise TargetError(f"--target reference: {unserved_profile(self.profile)}")
         self.factory = load_factory(text)
 
     @classmethod
@@ -141,8 +145,8 @@ def _run(factory, profile: str, work_dir: Path, seed: int) -> ProbeRun:
         outcome, detail = "error", f"seed {seed}: the implementation raised {type(error).__name__}: {error}"
     path = work_dir / f"python-{seed}.share-partition.jsonl"
     work_dir.mkdir(parents=True, exist_ok=True)
-    if profile == "kafka-4.2" and kafka_range_violation(settings) is not None:
-        settings["kafka_ranges"] = "waive"   # SP-45: test-sized settings, drawn to reach limits in a few steps
+    if kafka_range_violation(settings, profile) is not None:
+        settings["kafka_ranges"] = "waive"   # SP-45, SP-71: test-sized settings, drawn to reach limits in a few steps
     header = {"format": "kipcheck-trace", "version": 1, "machine": "share-partition", "profile": profile,
               "config": settings}
     path.write_text("\n".join(json.dumps(line) for line in [header, *steps]) + "\n")

@@ -7,7 +7,8 @@ kill -9 the cluster and start it again, so the broker-restart probe runs (XM-1 a
 writes no traces of its own; once the runs are over, what its share coordinator stored in __share_group_state is
 read back as share-state traces (oracle/kafka/share_state_topic.py) and judged beside the probes'.
 `kafka:4.2x3` runs a cluster of three brokers: the partition leaders, the group coordinator and the share
-coordinator may then sit on different brokers.
+coordinator may then sit on different brokers. Without --profile, `kafka:4.4` is judged by the kafka-4.4 profile
+and `kafka:4.2` by kafka-4.2.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from kipcheck.model.profiles import KAFKA_42, PROFILES
 from kipcheck.oracle.conformance.targets import BrokerSettings, Target, TargetError, TargetOptions
 from kipcheck.oracle.conformance.targets.embedded import EMBEDDED_SETTINGS
 
@@ -33,6 +35,7 @@ class KafkaTarget(Target):
                                "pins, e.g. kafka:4.2 or kafka:4.4), started here;\n"
                                "x3: a cluster of three brokers"}
     can_restart = True
+    broker_traces_label = "the share coordinator's records, read back"
 
     def __init__(self, text: str, options: TargetOptions):
         from kipcheck.oracle.kafka.runtime import KafkaUnavailable, release_lines
@@ -55,6 +58,12 @@ class KafkaTarget(Target):
     @classmethod
     def accepts(cls, text: str) -> bool:
         return KAFKA.match(text) is not None
+
+    @classmethod
+    def default_profile(cls, text: str) -> str:
+        """The profile of the release line it runs (kafka:4.4: kafka-4.4), kafka-4.2 for a line without one."""
+        profile = f"kafka-{KAFKA.match(text)['line']}"
+        return profile if profile in PROFILES else KAFKA_42
 
     def open(self, work_dir: Path) -> None:
         from kipcheck.oracle.kafka.cluster import KafkaCluster

@@ -55,16 +55,18 @@ from __future__ import annotations
 
 from collections import deque
 from heapq import heappop, heappush
-from itertools import count as sequence
-from typing import Iterable, Sequence
+from itertools import count as sequence, islice
+from typing import Iterable, Iterator, Sequence
 
 from kipcheck.model.errors import Error
+from kipcheck.model.profiles import is_kafka
 from kipcheck.model.share_partition import (
-    ACK_TARGET, ACQUIRED, ARCHIVED, AVAILABLE, KAFKA_LOCK_EXPIRED, LOCK_EXPIRED, NOT_ACQUIRED, RULES, LimitArchives,
-    StoredStart,
-    acknowledged_in_progress, acknowledgement_answer, acquisition_violation, archived_runs, below_start_clause,
-    cached_runs, check_compaction, check_config, check_log_start, failing_record, loaded_runs, new_records_bounds,
-    renewals_standing, snapshot_violation, throttle_threshold, throttled_left_below,
+    ACK_TARGET, ACQUIRED, ARCHIVED, ARCHIVING, AVAILABLE, KAFKA_LOCK_EXPIRED, LOCK_EXPIRED, NOT_ACQUIRED, RULES, TERMINAL,
+    RecentOffsets, StoredStart, acknowledged_in_progress, acknowledgement_answer, acquisition_violation,
+    archived_runs, below_start_clause, cached_runs, check_compaction, check_config, check_group_config,
+    check_log_start, dead_letter_write, dead_lettered_offsets, failing_record, loaded_runs, new_records_bounds,
+    non_default_group_configs, nothing_cached, renewals_standing, runs_of, snapshot_violation, throttle_threshold,
+    throttled_left_below,
 )
 from kipcheck.model.share_partition_log import LogFacts
 from kipcheck.model.violation import Ruled, Violation
@@ -81,20 +83,25 @@ class SharePartition:
     def __init__(self, start_offset: int = 0, delivery_count_limit: int = 5,
                  record_lock_duration_ms: int = 30000, max_inflight_records: int = 2000,
                  profile: str = "kip", initial_state: Sequence = (), straddle_npe: str = "accept",
-                 isolation_level: str = "read_uncommitted") -> None:
+                 isolation_level: str = "read_uncommitted", renew_acknowledge_enable: bool = True,
+                 dead_letter_queue: bool = False) -> None:
         check_config(start_offset, delivery_count_limit, record_lock_duration_ms, max_inflight_records, profile,
-                     straddle_npe)
+                     straddle_npe, non_default_group_configs(renew_acknowledge_enable, dead_letter_queue))
         self.profile = profile
         self.straddle_npe = straddle_npe
-        self.kafka = profile == "kafka-4.2"
+        self.kafka = is_kafka(profile)
+        self._rules = RULES[profile]  # read only where a rule of Kafka 4.4 is a member of its rules (SP-73)
         # SP-61..SP-65: transactions and compaction. A trace that uses them is judged in the model's own words.
         self.log = LogFacts(isolation_level, profile)
-        self._archived_by: dict[int, str] = {}  # SP-63, SP-65: offset -> the clause that archived it
+        self._archived_by: dict[int, str] = {}  # SP-63, SP-65, SP-74: offset -> the clause that archived it
+        # SP-70: the group configs Kafka 4.4 reads at each transition; alter_config changes them.
         self.delivery_count_limit = delivery_count_limit
         self._throttle_threshold = throttle_threshold(delivery_count_limit)  # SP-43
+        self.max_inflight_records = max_inflight_records
+        self.renew_acknowledge_enable = renew_acknowledge_enable  # SP-72
+        self.dead_letter_queue = dead_letter_queue  # SP-73
         self.record_lock_duration_ms = record_lock_duration_ms
         self.lock_duration_ms: int | None = None  # SP-46: the duration in force, when a step gives one
-        self.max_inflight_records = max_inflight_records
         # SP-1: the window starts empty at start_offset.
         self._spso = self._speo = self._log_end = self._base = start_offset
         self.stored_start = StoredStart(start_offset)  # SP-47
@@ -115,7 +122,8 @@ class SharePartition:
         self._renewed: set[int] = set()
         # SP-46: acquired offsets whose lock took a step's duration; read only to name a clause.
         self._step_locked: set[int] = set()
-        self.limit_archives = LimitArchives()  # SP-21: read only to name a clause
+        self.limit_archives = RecentOffsets()  # SP-21: read only to name a clause
+        self.dead_letters = RecentOffsets()  # SP-74: phase 2 finished for them
         # Lock deadlines as a heap: at_ms never decreases, but a lock's duration may change between
         # acquisitions (SP-46), so a later lock may expire earlier. The sequence number breaks ties.
         self._locks: list[tuple[int, int, Sequence[Sequence[int]], str]] = []  # (deadline, sequence, runs, owner)
@@ -136,7 +144,7 @@ class SharePartition:
         self._stranded: dict[int, tuple[str, int]] = {}
         self._cached_below: int | None = None
         if initial_state:
-            self._load(loaded_runs(initial_state, start_offset))
+            self._load(loaded_runs(initial_state, start_offset, self._rules.loadable_states))
 
     def _load(self, runs: list[tuple[int, int, str, int]]) -> None:
         """SP-26: the window holds the loaded runs; offsets between them are available with count 0."""
@@ -146,7 +154,7 @@ class SharePartition:
                 self._append_records(first - covered, AVAILABLE, 0, None)
                 self._holes.update(range(covered, first))
             self._append_records(last + 1 - first, state, count, None)
-            if state is not AVAILABLE:
+            if state in TERMINAL:
                 self._open[first - self._base:] = [False] * (last + 1 - first)
         self._speo = self._log_end = self._base + len(self._state)  # SP-26: the log end starts at SPEO
         self._loaded = set(range(self._spso, self._speo))
@@ -215,7 +223,11 @@ class SharePartition:
             return self._archived_by[offset]
         if offset in self._loaded:  # SP-26: still as initial_state gave it
             return "SP-26"
+        if state is ARCHIVING:
+            return "SP-73"
         if state is AVAILABLE:
+            if count >= self.delivery_count_limit:
+                return "SP-70"  # left available when the group lowered its limit
             if offset in self._expired_owner:
                 return "SP-20"
             return "SP-1" if count == 0 else "SP-9"
@@ -325,6 +337,32 @@ class SharePartition:
                 self._state[index], self._open[index] = ARCHIVED, False
                 self._archived_by[offset] = "SP-65"
 
+    # A group's configs and its dead-letter queue under Kafka 4.4 (SP-70..SP-74).
+
+    def alter_config(self, settings) -> None:
+        """SP-70: the group's configs changed to `settings`; read at each transition from now on."""
+        check_group_config(self, settings)
+        for key, value in settings.items():
+            setattr(self, key, value)
+        self._throttle_threshold = throttle_threshold(self.delivery_count_limit)  # SP-43 with the limit in force
+
+    def archiving_runs(self) -> list[tuple[int, int]]:
+        """SP-73: the window's archiving records, as runs (first, last)."""
+        offsets = list(self._offsets_in(ARCHIVING, self._spso, self._speo))
+        return [(first, last) for first, last, _ in runs_of(offsets, lambda _: 0)]
+
+    def dead_lettered(self, first: int, last: int, seen_later: bool = False) -> None:
+        """SP-74: phase 2 of the dead-letter queue finished for [first, last]: its archiving records are archived.
+        `seen_later`: a later step showed it, so it finished at some time since they became archiving."""
+        spso = self._spso
+        for offset in dead_lettered_offsets(self, first, last):
+            index = offset - self._base
+            self._state[index], self._open[index], self._archived_by[offset] = ARCHIVED, False, "SP-74"
+            self._loaded.discard(offset)
+            self.dead_letters.add(offset)
+        self._settle()  # phase 2 is a state write: SPSO moves when it completes (SP-66 under Kafka's profiles)
+        self.stored_start.writing(*dead_letter_write(self, spso, seen_later))  # SP-47: phase 2's write
+
     # Acquisition.
 
     def acquirable_ranges(self) -> list[tuple[int, int]]:
@@ -353,15 +391,8 @@ class SharePartition:
     def lowest_acquisition(self, max_records: int, record_limit: bool = False) -> list[list[int]]:
         """One allowed answer: the lowest acquirable records (Kafka 4.2: rounded up to whole new batches,
         or under `record_limit` exactly as many new records as there is room for, SP-42)."""
-        offsets: list[int] = []
-        index, stop = max(self._spso, self._no_available_below) - self._base, self._speo - self._base
-        while len(offsets) < max_records:
-            try:
-                index = self._state.index(AVAILABLE, index, stop)
-            except ValueError:
-                break
-            offsets.append(index + self._base)
-            index += 1
+        offsets = list(islice(self._offsets_in(AVAILABLE, max(self._spso, self._no_available_below), self._speo),
+                              max_records))
         self._no_available_below = offsets[0] if offsets else self._speo
         new_first, new_last = self.acquirable_new_records()
         offsets.extend(range(new_first, min(new_last + 1, new_first + max_records - len(offsets))))
@@ -372,6 +403,17 @@ class SharePartition:
             aborted = {offset for first, last in self.log.aborted_in(new[0], new[-1]) for offset in range(first, last + 1)}
             offsets = [offset for offset in offsets if offset not in aborted]
         return self._runs(offsets)
+
+    def _offsets_in(self, state: str, first: int, stop: int) -> Iterator[int]:
+        """The offsets of [first, stop) in `state`, ascending, found by list.index at C speed."""
+        index, end = first - self._base, stop - self._base
+        while True:
+            try:
+                index = self._state.index(state, index, end)
+            except ValueError:
+                return
+            yield index + self._base
+            index += 1
 
     def _round_up_new_records(self, offsets: list[int], max_records: int, record_limit: bool) -> list[int]:
         # SP-6: Kafka completes the log batch holding the last new record; SP-42: not under record_limit.
@@ -495,7 +537,7 @@ class SharePartition:
         `archived`: the observed runs [first, last] acquired and archived at once (SP-63); None: not observed."""
         if at_ms >= self._next_deadline_ms:  # SP-20: locks fire before the op
             self._fire_locks(at_ms)
-        uncached = self.kafka and self._nothing_cached()
+        uncached = self.kafka and nothing_cached(self._spso, self._speo, self._stranded, self._cached_below)
         if not records and not archived:  # SP-3: an acquisition may be empty
             if uncached:
                 self._start_at_first_cached()
@@ -533,10 +575,6 @@ class SharePartition:
             batch_ends.popleft()
         if uncached:
             self._start_at_first_cached()
-
-    def _nothing_cached(self) -> bool:
-        """Kafka's cache of in-flight batches is empty: no record in the window, none below SPSO (SP-66)."""
-        return self._spso == self._speo and not self._stranded and self._cached_below is None
 
     def _start_at_first_cached(self) -> None:
         """SP-66: an acquisition into an empty cache puts SPSO at the first offset it acquired (or archived,
@@ -625,13 +663,14 @@ class SharePartition:
             return acknowledged_in_progress(self, at_ms, actor, batches, renew, received_ms)
         if at_ms >= self._next_deadline_ms:  # SP-20: locks fire before the op
             self._fire_locks(at_ms)
-        ruled, handled = acknowledgement_answer(batches, self.kafka, actor, self._spso, self._speo,
+        ruled, handled = acknowledgement_answer(batches, self.profile, actor, self._spso, self._speo,
                                                 self._owner_error, self._holes, self.straddle_npe, renew,
-                                                self._cached_below is not None)
-        # SP-41: the renewals done before the request failed stand.
+                                                self.renew_acknowledge_enable, self._cached_below is not None)
+        # SP-41: the renewals done before the request failed stand (SP-72: none where the group refuses them).
         applied = batches if ruled.value == Error.NONE else renewals_standing(
             batches, ruled, handled,
-            lambda first, last: failing_record(actor, first, last, self._spso, self._holes, self._owner_error))
+            lambda first, last: failing_record(actor, first, last, self._spso, self._holes, self._owner_error)
+        ) if self.renew_acknowledge_enable else []
         if applied:
             spso = self._spso
             for first, last, ack_type in applied:
@@ -644,6 +683,8 @@ class SharePartition:
                         continue
                     if ack_type == "renew":
                         self._renew(run_first, run_last, actor, at_ms)
+                    elif ack_type == "reject":  # SP-9 (SP-73: archiving under a dead-letter queue)
+                        self._apply_acknowledgement(run_first, run_last, self._rules.archive_state(self))
                     else:
                         self._apply_acknowledgement(run_first, run_last, ACK_TARGET[ack_type])
             if any(ack_type != "renew" and last >= spso for _, last, ack_type in applied):  # SP-47
@@ -659,7 +700,7 @@ class SharePartition:
         stand (SP-41, kafka-4.2); as at every step, the locks expired by `at_ms` fire first (SP-20), and
         that transition is kept."""
         self.advance(at_ms)
-        renew = renew and self.kafka
+        renew = renew and self.kafka and self.renew_acknowledge_enable  # SP-72: no renewal when disabled
         for first, last, ack_type in batches:  # remembered only to name SP-27 if a check finds them changed
             for offset in range(max(first, self._spso), min(last + 1, self._speo)):
                 if self._owner[offset - self._base] == actor:
@@ -706,21 +747,23 @@ class SharePartition:
             for index in range(start, stop):
                 self._release_record(index)
             return
-        # SP-9: accept -> acknowledged, release -> available, reject -> archived (SP-12: gap -> archived); count kept.
+        # SP-9: accept -> acknowledged, release -> available, reject -> archived (SP-12: gap -> archived;
+        # SP-73: reject -> archiving, not terminal); count kept.
         self._state[start:stop] = [target] * length
         self._owner[start:stop] = [None] * length
         if target is AVAILABLE:
             self._no_available_below = min(self._no_available_below, first)
-        else:
+        elif target is not ARCHIVING:
             self._open[start:stop] = [False] * length
 
     def _release_record(self, index: int) -> None:
         # SP-9 / SP-20 / SP-22: back to available with the count kept;
-        # SP-21: archived instead once the count has reached the limit.
+        # SP-21: archived instead once the count has reached the limit (SP-70: the limit in force now;
+        # SP-73: archiving, not terminal, under a dead-letter queue).
         self._owner[index] = None
         if self._count[index] >= self.delivery_count_limit:
-            self._state[index] = ARCHIVED
-            self._open[index] = False
+            self._state[index] = state = self._rules.archive_state(self)
+            self._open[index] = state is ARCHIVING
             self.limit_archives.add(index + self._base)
         else:
             self._state[index] = AVAILABLE
@@ -750,7 +793,7 @@ class SharePartition:
     # SPSO.
 
     def _settle(self) -> None:
-        """SPSO after a step that wrote the share state (SP-23): under kafka-4.2 as Kafka moves it (SP-66)."""
+        """SPSO after a step that wrote the share state (SP-23): under the Kafka profiles as Kafka moves it (SP-66)."""
         if not self.kafka:
             self._advance_start()
         elif self._stranded:  # SP-66: a record still acquired below SPSO holds it where it is

@@ -1,0 +1,122 @@
+"""Two brokers, the same probe runs: what the clients saw, compared observation by observation.
+
+    comparison = compare_runs(reference_runs, kafka_runs)   # ProbeRuns of the same names, on two targets
+    print(comparison.render("embedded", "kafka:4.2"))
+    comparison.unexplained                                  # differences no rule of spec/conformance.md allows
+
+Each probe run wrote the same traces on both sides (its scenario or swarm seed fixes the requests, as long as
+the answers agree). Their steps are walked side by side: what was asked (op and args, with the probe's topic
+names, which hold a random group id, made the same) and what was answered (each observed field). A difference
+is either allowed by a normalisation rule (spec/conformance.md, "Comparing two brokers": N-1 timing, N-2 which
+records an acquisition took, N-3 the start offset stored before the first write), or unexplained: an answer
+that differs where both cannot be right, to be fixed in the reference broker or recorded as a finding. Once a
+trace's requests differ (the probe acted on a different answer), the rest of it is not compared.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Difference class -> the normalisation rule that allows it (spec/conformance.md); classes absent are unexplained.
+ALLOWED = {
+    "acquired other records (each allowed by the model)": "N-2",
+    "stored start offset before the first write": "N-3",
+}
+GROUP_ID = re.compile(r"kipcheck-[a-z0-9-]+?-[0-9a-f]{8}")
+
+
+@dataclass
+class Comparison:
+    compared: int = 0                              # observations compared (N-1: times never are)
+    equal: int = 0
+    classes: Counter = field(default_factory=Counter)   # difference class -> count
+    examples: dict[str, str] = field(default_factory=dict)  # difference class -> its first occurrence
+    diverged: int = 0                              # traces whose requests parted, after a difference
+    unmatched: list[str] = field(default_factory=list)   # runs or traces only one side has
+
+    @property
+    def unexplained(self) -> int:
+        return sum(count for name, count in self.classes.items() if name not in ALLOWED) + len(self.unmatched)
+
+    def note(self, name: str, where: str) -> None:
+        self.classes[name] += 1
+        self.examples.setdefault(name, where)
+
+    def render(self, left: str, right: str) -> str:
+        lines = [f"\n{left} against {right}: {self.compared} observations compared, {self.equal} equal"]
+        for name, count in self.classes.most_common():
+            rule = ALLOWED.get(name)
+            status = f"allowed ({rule})" if rule else "UNEXPLAINED"
+            lines.append(f"  {count:>6}  {status:<14} {name}\n          first: {self.examples[name]}")
+        lines += [f"  {'':>6}  UNEXPLAINED    only one side has {name}" for name in self.unmatched]
+        if self.diverged:
+            lines.append(f"  {self.diverged} traces compared up to where the probe's requests parted")
+        return "\n".join(lines)
+
+
+def compare_runs(left_runs: list, right_runs: list) -> Comparison:
+    comparison = Comparison()
+    right_by_name = {run.name: run for run in right_runs}
+    for left in left_runs:
+        right = right_by_name.get(left.name)
+        if right is None or not right.paths or not left.paths:
+            if (right is None) or (bool(right.paths) != bool(left.paths)):
+                comparison.unmatched.append(f"the run {left.name}")
+            continue
+        right_paths = {_trace_key(path): path for path in right.paths}
+        for path in left.paths:
+            other = right_paths.get(_trace_key(path))
+            if other is None:
+                comparison.unmatched.append(f"the trace {path.name}")
+                continue
+            _compare_traces(path, other, comparison)
+    return comparison
+
+
+def _trace_key(path: Path) -> str:
+    return path.name
+
+
+def _steps(path: Path) -> tuple[dict, list[dict]]:
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return lines[0], lines[1:]
+
+
+def _normalised(value):
+    """The probe's random group id (in topic names) made the same on both sides."""
+    return json.loads(GROUP_ID.sub("GROUP", json.dumps(value)))
+
+
+def _compare_traces(left_path: Path, right_path: Path, comparison: Comparison) -> None:
+    (_, left_steps), (_, right_steps) = _steps(left_path), _steps(right_path)
+    written = False  # a state write happened (SP-47) before this step, on the left side's trace
+    for left, right in zip(left_steps, right_steps):
+        where = f"{left_path.name} step {left['step']}"
+        if (left["op"], left["actor"], _normalised(left["args"])) != (right["op"], right["actor"],
+                                                                       _normalised(right["args"])):
+            comparison.diverged += 1
+            return
+        for name in sorted(set(left.get("observed") or {}) | set(right.get("observed") or {})):
+            comparison.compared += 1
+            mine, theirs = (left.get("observed") or {}).get(name), (right.get("observed") or {}).get(name)
+            if _normalised(mine) == _normalised(theirs):
+                comparison.equal += 1
+            else:
+                comparison.note(_difference_class(left["op"], name, mine, theirs, written), f"{where}: {name} "
+                                f"{json.dumps(mine)} against {json.dumps(theirs)}")
+        written = written or left["op"] == "leave" or (
+            left["op"] == "acknowledge" and (left.get("observed") or {}).get("error") == "NONE")
+    if len(left_steps) != len(right_steps):
+        comparison.diverged += 1
+
+
+def _difference_class(op: str, name: str, mine, theirs, written: bool) -> str:
+    if op == "acquire" and name == "records":
+        return "acquired other records (each allowed by the model)"
+    if op == "check" and name == "stored_spso" and not written and -1 in (mine, theirs):
+        return "stored start offset before the first write"
+    return f"{op} answered {name} differently"
