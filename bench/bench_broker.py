@@ -83,10 +83,10 @@ def plain_reader(bootstrap: str, topic: str, partitions: list[int], total: int, 
     consumer.close()
 
 
-def share_reader(bootstrap: str, topic: str, total: int, counter, ready, done) -> None:
+def share_reader(bootstrap: str, topic: str, group: str, total: int, counter, ready, done) -> None:
     from confluent_kafka import ShareConsumer
 
-    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "bench-share", **QUIET})
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, **QUIET})
     consumer.subscribe([topic])
     read_until_done(lambda: sum(1 for message in consumer.poll(POLL_S) if message.error() is None),
                     total, counter, ready, done)
@@ -120,7 +120,7 @@ def consume_rates(bootstrap: str, args) -> dict[str, tuple[float, float]]:
     create_topic(bootstrap, "bench-plain", args.partitions)
     create_topic(bootstrap, "bench-share", args.partitions)
     return {"plain": end_to_end(bootstrap, "bench-plain", args, plain_reader, [(mine,) for mine in owned if mine]),
-            "share": end_to_end(bootstrap, "bench-share", args, share_reader, [()] * args.consumers)}
+            "share": end_to_end(bootstrap, "bench-share", args, share_reader, [("bench-share",)] * args.consumers)}
 
 
 def memory_per_inflight_record(partitions: int = 20, inflight: int = 2000, batch_records: int = 100) -> dict[str, float]:

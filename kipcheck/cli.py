@@ -16,6 +16,7 @@ COMMANDS = {
     "broker": ("kipcheck.commands.broker", "run the reference broker: share and consumer groups for real Kafka clients, with durable logs"),
     "prove": ("kipcheck.commands.prove", "prove the theorems behind the models with z3 (exit 0 all hold, 1 otherwise)"),
     "kafka": ("kipcheck.commands.kafka", "Apache Kafka itself, fetched through Maven: start a cluster, run its tools"),
+    "record": ("kipcheck.commands.record", "a proxy between applications and Kafka that writes traces of what crosses it, and judges them (--check)"),
     "spec": ("kipcheck.commands.spec", "list the spec clauses (ids, seeds, profiles); --show ID prints one"),
 }
 

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from kipcheck.model.errors import Error
+from kipcheck.model.ranges import Range, merge, subtract
 
 OFFSET_MAX = 2**63 - 1   # offsets are int64 on the wire
-Range = tuple[int, int]
 
 # IC-17: the seed's codes 88-92 collide with Kafka's; the same order, moved above Kafka's codes (<= 133 in 4.2).
 WIRE_CODES = {error: error.code for error in (
@@ -58,17 +58,6 @@ class CommitResult:
     clause: str
 
 
-def merge(ranges: Iterable[Range]) -> tuple[Range, ...]:
-    """Union of closed ranges as sorted, disjoint, non-adjacent ranges (IC-2)."""
-    merged: list[Range] = []
-    for first, last in sorted(ranges):
-        if merged and first <= merged[-1][1] + 1:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], last))
-        else:
-            merged.append((first, last))
-    return tuple(merged)
-
-
 def normal_form(stable_offset: int, ranges: Iterable[Range]) -> tuple[int, tuple[Range, ...]]:
     """The held state for a stable offset and any ranges: trimmed, merged, stable offset advanced."""
     # IC-2: offsets at or below the stable offset are already committed; the rest is a merged union.
@@ -78,24 +67,6 @@ def normal_form(stable_offset: int, ranges: Iterable[Range]) -> tuple[int, tuple
     if above and above[0][0] == stable_offset + 1:
         return above[0][1], above[1:]
     return stable_offset, above
-
-
-def subtract(ranges: Iterable[Range], removed: Iterable[Range]) -> tuple[Range, ...]:
-    """The offsets of `ranges` not in `removed`, merged."""
-    result: list[Range] = []
-    removed = merge(removed)
-    for first, last in merge(ranges):
-        for cut_first, cut_last in removed:
-            if cut_last < first or cut_first > last:
-                continue
-            if cut_first > first:
-                result.append((first, cut_first - 1))
-            first = cut_last + 1
-            if first > last:
-                break
-        if first <= last:
-            result.append((first, last))
-    return merge(result)
 
 
 def as_lists(ranges: Iterable[Range]) -> list[list[int]]:

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from kipcheck.model.violation import Violation
-from kipcheck.oracle import judges
 from kipcheck.oracle.judge import Refusal
+from kipcheck.oracle.views import judge_for
 from kipcheck.oracle.trace import Malformed, read_header, read_steps
 
 OK, VIOLATION, MALFORMED = "ok", "violation", "malformed"
@@ -59,7 +59,9 @@ class Verdict:
         return f"MALFORMED  {self.name}  {where}{self.reason}"
 
 
-def _violation(name: str, machine: str, profile: str, steps: int, violation: Violation, judged: bool) -> Verdict:
+def violation_verdict(name: str, machine: str, profile: str, steps: int, violation: Violation,
+                      judged: bool = True) -> Verdict:
+    """The verdict of a trace whose step `steps + 1` (0: the header, when not `judged`) broke a clause."""
     from kipcheck.spec import clauses  # read only when a trace breaks a clause
 
     clause = clauses().get(violation.clause)
@@ -90,20 +92,14 @@ def check_lines(lines: Iterable[bytes | str], name: str = "<trace>", reference: 
             raise Malformed(1, "blank line: a trace's first line is its header")
         header = read_header(first)
         machine, profile = header.machine, header.profile
-        judge_class = judges.judge_class(machine)
-        if judge_class is None:
-            raise Malformed(1, f"unknown machine {machine!r} (known: {', '.join(judges.machines())})")
-        if reference and getattr(judge_class, "has_fast_acceptor", False):
-            judge = judge_class(header.config, header.profile, reference=True)
-        else:
-            judge = judge_class(header.config, header.profile)
+        judge = judge_for(header, reference)
         for step in read_steps(iterator):
             judge.judge(step)
             steps += 1
     except Malformed as error:
         return Verdict(name, MALFORMED, machine, profile, steps, line=error.line, reason=error.reason)
     except Violation as violation:
-        return _violation(name, machine, profile, steps, violation, judged=judge is not None)
+        return violation_verdict(name, machine, profile, steps, violation, judged=judge is not None)
     return Verdict(name, OK, machine, profile, steps, refusals=judge.refusals)
 
 

@@ -16,7 +16,8 @@ from kipcheck.model.profiles import PROFILES
 
 FORMAT = "kipcheck-trace"
 VERSION = 1
-HEADER_FIELDS = {"format", "version", "machine", "profile", "config"}
+HEADER_FIELDS = {"format", "version", "machine", "profile", "config", "view", "conduct"}
+VIEWS = ("full", "partial")
 STEP_FIELDS = {"step", "at_ms", "actor", "op", "args", "observed"}
 
 
@@ -34,6 +35,8 @@ class Header:
     machine: str
     profile: str
     config: dict[str, Any]
+    view: str = "full"       # "partial": the steps of some members only (spec SP-80, SS-41)
+    conduct: bool = False    # the actors' own conduct is judged too (spec SP-85, SS-40, IC-22)
 
 
 class Step(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -105,7 +108,12 @@ def read_header(text: bytes | str) -> Header:
     config = header.get("config", {})
     if not isinstance(config, dict):
         raise Malformed(1, '"config" must be an object')
-    return Header(machine, profile, config)
+    view, conduct = header.get("view", "full"), header.get("conduct", False)
+    if view not in VIEWS:
+        raise Malformed(1, f'"view" must be one of {", ".join(VIEWS)}, found {view!r}')
+    if type(conduct) is not bool:
+        raise Malformed(1, f'"conduct" must be true or false, found {conduct!r}')
+    return Header(machine, profile, config, view, conduct)
 
 
 def read_steps(lines: Iterator[bytes | str], first_line: int = 2) -> Iterator[Step]:

@@ -3,6 +3,7 @@
     batch, header = produced_batch(records, version, max_message_bytes)   # a Produce partition's one batch
     header = read_header(data, position)      # BatchHeader of the batch at `position`; InvalidBatch if it is not
     for batch, header in split_batches(records): ...   # a record set (a fetch's, a log's), every batch validated
+    batch_spans(records)                      # [(first, last, transactional or control)]: offsets only, unvalidated
     marker_batch(producer_id, producer_epoch, COMMIT)   # a transaction marker, as Kafka writes one
 
 A batch is valid when its length fits the bytes given, its magic is 2 and its
@@ -216,3 +217,20 @@ def split_batches(records: bytes) -> list[tuple[bytes, BatchHeader]]:
     if not batches:
         raise InvalidBatch("empty record set")
     return batches
+
+
+def batch_spans(records: bytes | memoryview) -> list[tuple[int, int, bool]]:
+    """(first offset, last offset, transactional or control) of each whole batch of a fetched record set, read
+    from the batch headers alone (no CRC, no records): what an observer of the wire needs. A last batch cut
+    short (a fetch answer may end inside one) is left out."""
+    spans, position = [], 0
+    while len(records) - position >= BATCH_HEADER_BYTES:
+        base_offset, batch_length = struct.unpack_from(">qi", records, position)
+        length = batch_length + LENGTH_PREFIX_BYTES
+        if batch_length < BATCH_HEADER_BYTES - LENGTH_PREFIX_BYTES or len(records) - position < length:
+            break
+        (attributes,) = struct.unpack_from(">h", records, position + ATTRIBUTES_OFFSET)
+        (last_delta,) = struct.unpack_from(">i", records, position + LAST_OFFSET_DELTA_OFFSET)
+        spans.append((base_offset, base_offset + last_delta, bool(attributes & (TRANSACTIONAL | CONTROL))))
+        position += length
+    return spans

@@ -6,10 +6,10 @@ import argparse
 import asyncio
 import ipaddress
 import logging
-import signal
 import sys
 from pathlib import Path
 
+from kipcheck.commands import stop_on_signals
 from kipcheck.model.profiles import PROFILES
 
 DESCRIPTION = """\
@@ -191,10 +191,7 @@ async def _serve(args: argparse.Namespace, config, share_config) -> int:
     except OSError as error:
         print(f"kipcheck broker: cannot start: {error}", file=sys.stderr)
         return 1
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signal_number in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signal_number, stop.set)
+    stop = stop_on_signals()
     warning = exposure_warning(host)
     if warning:
         print(warning, file=sys.stderr, flush=True)

@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from kipcheck.model.violation import Violation
-from kipcheck.oracle import judges
+from kipcheck.oracle.views import judge_for
 from kipcheck.oracle.trace import Malformed, Step, read_header, read_steps
 
 RecordStates = dict[int, tuple[str, "str | None"]]
@@ -107,14 +107,12 @@ def read_counterexample(lines: list[str], steps_max: int) -> Counterexample:
     keeping the last `steps_max` steps before that one."""
     header = read_header(lines[0])
     example = Counterexample(header.machine)
-    judge_class = judges.judge_class(header.machine)
-    plain = {"reference": True} if getattr(judge_class, "has_fast_acceptor", False) else {}
     try:
-        judge = judge_class(header.config, header.profile, **plain)
+        judge = judge_for(header, reference=True)
     except Violation as violation:  # the header asks for settings the profile refuses (SP-45)
         example.failing = violation
         return example
-    watched = header.machine == "share-partition"
+    watched = header.machine == "share-partition" and hasattr(judge, "model")  # a partial view keeps no window
     kept: deque[tuple[Step, RecordStates]] = deque(maxlen=steps_max + 1)
     before = _record_states(judge.model) if watched else {}
     try:

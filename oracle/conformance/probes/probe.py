@@ -42,7 +42,6 @@ SS-5), which assumes no other client holds sessions on that broker.
 
 from __future__ import annotations
 
-import json
 import struct
 import time
 import uuid
@@ -60,9 +59,8 @@ from kipcheck.oracle.conformance.probes.routing import (
     FIND_COORDINATOR, cluster_brokers, find_coordinator, retry_on_coordinator,
 )
 from kipcheck.oracle.conformance.probes.tolerance import Ambiguous, Timers
+from kipcheck.oracle.share_traces import ACK_CODES, FINAL_EPOCH, ShareSteps, TraceBook, session_advanced
 
-ACK_CODES = {"gap": 0, "accept": 1, "release": 2, "reject": 3}
-FINAL_EPOCH = -1
 DESCRIBE_OFFSETS = 90
 CREATE_TOPICS = 19
 INCREMENTAL_ALTER_CONFIGS, GROUP_RESOURCE, SET = 44, 32, 0
@@ -90,23 +88,6 @@ class Member:
     session: set[str] = field(default_factory=set)  # the topic-partitions of its session
 
 
-@dataclass
-class TraceBook:
-    """The steps of one trace, in order; `header` is its first line."""
-
-    header: dict
-    steps: list[dict] = field(default_factory=list)
-
-    def add(self, at_ms: int, actor: str, op: str, args: dict, observed: dict | None = None) -> None:
-        step = {"step": len(self.steps) + 1, "at_ms": at_ms, "actor": actor, "op": op, "args": args}
-        if observed is not None:
-            step["observed"] = observed
-        self.steps.append(step)
-
-    def lines(self) -> list[str]:
-        return [json.dumps(self.header)] + [json.dumps(step) for step in self.steps]
-
-
 class Probe:
     def __init__(self, target, name: str, timers: Timers):
         self.target = target
@@ -122,6 +103,8 @@ class Probe:
         self.sessions = TraceBook({"format": "kipcheck-trace", "version": 1, "machine": "share-session",
                                    "profile": target.profile,
                                    "config": {"max_sessions": target.settings.max_sessions}})
+        self.steps = ShareSteps(target.profile, sessions=lambda _: self.sessions,
+                                partitions=lambda _, tp: self.partitions[tp], held=lambda _: self.partitions.values())
         self.admin = self._connect("admin", target.address)
         self.api_keys = self._api_keys()
         self.describes_offsets = DESCRIBE_OFFSETS in self.api_keys
@@ -326,35 +309,15 @@ class Probe:
             78, 1, group_id=self.group, member_id=member.member_id, share_session_epoch=epoch, max_wait=wait,
             min_bytes=1, max_bytes=64 << 20, max_records=max_records, batch_size=max_records, topics=topics,
             forgotten_topics_data=[]))
-        error = answer.error_code.name.upper()
-        self.sessions.add(sent_ms, member.name, "share_fetch", {
-            "epoch": epoch, "add": sorted(set(tps) | set(acks)), "forget": [], "acks": _session_acks(acks)},
-            {"error": error, **observed})
+        error, results = answer.error_code.name.upper(), self._partition_results(answer)
+        acquired = self.steps.share_fetch(member, epoch, tps, acks, error, results, sent_ms, received_ms, max_records,
+                                          wait_ms=wait_ms, observed=observed)
         if error != Error.NONE:
             self._threw(member, epoch, error, acks, sent_ms, "acknowledge_error_code", set(tps) | set(acks))
             return {}
-        if epoch == 0 and member.epoch != 0 and self.target.profile == "kip":
-            self._left(sent_ms, member)  # SS-3: under kip, re-opening releases the old session's records
-        self._session_advanced(member, epoch, set(tps) | set(acks))
-        results = self._partition_results(answer)
-        for tp, batches in acks.items():
-            self._acknowledged(tp, sent_ms, member, batches, results.get(tp), "acknowledge_error_code")
         if epoch == FINAL_EPOCH:
-            self._left(sent_ms, member)
             self._observe(acks)
             return {}
-        acquired = {}
-        for tp in sorted(member.session | set(results)):  # a session partition left out of the answer got nothing
-            part = results.get(tp)
-            if part is not None and part.error_code.name != "none":
-                continue
-            runs = [] if part is None else _coalesce([[run.first_offset, run.last_offset, run.delivery_count]
-                                                      for run in part.acquired_records])
-            args = {"max_records": max_records}
-            if wait_ms and member.session == {tp}:
-                args["wait_ms"] = wait_ms  # SP-28: a lone fetcher of a one-partition session that waited
-            self.partitions[tp].add(received_ms, member.name, "acquire", args, {"records": [list(run) for run in runs]})
-            acquired[tp] = runs
         if any(acquired.values()):
             self.timers.lock_taken(sent_ms, received_ms, self.target.settings.lock_ms)
         self._observe(results)
@@ -369,18 +332,10 @@ class Probe:
         sent_ms, _, _, answer = self._timed(0, lambda _: member.connection.request(
             79, 1, group_id=self.group, member_id=member.member_id, share_session_epoch=epoch, topics=topics))
         error = answer.error_code.name.upper()
-        self.sessions.add(sent_ms, member.name, "share_acknowledge", {"epoch": epoch, "acks": _session_acks(acks)},
-                          {"error": error})
+        errors = self.steps.share_acknowledge(member, epoch, acks, error, self._partition_results(answer), sent_ms)
         if error != Error.NONE:
             self._threw(member, epoch, error, acks, sent_ms, "error_code", set(acks))
             return {}
-        self._session_advanced(member, epoch, set(acks))
-        results = self._partition_results(answer)
-        errors = {}
-        for tp, batches in acks.items():
-            errors[tp] = self._acknowledged(tp, sent_ms, member, batches, results.get(tp), "error_code")
-        if epoch == FINAL_EPOCH:
-            self._left(sent_ms, member)
         self._observe(acks)
         return errors
 
@@ -394,7 +349,7 @@ class Probe:
         if len(acks) > 1:
             raise Ambiguous(f"a request acknowledging in {len(acks)} partitions threw: which one is unknown")
         if epoch != FINAL_EPOCH:
-            self._session_advanced(member, epoch, tps)
+            session_advanced(member, epoch, tps, set())
         ((tp, batches),) = acks.items()
         self.partitions[tp].add(sent_ms, member.name, "acknowledge", {
             "batches": [{"first": first, "last": last, "type": kind} for first, last, kind in batches]},
@@ -420,7 +375,7 @@ class Probe:
         member.connection = self._connect(member.name)
         self.sessions.add(at_ms, member.name, "disconnect", {})
         if member.epoch != 0:
-            self._left(at_ms, member)
+            self.steps.left(at_ms, member)
         member.epoch, member.session = 0, set()
         for _ in range(DISCONNECT_POLLS):
             answer = member.connection.request(78, 1, group_id=self.group, member_id=member.member_id,
@@ -495,13 +450,6 @@ class Probe:
 
     # -- bookkeeping -------------------------------------------------------------------------
 
-    def _session_advanced(self, member: Member, epoch: int, tps: set[str]) -> None:
-        if epoch == FINAL_EPOCH:
-            member.epoch, member.session = 0, set()
-            return
-        member.session = tps if epoch == 0 else member.session | tps
-        member.epoch = 1 if epoch == 2**31 - 1 else epoch + 1
-
     def _observe(self, tps) -> None:
         """The state after a step that may have changed it: a `check` of each partition's SPSO."""
         for tp in tps:
@@ -511,18 +459,6 @@ class Probe:
         names = {topic_id: name for name, topic_id in self.topic_ids.items()}
         return {f"{names[topic.topic_id]}:{part.partition_index}": part
                 for topic in answer.responses for part in topic.partitions if topic.topic_id in names}
-
-    def _acknowledged(self, tp: str, at_ms: int, member: Member, batches, part, error_field: str) -> str | None:
-        """An acknowledge step; its error is not judged when the answer left the partition out."""
-        error = None if part is None else _error_name(getattr(part, error_field))
-        self.partitions[tp].add(at_ms, member.name, "acknowledge",
-                                {"batches": [{"first": first, "last": last, "type": kind} for first, last, kind in batches]},
-                                None if error is None else {"error": error})
-        return error
-
-    def _left(self, at_ms: int, member: Member) -> None:
-        for book in self.partitions.values():
-            book.add(at_ms, member.name, "leave", {})
 
     def finish(self, directory: Path) -> list[Path]:
         """Close every connection and write the traces (the neighbours' it made too) to `directory`; their paths."""
@@ -568,25 +504,3 @@ def replay(header: dict, steps: list[dict]):
 
 def judge(paths: list[Path]):
     return [check_file(path) for path in paths]
-
-
-def _session_acks(acks: dict[str, list[tuple[int, int, str]]]) -> list[dict]:
-    return [{"tp": tp, "first": first, "last": last, "type": kind} for tp, batches in acks.items()
-            for first, last, kind in batches]
-
-
-def _error_name(error_code) -> str:
-    from kio.schema.errors import ErrorCode
-
-    return ErrorCode(int(error_code)).name.upper()
-
-
-def _coalesce(runs: list[list[int]]) -> list[list[int]]:
-    """Contiguous runs of equal delivery count merged (the trace's `records` shape)."""
-    merged: list[list[int]] = []
-    for first, last, count in runs:
-        if merged and merged[-1][1] + 1 == first and merged[-1][2] == count:
-            merged[-1][1] = last
-        else:
-            merged.append([first, last, count])
-    return merged
