@@ -112,6 +112,7 @@ LOCK_EXPIRED = Ruled(Error.REQUEST_TIMED_OUT, "SP-16")
 KAFKA_LOCK_EXPIRED = Ruled(Error.INVALID_RECORD_STATE, "SP-17")
 SHARED_OFFSET_SKIPPED = Ruled(Error.NONE, "SP-11")
 RENEW_NOT_ANNOUNCED = Ruled(Error.INVALID_REQUEST, "SP-41")
+RENEWAL_SHARES_OFFSET = Ruled(Error.NONE, "SP-41")
 ACCEPTED_IN_PROGRESS = Ruled(Error.NONE, "SP-44")
 KAFKA_HOLE = Ruled(Error.INVALID_REQUEST, "SP-14")
 RENEW_DISABLED = Ruled(Error.INVALID_RECORD_STATE, "SP-72")
@@ -212,15 +213,16 @@ def loaded_runs(initial_state: Sequence, start_offset: int,
 def acknowledgement_answer(batches: Sequence[tuple[int, int, str]], profile: str, actor: str, spso: int, speo: int,
                            not_owned_error: Callable[[str, int, int], Ruled | None], holes: Set[int] = frozenset(),
                            straddle_npe: str = "accept", renew: bool = False,
-                           renew_enabled: bool = True) -> tuple[Ruled, int]:
+                           renew_enabled: bool = True, cached_below: bool = False) -> tuple[Ruled, int]:
     """The one answer to a request of batches (first, last, type) against the window [spso, speo), and how
     many batches came before the one that failed (all of them when none did); `renew`: the request
     announced renewals (IsRenewAck). `not_owned_error(actor, first, last)` judges the records of one
-    batch inside the window. `holes` (kafka-4.2): offsets of the window not in Kafka's cache (SP-14).
-    `renew_enabled` (kafka-4.4): the group's share.renew.acknowledge.enable (SP-72). Judged by the rules
-    of `profile` (KipRules, Kafka42Rules, Kafka44Rules)."""
+    batch inside the window. `holes` (kafka-4.2): offsets of the window not in Kafka's cache (SP-14,
+    SP-65); `cached_below` (kafka-4.2): Kafka's cache holds records below SPSO (SP-66). `renew_enabled`
+    (kafka-4.4): the group's share.renew.acknowledge.enable (SP-72). Judged by the rules of `profile`
+    (KipRules, Kafka42Rules, Kafka44Rules)."""
     return RULES[profile].acknowledgement_answer(batches, actor, spso, speo, not_owned_error, holes, straddle_npe,
-                                                 renew, renew_enabled)
+                                                 renew, renew_enabled, cached_below)
 
 
 def acknowledged_in_progress(partition, at_ms: int, actor: str, batches: Sequence[tuple[int, int, str]], renew: bool,
@@ -232,10 +234,50 @@ def acknowledged_in_progress(partition, at_ms: int, actor: str, batches: Sequenc
     return ACCEPTED_IN_PROGRESS if ruled.value == Error.NONE else ruled
 
 
-def _kafka_lookup_error(first: int, last: int, spso: int, speo: int, holes: Set[int], straddle_npe: str) -> Ruled | None:
+def nothing_cached(spso: int, speo: int, stranded: Mapping, cached_below: int | None) -> bool:
+    """SP-66: Kafka's cache of in-flight batches is empty: no record in the window [spso, speo), none left
+    acquired below SPSO (`stranded`), and no record cached below it (`cached_below` None)."""
+    return spso == speo and not stranded and cached_below is None
+
+
+def renewals_standing(batches: Sequence[tuple[int, int, str]], ruled: Ruled, handled: int,
+                      failed_at: Callable[[int, int], int]) -> list[tuple[int, int, str]]:
+    """SP-41: the renewals a request answered `ruled` (not NONE) leaves standing, `handled` batches having
+    come before the failing one: those batches' renewals, and, when the failing batch is a renewal that
+    failed on one of its records (SP-15, SP-17), its records before that one (`failed_at(first, last)`:
+    the offset of that record). Kafka restarts each lock as it goes and never rolls one back."""
+    standing = [batch for batch in batches[:handled] if batch[2] == "renew"]
+    if handled < len(batches) and batches[handled][2] == "renew" and ruled.clause in ("SP-15", "SP-17"):
+        first, last, _ = batches[handled]
+        stop = failed_at(first, last)
+        if stop > first:
+            standing.append((first, stop - 1, "renew"))
+    return standing
+
+
+def failing_record(actor: str, first: int, last: int, spso: int, holes: Set[int],
+                   not_owned_error: Callable[[str, int, int], Ruled | None]) -> int:
+    """SP-41: the offset of the first record of the batch [first, last] the actor cannot acknowledge, in the
+    order Kafka checks them (SP-14: from the cached record before a hole it starts in), or last + 1."""
+    start = max(first, spso)
+    if start in holes:
+        before = _cached_before(start, holes)
+        if before >= spso and not_owned_error(actor, before, before) is not None:
+            return start
+    for run_first, run_last in cached_runs(start, last, holes):
+        for offset in range(run_first, run_last + 1):
+            if not_owned_error(actor, offset, offset) is not None:
+                return offset
+    return last + 1
+
+
+def _kafka_lookup_error(first: int, last: int, spso: int, speo: int, holes: Set[int], straddle_npe: str,
+                        cached_below: bool = False) -> Ruled | None:
     """SP-14, SP-40: Kafka 4.2's search of its cache for a batch reaching SPSO (fetchSubMapForAcknowledgementBatch).
-    The cache holds the window's records except the holes."""
-    if spso == speo or (holes and all(offset in holes for offset in range(spso, min(max(first, spso), speo - 1) + 1))):
+    The cache holds the window's records except the holes, and, when `cached_below`, records below SPSO (SP-66),
+    which it finds at or before any offset of such a batch."""
+    if not cached_below and (spso == speo or (holes and all(
+            offset in holes for offset in range(spso, min(max(first, spso), speo - 1) + 1)))):
         # No cached batch at or before the batch's first offset (or SPSO).
         return STRADDLE_NPE[straddle_npe] if first < spso else KAFKA_NOT_CACHED  # SP-40, SP-14
     if last >= speo:
@@ -245,11 +287,11 @@ def _kafka_lookup_error(first: int, last: int, spso: int, speo: int, holes: Set[
     return None
 
 
-def _kafka_not_owned_error(actor: str, first: int, last: int, holes: Set[int],
+def _kafka_not_owned_error(actor: str, first: int, last: int, spso: int, holes: Set[int],
                            not_owned_error: Callable[[str, int, int], Ruled | None]) -> Ruled | None:
     """SP-14, SP-15: the records of [first, last] in Kafka's cache; a batch starting in a hole is looked up
-    from the cached record before it, whose owner Kafka checks too."""
-    if first in holes:
+    from the cached record before it, whose owner Kafka checks too (unless it is below SPSO, SP-66)."""
+    if first in holes and _cached_before(first, holes) >= spso:
         first = _cached_before(first, holes)
     for run_first, run_last in cached_runs(first, last, holes):
         ruled = not_owned_error(actor, run_first, run_last)
@@ -357,7 +399,13 @@ class SharePartition:
         self._records: dict[int, Record] = {}  # offset -> record, for the window [SPSO, SPEO)
         self.limit_archives = RecentOffsets()  # SP-21: read only to name a clause
         self.dead_letters = RecentOffsets()  # SP-74: phase 2 finished for them
-        self._holes: set[int] = set()  # SP-14: loaded offsets no run covers, not acquired since
+        # SP-14, SP-65: offsets of the window not in Kafka's cache: loaded ones no run covers, not acquired
+        # since, and ones compaction removed that an acquisition skipped.
+        self._holes: set[int] = set()
+        # SP-66 (kafka-4.2): what Kafka still caches below SPSO once the log start moved past it: the records
+        # left acquired there, and the offset after the highest record cached below SPSO (None: none).
+        self._stranded: dict[int, Record] = {}
+        self._cached_below: int | None = None
         self.stored_start = StoredStart(start_offset)  # SP-47: read only, but for the state writes below
         self._load(loaded_runs(initial_state, start_offset, self.rules.loadable_states))
 
@@ -371,7 +419,7 @@ class SharePartition:
                 self._records[offset] = Record(state, count, loaded=True)
             self._speo = last + 1
         self._log_end = self._speo  # SP-26: the log end starts at SPEO; appends extend it from there
-        self._advance_start()  # SP-23 holds before the first step too
+        self._settle()  # SP-23 holds before the first step too (Kafka moves SPSO once it has loaded the state)
 
     spso = property(lambda self: self._spso)
     speo = property(lambda self: self._speo)
@@ -392,6 +440,10 @@ class SharePartition:
 
     def state_of(self, offset: int) -> str:
         return self._record(offset).state
+
+    def has_available_record(self) -> bool:
+        """Whether a record of the window is available (Kafka 4.2 fetches from the first one, SP-65)."""
+        return any(record.state == AVAILABLE for _, record in self._window())
 
     def delivery_count_of(self, offset: int) -> int:
         return self._record(offset).delivery_count
@@ -453,8 +505,11 @@ class SharePartition:
                 self._release_record(offset)
                 if record.state == AVAILABLE:  # SP-16: remember whose lock expired
                     record.timed_out_owner = owner
-        self._advance_start()
+        for offset in [offset for offset, record in self._stranded.items() if record.lock_deadline_ms <= at_ms]:
+            del self._stranded[offset]  # SP-66: below SPSO a lock's expiry archives the record
+            expired = True
         if expired:  # SP-47: each expired lock's write carries SPSO as it stood then, and nobody waits for it
+            self._settle()
             self.stored_start.writing(spso, self._spso)
 
     def append(self, count: int, producer: str | None = None) -> None:
@@ -472,7 +527,8 @@ class SharePartition:
         self.append(1)
 
     def move_log_start(self, at_ms: int, offset: int) -> None:
-        """SP-64: the log start offset moved to `offset`; SPSO jumps to it, the records below leave the window."""
+        """SP-64: the log start offset moved to `offset`; SPSO jumps to it, the records below leave the window
+        (SP-66: the acquired ones stay acquired below SPSO, in Kafka's cache with the rest)."""
         check_log_start(self, offset)
         self.advance(at_ms)
         self.log.start_offset = max(self.log.start_offset, offset)
@@ -481,9 +537,14 @@ class SharePartition:
         if offset > self._speo:  # SPEO no longer where an acquisition (SP-42 or not) put it
             self.speo_clause = "SP-24"
         for below in range(self._spso, min(offset, self._speo)):
-            del self._records[below]
+            record = self._records.pop(below)
+            if below not in self._holes:
+                self._cached_below = max(self._cached_below or 0, below + 1)
+            if record.state == ACQUIRED:
+                self._stranded[below] = record
+            self._holes.discard(below)
+        # SP-66: SPSO is the log start offset now, whatever the record there; it moves on at the next write.
         self._spso, self._speo = offset, max(self._speo, offset)
-        self._advance_start()
 
     def compact(self, at_ms: int, first: int, last: int) -> None:
         """SP-65: compaction removed the whole log batches [first, last]; available records of them are archived."""
@@ -492,9 +553,8 @@ class SharePartition:
         self.log.remove(first, last)
         for offset in range(max(first, self._spso), min(last + 1, self._speo)):
             record = self._records[offset]
-            if record.state == AVAILABLE:
+            if record.state == AVAILABLE:  # SP-66: SPSO moves on past them at the next write
                 record.state, record.archived_by = ARCHIVED, "SP-65"
-        self._advance_start()
 
     # A group's configs and its dead-letter queue under Kafka 4.4 (SP-70..SP-74).
 
@@ -518,7 +578,7 @@ class SharePartition:
             record = self._records[offset]
             record.state, record.archived_by, record.loaded = ARCHIVED, "SP-74", False
             self.dead_letters.add(offset)
-        self._advance_start()
+        self._settle()  # phase 2 is a state write: SPSO moves when it completes (SP-66 under Kafka's profiles)
         self.stored_start.writing(*dead_letter_write(self, spso, seen_later))
 
     # Acquisition.
@@ -575,7 +635,7 @@ class SharePartition:
         `archived`: the observed runs [first, last] acquired and archived at once (SP-63); None: not observed."""
         self.advance(at_ms)  # SP-20: locks fire before the op
         self.check_acquisition(max_records, records, record_limit, archived)
-        speo = self._speo
+        speo, uncached = self._speo, nothing_cached(self._spso, self._speo, self._stranded, self._cached_below)
         for first, last in archived_runs(self, records, archived):  # SP-63: acquired, archived with count 1
             self._acquire_run(first, last, 1, actor, None)
             for offset in range(first, last + 1):
@@ -591,7 +651,19 @@ class SharePartition:
                     self._records[offset] = Record()
                 if batch_last >= self._speo:
                     self._speo, self.speo_clause = batch_last + 1, "SP-42"
-        self._advance_start()
+        if uncached and self.rules.writes_move_start:
+            self._start_at_first_cached()
+
+    def _start_at_first_cached(self) -> None:
+        """SP-66: an acquisition into an empty cache puts SPSO at the first offset it acquired (or archived,
+        SP-63), past the batches compaction removed before it (SP-65); or, when the fetch found the log start
+        past SPEO (after SPSO went back, SP-66), at that log start offset."""
+        if self._spso == self._speo:
+            self._spso = self._speo = max(self._speo, self.log.start_offset)
+        while self._spso < self._speo and self._spso in self._holes:
+            del self._records[self._spso]
+            self._holes.discard(self._spso)
+            self._spso += 1
 
     def _acquire_run(self, first: int, last: int, count: int, actor: str, deadline: int | None) -> None:
         # SP-24: SPEO becomes the offset after the highest acquired record;
@@ -600,6 +672,8 @@ class SharePartition:
         while self._speo <= last:
             removed = self.log.is_removed(self._speo)
             self._records[self._speo] = Record(ARCHIVED, archived_by="SP-65") if removed else Record()
+            if removed:  # SP-65: never fetched, so not in Kafka's cache
+                self._holes.add(self._speo)
             self._speo += 1
         # SP-4: acquired, owned by the actor, count incremented, locked until at_ms + duration.
         for offset in range(first, last + 1):
@@ -622,10 +696,15 @@ class SharePartition:
         self.advance(at_ms)  # SP-20: locks fire before the op
         ruled, handled = self.rules.acknowledgement_answer(batches, actor, self._spso, self._speo,
                                                            self._not_owned_error, self._holes, self.straddle_npe, renew,
-                                                           self.renew_acknowledge_enable)
-        # SP-19: a failed request changes nothing, but SP-41: the renewals of the batches before the failing
-        # one stand (Kafka restarts a lock at once and never rolls it back).
-        applied = batches if ruled.value == Error.NONE else [batch for batch in batches[:handled] if batch[2] == "renew"]
+                                                           self.renew_acknowledge_enable, self._cached_below is not None)
+        if ruled.value == Error.NONE:
+            applied = batches
+        else:  # SP-19: a failed request changes nothing, but SP-41: the renewals done before it failed stand
+            # (Kafka restarts a lock at once and never rolls it back); SP-72: a group refusing renewals renews none.
+            applied = renewals_standing(
+                batches, ruled, handled,
+                lambda first, last: failing_record(actor, first, last, self._spso, self._holes, self._not_owned_error)
+            ) if self.renew_acknowledge_enable else []
         spso = self._spso
         for first, last, ack_type in applied:
             # SP-9: a rejected record is archived (SP-73: archiving, on its way to the dead-letter queue).
@@ -635,8 +714,8 @@ class SharePartition:
             for offset in range(max(first, self._spso), last + 1):
                 if offset not in self._holes:
                     self._acknowledge_record(offset, target, at_ms)
-        self._advance_start()
         if any(ack_type != "renew" and last >= spso for _, last, ack_type in applied):  # SP-47 (SP-41: no write)
+            self._settle()
             self.stored_start.wrote(*self.rules.stored_by_request(spso, self._spso))
         return ruled
 
@@ -698,16 +777,38 @@ class SharePartition:
             if record.owner == actor:
                 self._release_record(offset)
                 held = True
-        self._advance_start()
+        for offset in [offset for offset, record in self._stranded.items() if record.owner == actor]:
+            del self._stranded[offset]  # SP-66: below SPSO a released record is archived
+            held = True
         if held:  # SP-47: the release is written, and the session's last answer does not wait for it
+            self._settle()
             self.stored_start.writing(*self.rules.stored_by_request(spso, self._spso))
 
-    def _advance_start(self) -> None:
-        """SP-23: SPSO passes the longest prefix of terminal records and stops at the first non-terminal one."""
+    def _settle(self) -> None:
+        """SPSO after a step that wrote the share state (SP-23): under the Kafka profiles as Kafka moves it (SP-66)."""
+        if not self.rules.writes_move_start:
+            self._advance_start()
+        elif self._stranded:  # SP-66: a record still acquired below SPSO holds it where it is
+            return
+        elif all(offset in self._holes for offset in range(self._spso, self._speo)):  # nothing cached from SPSO on
+            if self._cached_below is not None:  # SP-66: Kafka's start offset goes back to its last cached offset + 1
+                self._records.clear()
+                self._holes.clear()
+                self._spso = self._speo = self._cached_below
+                self._cached_below = None
+        elif self._advance_start():  # passing the records below SPSO, Kafka's cache lets them go
+            self._cached_below = None
+
+    def _advance_start(self) -> bool:
+        """SP-23: SPSO passes the longest prefix of terminal records (SP-65: and of offsets compaction removed)
+        and stops at the first non-terminal one; whether it moved."""
+        spso = self._spso
         # SP-24: SPEO is never below SPSO (the loop stops at SPEO).
         while self._spso < self._speo and self._records[self._spso].state in TERMINAL:
             del self._records[self._spso]
+            self._holes.discard(self._spso)
             self._spso += 1
+        return self._spso > spso
 
 
 # Explanations. They read a partition only through its read-only API (spso, speo, log_end_offset,
@@ -757,6 +858,9 @@ def acquisition_violation(partition, max_records: int, records: Sequence[Sequenc
             return _below_start_violation(partition, first, last, count)
         if first > last or first <= previous_last:
             return Violation("SP-3", f"ascending, non-overlapping runs after offset {previous_last}",
+                             f"run [{first}, {last}]")
+        if first < partition.log.start_offset:  # SP-66: SPSO may go back below the log start offset
+            return Violation("SP-64", f"records at or above the log start offset {partition.log.start_offset}",
                              f"run [{first}, {last}]")
         violation = _log_end_violation(partition, first, last) or _run_violation(partition, first, last, count)
         if violation is not None:
@@ -828,17 +932,33 @@ def throttle_threshold(delivery_count_limit: int) -> int:
 
 
 def throttle_violation(partition, records: Sequence[Sequence[int]], total: int, new_records: bool) -> Violation | None:
-    """SP-43: Kafka 4.2 delivers a record on its last attempt alone, and acquires nothing new with a record
-    whose redelivery it throttles (delivered `throttle_threshold` times or more before)."""
-    limit = partition.delivery_count_limit
+    """SP-43: Kafka 4.2 delivers a record on its last attempt alone, acquires nothing new with a record whose
+    redelivery it throttles (delivered `throttle_threshold` times or more before), and stops before a
+    throttled record it meets after acquiring others: nothing above one it left available."""
+    limit, threshold = partition.delivery_count_limit, throttle_threshold(partition.delivery_count_limit)
     highest = max(count for _, _, count in records)
     if limit > 2 and highest == limit and total > 1:
         return Violation("SP-43", f"a record on its last delivery ({limit}) acquired alone",
                          f"{total} records, one with delivery count {limit}")
-    if new_records and highest > throttle_threshold(limit):
-        return Violation("SP-43", f"no new record with a redelivery throttled (delivered "
-                                  f"{throttle_threshold(limit)} times or more)",
+    if new_records and highest > threshold:
+        return Violation("SP-43", f"no new record with a redelivery throttled (delivered {threshold} times or more)",
                          f"new records beside a record with delivery count {highest}")
+    skipped = throttled_left_below(partition, records, threshold)
+    if skipped is not None:
+        return Violation("SP-43", f"no record above {skipped}, a redelivery throttled (delivered "
+                                  f"{partition.delivery_count_of(skipped)} times) and left available",
+                         f"records up to {records[-1][1]}")
+    return None
+
+
+def throttled_left_below(partition, records: Sequence[Sequence[int]], threshold: int) -> int | None:
+    """SP-43: the lowest available record delivered `threshold` times or more that the acquisition `records`
+    leaves out below its last record (Kafka ends an acquisition at such a record); None if there is none."""
+    acquired = {offset for first, last, _ in records for offset in range(first, last + 1)}
+    for offset in range(partition.spso, min(records[-1][1], partition.speo)):
+        if (offset not in acquired and partition.state_of(offset) == AVAILABLE
+                and partition.delivery_count_of(offset) >= threshold):
+            return offset
     return None
 
 
@@ -1062,8 +1182,10 @@ class KipRules:
 
     lock_expired = LOCK_EXPIRED  # SP-16: acknowledging after the lock expired is a TimeoutException
     # Kafka 4.2's additions, which the KIP has not: the record_limit acquire mode (SP-42), an
-    # acknowledgement holding back the locks while it is written (SP-44), RENEW (SP-41).
-    record_limit_mode = in_progress_holds_locks = renews = False
+    # acknowledgement holding back the locks while it is written (SP-44), RENEW (SP-41), and SPSO moved
+    # by the share state's writes over a cache that may hold records below it (SP-66).
+    record_limit_mode = in_progress_holds_locks = renews = writes_move_start = False
+    start_clause = "SP-23"  # the clause that puts SPSO where it is
     # Kafka 4.4's, which neither has: a group's configs changing (SP-70).
     group_configs = False
     states = STATES  # SP-1: the states of the window
@@ -1104,7 +1226,8 @@ class KipRules:
 
     def acknowledgement_answer(self, batches: Sequence[tuple[int, int, str]], actor: str, spso: int, speo: int,
                                not_owned_error: Callable[[str, int, int], Ruled | None], holes: Set[int],
-                               straddle_npe: str, renew: bool, renew_enabled: bool) -> tuple[Ruled, int]:
+                               straddle_npe: str, renew: bool, renew_enabled: bool,
+                               cached_below: bool) -> tuple[Ruled, int]:
         """The one answer to a request of batches (first, last, type) against the window [spso, speo), and how
         many batches came before the one that failed (all of them when none did). `not_owned_error(actor,
         first, last)` judges the records of one batch inside the window."""
@@ -1137,6 +1260,8 @@ class Kafka42Rules(KipRules):
     record_limit_mode = True  # SP-42: KIP-1206's acquire mode
     in_progress_holds_locks = True  # SP-44: a lock expiring while the state is written finds the records moving
     renews = True  # SP-41: KIP-1222's RENEW, which restarts a lock and is never rolled back
+    writes_move_start = True  # SP-66: SPSO moves when a state write completes, not after every step
+    start_clause = "SP-66"
     ranges = ("SP-45", KAFKA_RANGES)  # Kafka 4.2 starts only within its configuration ranges
 
     def stored_by_request(self, before: int, after: int) -> tuple[int, int]:
@@ -1147,8 +1272,12 @@ class Kafka42Rules(KipRules):
         first, last = partition.speo, partition.log_end_offset - 1
         if partition.speo - partition.spso >= partition.max_inflight_records:  # SP-8: checked before acquiring
             return first, first - 1
+        if first < partition.log.start_offset:  # SP-66: a fetch below the log start learns it, acquiring nothing
+            return first, first - 1
         if partition.log.read_committed:  # SP-62: read_committed reads below the last stable offset
             last = min(last, partition.log.last_stable_offset(partition.log_end_offset) - 1)
+        if partition.has_available_record():  # SP-65: fetched on from inside the window, the new records start at
+            return first, last               # SPEO, compacted or not (the client acknowledges those as gaps)
         return partition.log.first_present(first), last  # SP-65: batches compaction removed are skipped
 
     def lowest_offsets(self, partition, offsets: list[int], max_records: int, record_limit: bool) -> list[int]:
@@ -1188,8 +1317,10 @@ class Kafka42Rules(KipRules):
 
     def acknowledgement_answer(self, batches: Sequence[tuple[int, int, str]], actor: str, spso: int, speo: int,
                                not_owned_error: Callable[[str, int, int], Ruled | None], holes: Set[int],
-                               straddle_npe: str, renew: bool, renew_enabled: bool) -> tuple[Ruled, int]:
-        """`holes`: offsets of the window not in Kafka's cache (SP-14)."""
+                               straddle_npe: str, renew: bool, renew_enabled: bool,
+                               cached_below: bool) -> tuple[Ruled, int]:
+        """`holes`: offsets of the window not in Kafka's cache (SP-14, SP-65); `cached_below`: Kafka's cache
+        holds records below SPSO (SP-66); `renew_enabled`: the group renews (SP-72, kafka-4.4)."""
         # SP-10: Kafka validates only `first < previous last`: batches may share an offset (SP-11), and
         # gap (SP-12) and renew (SP-41) are types too.
         previous_last = -1
@@ -1201,26 +1332,29 @@ class Kafka42Rules(KipRules):
             previous_last = last
         # SP-19: the first failing batch decides the one error of the request.
         answer = ACCEPTED
-        previous_last = -1
+        previous_last, previous_type = -1, None
         for index, (first, last, ack_type) in enumerate(batches):
             if last < spso:  # SP-18: wholly below SPSO, ignored
-                previous_last = last
+                previous_last, previous_type = last, ack_type
                 continue
             # SP-14, SP-40: the cache lookup (without holes, only a batch past SPEO can fail it).
-            ruled = _kafka_lookup_error(first, last, spso, speo, holes, straddle_npe) if holes or last >= speo else None
+            ruled = _kafka_lookup_error(first, last, spso, speo, holes, straddle_npe, cached_below) \
+                if holes or last >= speo else None
             if ruled is None and first == previous_last:
-                if first >= spso:  # SP-11: the shared record is in a pending transition
-                    ruled = SHARED_OFFSET
-                else:
+                if first < spso:
                     answer = SHARED_OFFSET_SKIPPED  # SP-11: the shared offset is below SPSO, skipped (SP-18)
+                elif previous_type != "renew":  # SP-11: the shared record is in a pending transition
+                    ruled = SHARED_OFFSET
+                else:  # SP-41: a renewal starts no transition: the shared record is judged as any
+                    answer = RENEWAL_SHARES_OFFSET
             if ruled is None:  # SP-18: offsets below SPSO are skipped
-                ruled = _kafka_not_owned_error(actor, max(first, spso), last, holes, not_owned_error) if holes \
+                ruled = _kafka_not_owned_error(actor, max(first, spso), last, spso, holes, not_owned_error) if holes \
                     else not_owned_error(actor, max(first, spso), last)
             if ruled is None and ack_type == "renew":  # checked once the records are the actor's
                 ruled = self.renewal_refusal(renew_enabled)
             if ruled is not None:
                 return ruled, index
-            previous_last = last
+            previous_last, previous_type = last, ack_type
         return answer, len(batches)
 
     def renewal_refusal(self, renew_enabled: bool) -> Ruled | None:

@@ -25,6 +25,8 @@ Library API (pure; callers compare an observed error with `Answer.error`):
     cache.fetchable(member)  # the topic-partitions a ShareFetch the model just accepted may acquire in (SS-19)
     cache.by_member      # {member: Session(epoch, partitions)}: readable, and settable to
                          # start from any state (e.g. an epoch of Integer.MAX_VALUE)
+    cache.connected      # kafka-4.2: members whose connection opened a session and has not closed since,
+                         # the session perhaps ended by a final request since (SS-31)
 
 `releases` is the effect a share-partition model needs: when it is true, every
 record the member holds in the session's share-partitions becomes available
@@ -77,6 +79,7 @@ class ShareSessionCache:
     profile: str = "kip"
     max_sessions: int = 2000
     by_member: dict[str, Session] = field(default_factory=dict)
+    connected: set[str] = field(default_factory=set)
     _last_clause: str = field(default="SS-1", init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -124,14 +127,18 @@ class ShareSessionCache:
         return self._decided(answer)
 
     def disconnect(self, member: str) -> Answer:
-        """The member's connection closed: never refused; `releases` says whether it had a session."""
+        """The connection on which the member last opened a session closed: never refused; `releases` says
+        whether the session was still there."""
         # SS-17: the session, if any, is removed and its records released, in both profiles
         # (kip: read as a final request without acknowledgements, SS-12).
         session = self.by_member.pop(member, None)
+        opened_here = member in self.connected or session is not None
+        self.connected.discard(member)
         # SS-30 (kafka-4.2): the records are released in the session's share-partitions only.
-        # SS-31 (kafka-4.2): a group left with no session drops its share-partitions.
+        # SS-31 (kafka-4.2): the close of a connection that opened a session, even one a final request has
+        # ended since, drops the group's share-partitions if the group has no session left.
         released = session.partitions if session is not None else frozenset()
-        group_empty = self.rules.drops_empty_groups and session is not None and not self.by_member
+        group_empty = self.rules.drops_empty_groups and opened_here and not self.by_member
         return self._decided(Answer(Error.NONE, "SS-17", releases=session is not None, released=released,
                                     group_empty=group_empty))
 
@@ -173,6 +180,7 @@ class ShareSessionCache:
     def _new_session(self, member: str, add: frozenset[str]) -> None:
         # SS-16: a full fetch names the complete set; its forget list is ignored.
         self.by_member[member] = Session(1, add)
+        self.connected.add(member)  # SS-31: Kafka remembers the connection that opened it
 
     def _incremental(
         self, member: str, epoch: int, clause: str, add: frozenset[str] = frozenset(), forget: frozenset[str] = frozenset(),
@@ -229,8 +237,8 @@ class KipRules:
 class Kafka42Rules(KipRules):
     """What Apache Kafka 4.2 does differently (the clauses marked `profile: kafka-4.2`), and why."""
 
-    # SS-31: Kafka's cache tells the group when a closed connection took its last session, and the
-    # group drops its share-partitions (reloaded from the share coordinator when used again).
+    # SS-31: Kafka's cache tells the group when a closed connection that had opened a session leaves it
+    # without one, and the group drops its share-partitions (reloaded from the share coordinator when used).
     drops_empty_groups = True
     # SS-32: an acknowledgement straddling SPSO throws inside SharePartition (SP-40); KafkaApis answers the whole
     # request UNKNOWN_SERVER_ERROR after the session's epoch was bumped (a final request's session stays).

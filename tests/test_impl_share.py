@@ -288,14 +288,15 @@ def test_each_process_writes_a_new_share_session_trace_and_closes_are_traced(tmp
         cache.share_fetch("g", "a", 0, add=["orders:0"], now_ms=1)
         cache.share_fetch("g", "b", 0, now_ms=2)
         assert cache.close_member("g", "a", now_ms=3).closed      # SS-17: traced as disconnect
-        assert not cache.close_member("g", "a", now_ms=4).closed  # no session left: nothing traced
+        # No session left: nothing closed, traced only under kafka-4.2 (a close may empty the group, SS-31).
+        assert not cache.close_member("g", "a", now_ms=4).closed
         cache.trace_check("g", 5)
         writer.close()
     traces = [tmp_path / "traces" / name for name in ("share-session.g.jsonl", "share-session.g.2.jsonl")]
     assert sorted((tmp_path / "traces").glob("share-session.*.jsonl")) == sorted(traces)
     for trace in traces:
         verdict = check_file(trace)
-        assert verdict and verdict.steps == 4, verdict.summary()
+        assert verdict and verdict.steps == (5 if profile == "kafka-4.2" else 4), verdict.summary()
         assert '"op":"disconnect"' in trace.read_text()
 
 

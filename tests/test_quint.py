@@ -151,6 +151,21 @@ def test_replay_catches_aborted_records_acquired(simulated):
     assert mismatch.action == "acquire" and mismatch.field.startswith("allowed (SP-"), str(mismatch)
 
 
+class SpsoMovedByCompaction(share_partition.SharePartition):
+    """Bug: compaction moves SPSO past the records it archived at once, though it writes no state (SP-66)."""
+
+    def compact(self, at_ms, first, last):
+        super().compact(at_ms, first, last)
+        self._advance_start()
+
+
+def test_replay_catches_spso_moved_by_compaction(simulated):
+    mismatch = first_mismatch(simulated("share_partition_log"), itf.SHARE_PARTITION_LOG, SpsoMovedByCompaction)
+    assert mismatch is not None
+    assert (mismatch.action, mismatch.field) == ("compact", "spso"), str(mismatch)
+    assert mismatch.model > mismatch.quint
+
+
 class ReadsNeverWrite(share_state.ShareCoordinator):
     """Bug: a read with a new leader epoch answers but records nothing (ST-32)."""
 

@@ -10,6 +10,7 @@ from kipcheck.model.share_partition import (
 )
 from kipcheck.model.violation import STORAGE_ERRORS, Violation
 from kipcheck.oracle.check import check_lines
+from kipcheck.oracle.judges.fast import share_partition as fastcheck
 
 BOTH = ("kip", "kafka-4.2")
 
@@ -160,6 +161,7 @@ def test_lowest_acquisition_is_always_allowed(profile):
             ack(model, actor, (first, last, rng.choice(["accept", "release", "reject"])), at_ms=at_ms)
         else:
             wanted = rng.choice([1, 3, 8])
+            model.advance(at_ms)  # the answer allowed at at_ms, after its locks fired
             records = model.lowest_acquisition(wanted)
             lowest = [offset for first, last in model.acquirable_ranges() for offset in range(first, last + 1)][:wanted]
             assert [run[0] for run in records][:1] == lowest[:1]
@@ -204,6 +206,50 @@ def test_sp11_batches_sharing_an_offset():
         model.acquire(0, "c1", 10, [[0, 9, 1]])
         assert ack(model, "c1", (0, 5, "accept"), (5, 9, "accept")) == expected
         assert model.state_of(0) == ACQUIRED
+
+
+@pytest.mark.parametrize("cls", (SharePartition, fastcheck.SharePartition))
+def test_sp11_sp41_a_renewal_starts_no_transition_on_the_offset_it_shares(cls):
+    """SP-11 does not apply after a renewal (SP-41): the shared record is still acquired, and judged as any."""
+    model = cls(profile="kafka-4.2")
+    model.append(10)
+    model.acquire(0, "c1", 10, [[0, 9, 1]])
+    assert model.acknowledge(0, "c1", [(0, 5, "renew"), (5, 9, "accept")], True) == ("NONE", "SP-41")
+    assert model.state_of(0) == ACQUIRED and model.state_of(5) == ACKNOWLEDGED
+
+
+@pytest.mark.parametrize("cls", (SharePartition, fastcheck.SharePartition))
+def test_sp41_a_renewal_failing_on_a_record_keeps_the_records_before_it_renewed(cls):
+    """SP-41: Kafka renews record by record; the failing batch's records before the failing one stay renewed,
+    a batch failing its cache lookup (past the end, SP-14) renews nothing."""
+    model = cls(profile="kafka-4.2", record_lock_duration_ms=1000)
+    model.append(5)
+    model.append(5)
+    model.acquire(0, "c1", 5, [[0, 4, 1]])
+    model.acquire(0, "c2", 5, [[5, 9, 1]])
+    assert model.acknowledge(600, "c1", [(0, 9, "renew")], True) == ("INVALID_RECORD_STATE", "SP-15")
+    assert model.acknowledge(700, "c2", [(5, 12, "renew")], True) == ("INVALID_REQUEST", "SP-14")
+    model.advance(1200)
+    assert [model.state_of(offset) for offset in (0, 4, 5, 9)] == [ACQUIRED, ACQUIRED, AVAILABLE, AVAILABLE]
+    model.advance(1600)
+    assert model.state_of(0) == AVAILABLE
+
+
+@pytest.mark.parametrize("cls", (SharePartition, fastcheck.SharePartition))
+def test_sp43_an_acquisition_ends_at_a_throttled_record_it_leaves(cls):
+    """SP-43: a throttled record met after others ends the acquisition: nothing above it, no new records."""
+    model = cls(profile="kafka-4.2", delivery_count_limit=3)
+    for _ in range(3):
+        model.append(3)
+    model.acquire(0, "c1", 6, [[0, 5, 1]])
+    model.acknowledge(1, "c1", [(3, 5, "release")])
+    model.acquire(2, "c1", 3, [[3, 5, 2]])
+    model.acknowledge(3, "c1", [(0, 5, "release")])
+    with pytest.raises(Violation) as raised:
+        model.acquire(4, "c2", 20, [[0, 2, 2], [6, 8, 1]])
+    assert raised.value.clause == "SP-43"
+    assert model.lowest_acquisition(20) == [[0, 2, 2]]
+    model.acquire(4, "c2", 20, [[0, 2, 2]])
 
 
 def test_sp12_kafka_gap_archives():

@@ -243,3 +243,23 @@ def test_ss31_a_disconnect_that_leaves_no_session_empties_the_group():
     assert not cache.disconnect("c2").group_empty                 # no session: nothing left to empty
     assert not ShareSessionCache("kip").disconnect("c1").group_empty
 
+
+def test_ss31_the_connection_of_a_stale_session_still_empties_the_group():
+    """SS-31: a session a final request ended is stale; its connection's close runs the group-empty check anyway
+    (Kafka 4.2's ShareSessionCacheTest testShareGroupListenerEventsOnStaleSession)."""
+    cache = ShareSessionCache("kafka-4.2")
+    cache.share_fetch("c1", 0, add=["orders:0"])
+    cache.share_fetch("c1", -1)                                    # the session goes; its connection stays
+    answer = cache.disconnect("c1")
+    assert answer.group_empty and not answer.releases and answer.released == frozenset()
+    assert not cache.disconnect("c1").group_empty                  # that connection is gone: nothing to check
+    assert not cache.disconnect("stranger").group_empty            # a connection that opened no session
+    cache.share_fetch("c1", 0)
+    cache.share_fetch("c2", 0)
+    cache.share_fetch("c1", -1)
+    assert not cache.disconnect("c1").group_empty                  # c2 still has a session
+    kip = ShareSessionCache("kip")
+    kip.share_fetch("c1", 0)
+    kip.share_fetch("c1", -1)
+    assert not kip.disconnect("c1").group_empty
+

@@ -25,7 +25,8 @@ them to the broker:
   close that leaves the group no session drops the group's share-partitions
   (records still acquired in them, e.g. in partitions the session forgot,
   come back from their last persisted state when the partition is loaded
-  again). A connection close
+  again), also when a final request had closed the session on it before
+  (Kafka keeps that connection's session as stale, spec SS-31). A connection close
   only ends the sessions last used successfully on that connection, so a
   member that reconnected keeps its new session, and a request that failed
   (say, a stranger naming the member) claims nothing (Kafka keys sessions by
@@ -111,6 +112,8 @@ class ShareEngine:
         self.persisted_keys = set(self.coordinator.keys())  # share-partitions initialized before this process
         self.groups_of_tp: dict[TopicPartition, set[str]] = {}
         self.connection_of: dict[tuple[str, str], int] = {}
+        # kafka-4.2: the connections of sessions a final request closed; their close may empty the group (SS-31).
+        self.stale_connection_of: dict[tuple[str, str], int] = {}
 
     # -- share-partitions ------------------------------------------------------------------
 
@@ -245,20 +248,30 @@ class ShareEngine:
         return self.sessions.epoch_of(group, member) is not None
 
     def session_used(self, connection: Connection, group: str, member: str, answer: SessionAnswer) -> None:
-        """A request succeeded on `connection`: its close now ends the member's session (unless this one closed it)."""
+        """A request succeeded on `connection`: its close now ends the member's session (unless this one closed it;
+        under kafka-4.2 the close of the connection of a session so closed still empties a group left without
+        sessions, spec SS-31)."""
+        key = (group, member)
         if answer.closed:
-            self.connection_of.pop((group, member), None)
+            closed_on = self.connection_of.pop(key, connection.connection_id)
+            if self.config.profile != "kip":
+                self.stale_connection_of[key] = closed_on
             return
-        connection.attachments.setdefault("share_members", set()).add((group, member))
-        self.connection_of[(group, member)] = connection.connection_id
+        self.stale_connection_of.pop(key, None)
+        connection.attachments.setdefault("share_members", set()).add(key)
+        self.connection_of[key] = connection.connection_id
 
     def connection_closed(self, connection: Connection, at_ms: int) -> bool:
         """The connection's sessions end; whether that made records available again or dropped a group."""
         released, dropped = 0, False
         for group, member in connection.attachments.get("share_members", ()):
-            if self.connection_of.get((group, member)) != connection.connection_id:
+            key = (group, member)
+            if self.connection_of.get(key) == connection.connection_id:
+                del self.connection_of[key]
+            elif self.stale_connection_of.get(key) == connection.connection_id:
+                del self.stale_connection_of[key]   # its session ended by a final request: SS-31's check only
+            else:
                 continue
-            del self.connection_of[(group, member)]
             answer = self.sessions.close_member(group, member, at_ms)
             if answer.release:
                 released += self.release_member(group, member, at_ms, answer.released)

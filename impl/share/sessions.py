@@ -46,7 +46,9 @@ forget is INVALID_REQUEST (SS-10); the cache has no limit (the seed sets
 none). A refused request changes nothing else (SS-15).
 Traces: with a tracing.TraceWriter, each group's requests go to that group's
 share-session trace (actor = member), and `close_member` that took a session
-writes `disconnect` (SS-17); `trace_check(group, now_ms)` adds a check.
+writes `disconnect` (SS-17), as does every `close_member` under kafka-4.2 (the
+close of a connection whose session a final request ended may still empty the
+group, SS-31); `trace_check(group, now_ms)` adds a check.
 """
 
 from __future__ import annotations
@@ -146,13 +148,16 @@ class ShareSessionCache:
         return answer
 
     def close_member(self, group: str, member: str, now_ms: int = 0) -> SessionAnswer:
-        """The member's connection closed (or it left the group): drop its session, release its records."""
+        """The connection that opened the member's session closed: drop the session and release its records.
+        Under kafka-4.2 a group left with no session is empty, also when a final request had already closed
+        the session (Kafka 4.2 checks on every such close, spec SS-31)."""
         session = self._sessions.pop((group, member), None)
-        if session is None:
-            return SessionAnswer(Error.NONE, release=True, released=None if self._kip else frozenset())
+        if session is None and self._kip:
+            return SessionAnswer(Error.NONE, release=True)
         group_empty = not self._kip and not any(owner == group for owner, _ in self._sessions)
-        answer = SessionAnswer(Error.NONE, release=True, closed=True, group_empty=group_empty,
-                               released=None if self._kip else frozenset(session.partitions))
+        answer = SessionAnswer(Error.NONE, release=session is not None, closed=session is not None,
+                               group_empty=group_empty,
+                               released=None if self._kip else frozenset(session.partitions if session else ()))
         if self._trace_writer is not None:   # SS-17; kafka-4.2: SS-30, SS-31
             self._trace_writer.sessions(group).disconnect(now_ms, member, self._traced_release(answer),
                                                           None if self._kip else group_empty)

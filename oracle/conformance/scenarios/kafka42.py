@@ -199,6 +199,21 @@ def throttled_redelivery(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAU
                         {**EARLIEST, "group.share.delivery.count.limit": "3"}, body, launcher, profile)
 
 
+def _second_member_acquires(broker: EmbeddedBroker, profile: str) -> list[Batch]:
+    """Once the first member's connection closed, a second member acquires records 0-2: from their persisted
+    state (count 1) where the group was emptied (SS-31), else released by the first (count 2). It accepts them."""
+    second = WireMember(broker.port, "g", "m2", "orders")
+    deadline = time.monotonic() + WAIT_S
+    runs: list[Batch] = []
+    while not runs and time.monotonic() < deadline:   # until the broker has seen the first connection close
+        runs = second.acquired(100)
+    expected = [(0, 2, 1)] if profile == "kafka-4.2" else [(0, 2, 2)]
+    check(runs == expected, f"the second member acquired {runs}, expected {expected}")
+    _expect(second.acknowledge([(0, 2, ACCEPT)]), ErrorCode.none, "accept")
+    second.close()
+    return runs
+
+
 def forgotten_partition_and_empty_group(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
                                         profile: str = "kafka-4.2") -> ScenarioResult:
     """A member acquires, forgets the partition, and its connection closes as the group's last session:
@@ -210,22 +225,38 @@ def forgotten_partition_and_empty_group(work_dir: Path, launcher: tuple[str, ...
         check(first.acquired(100) == [(0, 2, 1)], "the first member did not acquire 0-2")
         check(first.fetch(0, forget=True).error_code == ErrorCode.none, "forgetting the partition was refused")
         first.close()
-        second = WireMember(broker.port, "g", "m2", "orders")
-        deadline = time.monotonic() + WAIT_S
-        runs: list[Batch] = []
-        while not runs and time.monotonic() < deadline:   # until the broker has seen the first connection close
-            runs = second.acquired(100)
-        expected = [(0, 2, 1)] if profile == "kafka-4.2" else [(0, 2, 2)]
-        check(runs == expected, f"the second member acquired {runs}, expected {expected}")
-        _expect(second.acknowledge([(0, 2, ACCEPT)]), ErrorCode.none, "accept")
-        second.close()
+        runs = _second_member_acquires(broker, profile)
         return f"after the first member's connection closed, the second acquired {runs}"
 
     return run_scenario("kafka42-forgotten-and-empty-group", work_dir, EARLIEST, body, launcher, profile)
 
 
+def stale_session_empties_group(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
+                                profile: str = "kafka-4.2") -> ScenarioResult:
+    """A member acquires, forgets the partition and ends its session with a final ShareAcknowledge (which
+    releases nothing there, SS-30), then its connection closes: under kafka-4.2 that close still runs the group-empty
+    check (the session was stale, SS-31), so the next member gets the records from their persisted state with
+    delivery count 1 at once; kip's final request released them (count 2)."""
+    def body(broker: EmbeddedBroker) -> str:
+        _produce_one_partition(broker, "orders", 3)
+        first = WireMember(broker.port, "g", "m1", "orders")
+        check(first.acquired(100) == [(0, 2, 1)], "the first member did not acquire 0-2")
+        check(first.fetch(0, forget=True).error_code == ErrorCode.none, "forgetting the partition was refused")
+        final = first.client.request(SHARE_ACKNOWLEDGE, 1, group_id="g", member_id="m1", share_session_epoch=-1,
+                                     topics=[])
+        check(final.error_code == ErrorCode.none, f"the final ShareAcknowledge answered {final.error_code.name}")
+        first.close()
+        runs = _second_member_acquires(broker, profile)
+        return f"after the first member's final request and connection close, the second acquired {runs}"
+
+    # A lock long enough that only the group-empty check, not an expiry, can free the records in time.
+    return run_scenario("kafka42-stale-session-empties-group", work_dir,
+                        {**EARLIEST, "group.share.record.lock.duration.ms": "60000"}, body, launcher, profile)
+
+
 SCENARIOS: dict[str, Callable[..., ScenarioResult]] = {
     "kafka42-forgotten-and-empty-group": forgotten_partition_and_empty_group,
+    "kafka42-stale-session-empties-group": stale_session_empties_group,
     "kafka42-throttled-redelivery": throttled_redelivery,
     "kafka42-record-limit": record_limit,
     "kafka42-renew": renew,

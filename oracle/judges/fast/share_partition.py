@@ -64,10 +64,9 @@ from kipcheck.model.share_partition import (
     ACK_TARGET, ACQUIRED, ARCHIVED, ARCHIVING, AVAILABLE, KAFKA_LOCK_EXPIRED, LOCK_EXPIRED, NOT_ACQUIRED, RULES, TERMINAL,
     RecentOffsets, StoredStart, acknowledged_in_progress, acknowledgement_answer, acquisition_violation,
     archived_runs, below_start_clause, cached_runs, check_compaction, check_config, check_group_config,
-    check_log_start, dead_letter_write, dead_lettered_offsets, loaded_runs, new_records_bounds,
-    non_default_group_configs, runs_of,
-    snapshot_violation,
-    throttle_threshold,
+    check_log_start, dead_letter_write, dead_lettered_offsets, failing_record, loaded_runs, new_records_bounds,
+    non_default_group_configs, nothing_cached, renewals_standing, runs_of, snapshot_violation, throttle_threshold,
+    throttled_left_below,
 )
 from kipcheck.model.share_partition_log import LogFacts
 from kipcheck.model.violation import Ruled, Violation
@@ -136,7 +135,14 @@ class SharePartition:
         self._no_available_below = start_offset
         # SP-26: offsets still as initial_state gave them (not acquired since); read only to name a clause.
         self._loaded: set[int] = set()
-        self._holes: set[int] = set()  # SP-14: loaded offsets no run covers, not acquired since
+        # SP-14, SP-65: offsets of the window not in Kafka's cache: loaded ones no run covers, not acquired
+        # since, and ones compaction removed that an acquisition skipped.
+        self._holes: set[int] = set()
+        # SP-66 (kafka-4.2): what Kafka still caches below SPSO once the log start moved past it: the records
+        # left acquired there, offset -> (owner, lock deadline), and the offset after the highest record
+        # cached below SPSO (None: none).
+        self._stranded: dict[int, tuple[str, int]] = {}
+        self._cached_below: int | None = None
         if initial_state:
             self._load(loaded_runs(initial_state, start_offset, self._rules.loadable_states))
 
@@ -152,7 +158,7 @@ class SharePartition:
                 self._open[first - self._base:] = [False] * (last + 1 - first)
         self._speo = self._log_end = self._base + len(self._state)  # SP-26: the log end starts at SPEO
         self._loaded = set(range(self._spso, self._speo))
-        self._advance_start()  # SP-23 holds before the first step too
+        self._settle()  # SP-23 holds before the first step too (Kafka moves SPSO once it has loaded the state)
 
     # Read-only accessors.
 
@@ -175,6 +181,11 @@ class SharePartition:
 
     def state_of(self, offset: int) -> str:
         return self._state[self._index(offset)]
+
+    def has_available_record(self) -> bool:
+        """Whether a record of the window is available (Kafka 4.2 fetches from the first one, SP-65)."""
+        start = max(self._spso, self._no_available_below) - self._base
+        return AVAILABLE in self._state[start:self._speo - self._base]
 
     def delivery_count_of(self, offset: int) -> int:
         return self._count[self._index(offset)]
@@ -252,6 +263,11 @@ class SharePartition:
         while locks and locks[0][0] <= at_ms:
             deadline, _, runs, owner = heappop(locks)
             for first, last, _ in runs:
+                if first < self._spso and self._stranded:  # SP-66: below SPSO a lock's expiry archives the record
+                    for offset in range(first, min(last + 1, self._spso)):
+                        if self._stranded.get(offset) == (owner, deadline):
+                            del self._stranded[offset]
+                            expired = True
                 for offset in range(max(first, self._spso), last + 1):
                     index = offset - self._base
                     # A record acquired again since carries a later lock entry of its own.
@@ -261,8 +277,8 @@ class SharePartition:
                         if self._state[index] is AVAILABLE:
                             self._expired_owner[offset] = owner
         self._next_deadline_ms = locks[0][0] if locks else _NEVER
-        self._advance_start()
         if expired:  # SP-47: each expired lock's write carries SPSO as it stood then, and nobody waits for it
+            self._settle()
             self.stored_start.writing(spso, self._spso)
 
     # Log.
@@ -284,13 +300,21 @@ class SharePartition:
         self.append(1)
 
     def move_log_start(self, at_ms: int, offset: int) -> None:
-        """SP-64: the log start offset moved to `offset`; SPSO jumps to it, the records below leave the window."""
+        """SP-64: the log start offset moved to `offset`; SPSO jumps to it, the records below leave the window
+        (SP-66: the acquired ones stay acquired below SPSO, in Kafka's cache with the rest)."""
         check_log_start(self, offset)
         self.log.used = True
         self.advance(at_ms)
         self.log.start_offset = max(self.log.start_offset, offset)
         if offset <= self._spso:  # Kafka ignores a log start offset at or below SPSO
             return
+        for below in range(self._spso, min(offset, self._speo)):
+            index = below - self._base
+            if below not in self._holes:
+                self._cached_below = max(self._cached_below or 0, below + 1)
+            if self._state[index] is ACQUIRED:
+                self._stranded[below] = (self._owner[index], self._deadline[index])
+            self._holes.discard(below)
         covered = self._base + len(self._state)
         if offset > covered:  # offsets never acquired below the new start: below SPSO, never read
             self._append_records(offset - covered, ARCHIVED, 0, None)
@@ -301,7 +325,6 @@ class SharePartition:
         self._no_available_below = max(self._no_available_below, offset)
         while self._batch_ends and self._batch_ends[0] < self._speo:
             self._batch_ends.popleft()
-        self._advance_start()
 
     def compact(self, at_ms: int, first: int, last: int) -> None:
         """SP-65: compaction removed the whole log batches [first, last]; available records of them are archived."""
@@ -310,10 +333,9 @@ class SharePartition:
         self.log.remove(first, last)
         for offset in range(max(first, self._spso), min(last + 1, self._speo)):
             index = offset - self._base
-            if self._state[index] is AVAILABLE:
+            if self._state[index] is AVAILABLE:  # SP-66: SPSO passes them at the next write
                 self._state[index], self._open[index] = ARCHIVED, False
                 self._archived_by[offset] = "SP-65"
-        self._advance_start()
 
     # A group's configs and its dead-letter queue under Kafka 4.4 (SP-70..SP-74).
 
@@ -338,7 +360,7 @@ class SharePartition:
             self._state[index], self._open[index], self._archived_by[offset] = ARCHIVED, False, "SP-74"
             self._loaded.discard(offset)
             self.dead_letters.add(offset)
-        self._advance_start()
+        self._settle()  # phase 2 is a state write: SPSO moves when it completes (SP-66 under Kafka's profiles)
         self.stored_start.writing(*dead_letter_write(self, spso, seen_later))  # SP-47: phase 2's write
 
     # Acquisition.
@@ -470,6 +492,11 @@ class SharePartition:
             limit = self.delivery_count_limit
             if (limit > 2 and highest == limit and total > 1) or new_first >= 0:
                 return False
+        if self.kafka and records:  # SP-43: nothing above a throttled redelivery left available
+            start, stop = self._spso - base, min(previous_last, speo) - base
+            if stop > start and max(self._count[start:stop]) >= self._throttle_threshold \
+                    and throttled_left_below(self, records, self._throttle_threshold) is not None:
+                return False
         if self.kafka:
             return new_first < 0 or self._allowed_new_batches(max_records, reacquired, new_first, new_last, record_limit)
         # SP-5, and SP-7 for the window after an acquisition of new records (a loaded one may be over, SP-26).
@@ -509,7 +536,10 @@ class SharePartition:
         `archived`: the observed runs [first, last] acquired and archived at once (SP-63); None: not observed."""
         if at_ms >= self._next_deadline_ms:  # SP-20: locks fire before the op
             self._fire_locks(at_ms)
+        uncached = self.kafka and nothing_cached(self._spso, self._speo, self._stranded, self._cached_below)
         if not records and not archived:  # SP-3: an acquisition may be empty
+            if uncached:
+                self._start_at_first_cached()
             return
         self.check_acquisition(max_records, records, record_limit, archived)
         speo = self._speo
@@ -542,8 +572,25 @@ class SharePartition:
         batch_ends = self._batch_ends
         while batch_ends and batch_ends[0] < self._speo:
             batch_ends.popleft()
-        if self.log.used:  # SP-63, SP-65: records archived at acquisition may let SPSO move
-            self._advance_start()
+        if uncached:
+            self._start_at_first_cached()
+
+    def _start_at_first_cached(self) -> None:
+        """SP-66: an acquisition into an empty cache puts SPSO at the first offset it acquired (or archived,
+        SP-63), past the batches compaction removed before it (SP-65); or, when the fetch found the log start
+        past SPEO (after SPSO went back, SP-66), at that log start offset."""
+        if self._spso == self._speo and self.log.start_offset > self._speo:
+            self._reset_window(self.log.start_offset)
+        while self._spso < self._speo and self._spso in self._holes:
+            self._holes.discard(self._spso)
+            self._spso += 1
+
+    def _reset_window(self, offset: int) -> None:
+        """An empty window at `offset` (SP-66), which may lie below SPSO: the per-record lists start afresh."""
+        for records in (self._state, self._count, self._owner, self._deadline, self._open):
+            records.clear()
+        self._holes.clear()
+        self._base = self._spso = self._speo = self._no_available_below = offset
 
     def _archive_aborted(self, runs: list[tuple[int, int]]) -> None:
         # SP-63: acquired (count 1) and archived at once; the window reaches past them.
@@ -556,12 +603,13 @@ class SharePartition:
 
     def _fill_to(self, offset: int) -> None:
         """SP-4: records skipped past SPEO enter the window available, count 0; SP-65: archived where
-        compaction removed them."""
+        compaction removed them, and not in Kafka's cache."""
         covered = self._base + len(self._state)
         for skipped in range(covered, offset):
             if self.log.is_removed(skipped):
                 self._append_records(1, ARCHIVED, 0, None)
                 self._open[-1] = False
+                self._holes.add(skipped)
                 self._archived_by[skipped] = "SP-65"
             else:
                 self._append_records(1, AVAILABLE, 0, None)
@@ -616,9 +664,12 @@ class SharePartition:
             self._fire_locks(at_ms)
         ruled, handled = acknowledgement_answer(batches, self.profile, actor, self._spso, self._speo,
                                                 self._owner_error, self._holes, self.straddle_npe, renew,
-                                                self.renew_acknowledge_enable)
-        # SP-41: the renewals before a failing batch stand.
-        applied = batches if ruled.value == Error.NONE else [batch for batch in batches[:handled] if batch[2] == "renew"]
+                                                self.renew_acknowledge_enable, self._cached_below is not None)
+        # SP-41: the renewals done before the request failed stand (SP-72: none where the group refuses them).
+        applied = batches if ruled.value == Error.NONE else renewals_standing(
+            batches, ruled, handled,
+            lambda first, last: failing_record(actor, first, last, self._spso, self._holes, self._owner_error)
+        ) if self.renew_acknowledge_enable else []
         if applied:
             spso = self._spso
             for first, last, ack_type in applied:
@@ -635,10 +686,10 @@ class SharePartition:
                         self._apply_acknowledgement(run_first, run_last, self._rules.archive_state(self))
                     else:
                         self._apply_acknowledgement(run_first, run_last, ACK_TARGET[ack_type])
-            # SP-23: SPSO can move only if the record at SPSO is now terminal.
-            if spso < self._speo and not self._open[spso - self._base]:
-                self._advance_start()
             if any(ack_type != "renew" and last >= spso for _, last, ack_type in applied):  # SP-47
+                # SP-23: SPSO can move only if the record at SPSO is now terminal.
+                if spso < self._speo and not self._open[spso - self._base]:
+                    self._settle()
                 self.stored_start.wrote(*self._stored_by_request(spso, self._spso))
         return ruled
 
@@ -731,24 +782,44 @@ class SharePartition:
                 break
             self._release_record(index)
             held = True
-        self._advance_start()
+        for offset in [offset for offset, (owner, _) in self._stranded.items() if owner == actor]:
+            del self._stranded[offset]  # SP-66: below SPSO a released record is archived
+            held = True
         if held:  # SP-47: the release is written, and the session's last answer does not wait for it
+            self._settle()
             self.stored_start.writing(*self._stored_by_request(spso, self._spso))
 
     # SPSO.
 
-    def _advance_start(self) -> None:
-        """SP-23: SPSO passes the longest prefix of terminal records and stops at the first non-terminal one."""
-        base = self._base
+    def _settle(self) -> None:
+        """SPSO after a step that wrote the share state (SP-23): under the Kafka profiles as Kafka moves it (SP-66)."""
+        if not self.kafka:
+            self._advance_start()
+        elif self._stranded:  # SP-66: a record still acquired below SPSO holds it where it is
+            return
+        elif all(offset in self._holes for offset in range(self._spso, self._speo)):  # nothing cached from SPSO on
+            if self._cached_below is not None:  # SP-66: Kafka's start offset goes back to its last cached offset + 1
+                self._reset_window(self._cached_below)
+                self._cached_below = None
+        elif self._advance_start():  # passing the records below SPSO, Kafka's cache lets them go
+            self._cached_below = None
+
+    def _advance_start(self) -> bool:
+        """SP-23: SPSO passes the longest prefix of terminal records (SP-65: and of offsets compaction removed)
+        and stops at the first non-terminal one; whether it moved."""
+        base, spso = self._base, self._spso
         stop = self._speo - base
         try:
             index = self._open.index(True, self._spso - base, stop)
         except ValueError:  # every in-flight record is terminal: the window empties
             index = stop
         self._spso = index + base
+        if self._holes and self._spso > spso:
+            self._holes.difference_update(range(spso, self._spso))
         # SP-24: SPEO is never below SPSO (the search stops at SPEO).
         if index >= _TRIM_RECORDS:
             self._trim(index)
+        return self._spso > spso
 
     def _trim(self, dead: int) -> None:
         for records in (self._state, self._count, self._owner, self._deadline, self._open):
