@@ -21,6 +21,8 @@ from kipcheck.oracle.conformance.scenarios.clients import create_topic, produce
 from kipcheck.oracle.conformance.scenarios.kafka42_log import TOPIC as LOG_TOPIC
 from kipcheck.oracle.conformance.scenarios.kafka42_log import write_transactions
 from kipcheck.oracle.conformance.scenarios.kafka42 import WireMember
+from kipcheck.oracle.conformance.targets import BrokerSettings
+from kipcheck.oracle.conformance.targets.contact import SETTINGS_PROBE_GROUP, describe_settings
 
 GROUP_CONFIG, DEFAULT_CONFIG = 8, 5   # ConfigSource
 
@@ -158,3 +160,15 @@ def test_configs_of_a_topic_a_group_the_broker_and_another_resource_type_in_one_
     altered = client.request(44, 1, resources=[{"resource_type": 4, "resource_name": "0", "configs": [
         {"name": "group.share.delivery.count.limit", "config_operation": 0, "value": "3"}]}], validate_only=False)
     assert altered.responses[0].error_code.name == "invalid_request", "the broker has no dynamic broker configs"
+
+
+def test_the_runner_takes_what_a_fresh_group_is_described_with_over_the_broker_wide_setting(start_broker):
+    """What a group's records get is the group's config: where the broker describes a group's lock duration, the
+    runner takes it over the broker-wide one (here a group override stands in for a cluster that sets it)."""
+    broker = start_broker()
+    address = ("127.0.0.1", broker.port)
+    names = BrokerSettings.NAMES
+    assert describe_settings(address, names)["group.share.record.lock.duration.ms"] == "30000", "the broker's"
+    alter(AdminClient({"bootstrap.servers": broker.bootstrap}), SETTINGS_PROBE_GROUP,
+          share_record_lock_duration_ms="17000")
+    assert describe_settings(address, names)["group.share.record.lock.duration.ms"] == "17000", "the group's"

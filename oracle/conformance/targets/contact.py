@@ -10,9 +10,12 @@ starting refuses connections; a fresh Kafka answers COORDINATOR_NOT_AVAILABLE un
 are waited for, up to the timeout.
 
 A broker describes its settings with DescribeConfigs (API 32) of resource type BROKER, named by its node id, as Kafka
-answers for its static and dynamic configs alike. A broker that does not serve it, refuses it or leaves a name out
-describes nothing for that name (nor does a value that is not a positive integer): the runner then uses what
---set says, or Kafka's default.
+answers for its static and dynamic configs alike. In the same request the runner asks for a fresh group's configs
+(resource type GROUP): a group's share.record.lock.duration.ms (and, from Kafka 4.4, its share.delivery.count.limit
+and share.partition.max.record.locks) is what its records get, so where the broker describes it, it is taken over
+the broker-wide value. A broker that does not serve a resource, refuses it or leaves a name out describes nothing
+for that name (nor does a value that is not a positive integer): the runner then uses what --set says, or Kafka's
+default.
 """
 
 from __future__ import annotations
@@ -22,7 +25,12 @@ import time
 from kipcheck.impl.consumer.connection import BrokerConnection, ConnectionFailed
 
 API_VERSIONS, METADATA, FIND_COORDINATOR, DESCRIBE_CONFIGS, SHARE_FETCH = 18, 3, 10, 32, 78
-BROKER_RESOURCE = 4
+BROKER_RESOURCE, GROUP_RESOURCE = 4, 32   # ConfigResource.Type
+# A group's own config -> the broker-wide setting it takes the place of (Kafka's GroupConfig names).
+GROUP_SETTINGS = {"share.record.lock.duration.ms": "group.share.record.lock.duration.ms",
+                  "share.delivery.count.limit": "group.share.delivery.count.limit",
+                  "share.partition.max.record.locks": "group.share.partition.max.record.locks"}
+SETTINGS_PROBE_GROUP = "kipcheck-settings"   # never joined: it has no config of its own, so it shows the defaults
 GROUP_KEY = 0
 CONTACT_TIMEOUT_S = 30.0  # how long the runner waits, by default, for a target to serve share groups
 CONTACT_TIMEOUT_MS = 5_000   # one request of the first contact; a slower broker is asked again
@@ -71,7 +79,7 @@ def _not_ready(address: tuple[str, int]) -> str | None:
 
 
 def describe_settings(address: tuple[str, int], names) -> dict[str, str]:
-    """{name: value} of the settings among `names` that the broker describes (DescribeConfigs, BROKER)."""
+    """{name: value} of the settings among `names` that the broker describes (DescribeConfigs: BROKER, then GROUP)."""
     connection = _connect(address)
     try:
         version = min(_api_versions(connection).get(DESCRIBE_CONFIGS, -1), 4)
@@ -81,17 +89,24 @@ def describe_settings(address: tuple[str, int], names) -> dict[str, str]:
                                      include_topic_authorized_operations=False).brokers
         if not brokers:
             return {}
-        answer = connection.request(DESCRIBE_CONFIGS, version, resources=[{
-            "resource_type": BROKER_RESOURCE, "resource_name": str(_node_of(brokers, address)), "configuration_keys": sorted(names)}],
+        group_names = sorted(name for name, broker_name in GROUP_SETTINGS.items() if broker_name in names)
+        answer = connection.request(DESCRIBE_CONFIGS, version, resources=[
+            {"resource_type": BROKER_RESOURCE, "resource_name": str(_node_of(brokers, address)),
+             "configuration_keys": sorted(names)},
+            {"resource_type": GROUP_RESOURCE, "resource_name": SETTINGS_PROBE_GROUP, "configuration_keys": group_names}],
             include_synonyms=False, include_documentation=False)
     finally:
         connection.close()
-    result = answer.results[0]
-    if result.error_code.name != "none":
-        return {}
-    # Every share setting the runner reads is a positive integer: another value describes nothing it can use.
-    return {config.name: config.value for config in result.configs
-            if config.name in names and (config.value or "").isdigit() and int(config.value) > 0}
+    described = {}
+    for result in sorted(answer.results, key=lambda result: result.resource_type == GROUP_RESOURCE):  # group last
+        if result.error_code.name != "none":
+            continue
+        for config in result.configs:
+            name = GROUP_SETTINGS.get(config.name, config.name) if result.resource_type == GROUP_RESOURCE else config.name
+            # Every share setting the runner reads is a positive integer: another value describes nothing it can use.
+            if name in names and (config.value or "").isdigit() and int(config.value) > 0:
+                described[name] = config.value
+    return described
 
 
 def _node_of(brokers, address: tuple[str, int]) -> int:
