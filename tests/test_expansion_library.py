@@ -150,3 +150,31 @@ def test_a_processor_refuses_records_without_key_or_with_offset_gaps(tmp_path):
         group.join(0)
         with pytest.raises(ProcessorError, match=error):
             processor.poll()
+
+
+def test_the_expander_asks_again_while_the_group_coordinator_loads():
+    """A coordinator loading its groups (after a restart, or under load) answers COORDINATOR_LOAD_IN_PROGRESS,
+    which librdkafka's admin client does not retry: the expander asks again; another error is raised."""
+    from concurrent.futures import Future
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    from kipcheck.impl.expansion.expander import Expander
+
+    class LoadingCoordinator:
+        def __init__(self, answers):
+            self.answers = list(answers)
+
+        def describe_consumer_groups(self, group_ids):
+            future = Future()
+            answer = self.answers.pop(0)
+            future.set_exception(answer) if isinstance(answer, Exception) else future.set_result(answer)
+            return {group_ids[0]: future}
+
+    loading = KafkaException(KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS))
+    expander = Expander("127.0.0.1:1", "g", "t", store=object(), timeout_s=5)
+    expander.admin = LoadingCoordinator([loading, loading, "the group"])
+    assert expander._describe_group() == "the group"
+    expander.admin = LoadingCoordinator([KafkaException(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED))])
+    with pytest.raises(KafkaException):
+        expander._describe_group()

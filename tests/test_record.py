@@ -6,6 +6,7 @@ and a kio client for the requests an application gets wrong.
 
 import asyncio
 import threading
+import json
 import time
 import uuid
 
@@ -311,6 +312,19 @@ def test_the_readme_example_runs_through_record_check_as_written(tmp_path):
     assert '"records": [[2, 2, 2]]' in partition, "invoice 2 was delivered again, count 2"
 
 
+def trace_opened(trace_dir, prefix: str, timeout_s: float = 30) -> str:
+    """The header line of the trace whose name starts with `prefix`, once the proxy has written it (the proxy
+    observes behind the traffic it forwards: on a loaded machine, after the client has its answer)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for path in trace_dir.glob(f"{prefix}*"):
+            header = path.read_text().partition("\n")[0]
+            if header:
+                return header
+        time.sleep(0.05)
+    raise AssertionError(f"no trace {prefix}* in {trace_dir} after {timeout_s} s")
+
+
 def test_a_full_view_that_an_unseen_member_joins_becomes_partial_instead_of_raising_a_false_alarm(
         start_broker, tmp_path):
     """The proxy saw the group born, so its trace starts as a full view; then a consumer joins directly,
@@ -331,6 +345,8 @@ def test_a_full_view_that_an_unseen_member_joins_becomes_partial_instead_of_rais
                 seen.acknowledge(message, 1)
             if messages:
                 break
+        opened = trace_opened(tmp_path / "traces", f"share-partition.{group}.")  # the proxy judged it full then
+        assert json.loads(opened).get("view") != "partial", opened
         unseen = share_consumer(broker.bootstrap, group, [topic], explicit=True)
         produce(broker.bootstrap, topic, [(0, None, b"v%d" % index) for index in range(10)])
         released, deadline = 0, time.monotonic() + 60

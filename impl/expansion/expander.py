@@ -32,6 +32,10 @@ from kipcheck.impl.expansion.assignor import instance_id
 from kipcheck.impl.expansion.job import JobRecord
 from kipcheck.impl.expansion.store import QUIET, JobStore, wait_for_partitions
 
+# What a coordinator answers while it loads or moves its groups: the question is asked again.
+COORDINATOR_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                      KafkaError.COORDINATOR_NOT_AVAILABLE)
+
 TIMEOUT_S = 30.0
 HANDOVER_WAIT_S = 300.0
 
@@ -115,10 +119,22 @@ class Expander:
     def holders(self) -> dict[int, int]:
         """Partition -> the processor whose member holds it now."""
         instances = {instance_id(processor): processor for processor in range(self._record().processors)}
-        group = self.admin.describe_consumer_groups([self.group_id])[self.group_id].result(self.timeout_s)
+        group = self._describe_group()
         return {tp.partition: instances[member.group_instance_id] for member in group.members
                 if member.group_instance_id in instances
                 for tp in member.assignment.topic_partitions if tp.topic == self.topic}
+
+    def _describe_group(self):
+        """The group as its coordinator describes it, asked again while a retriable error (a coordinator loading
+        its groups after a restart or a move) lasts, up to the timeout."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                return self.admin.describe_consumer_groups([self.group_id])[self.group_id].result(self.timeout_s)
+            except KafkaException as failure:
+                if failure.args[0].code() not in COORDINATOR_MOVING or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.2)
 
     def _log_ends(self, partitions: int) -> dict[int, int]:
         """Every partition's log end, in one ListOffsets round."""
