@@ -396,6 +396,9 @@ class SharePartition:
         # SP-1: the window starts empty at start_offset.
         self._spso = self._speo = self._log_end = start_offset
         self.speo_clause = "SP-24"  # the clause that put SPEO where it is (SP-42 after a record_limit acquisition)
+        # SP-67: the records the acknowledgements of the ShareFetch being judged released, still in transition
+        # while Kafka acquired for it (set by `acquire` for its check only).
+        self.in_transition: frozenset[int] = frozenset()
         self._records: dict[int, Record] = {}  # offset -> record, for the window [SPSO, SPEO)
         self.limit_archives = RecentOffsets()  # SP-21: read only to name a clause
         self.dead_letters = RecentOffsets()  # SP-74: phase 2 finished for them
@@ -629,12 +632,18 @@ class SharePartition:
         return self.log.batch_of(offset, self._log_end)
 
     def acquire(self, at_ms: int, actor: str, max_records: int, records: Sequence[Sequence[int]],
-                record_limit: bool = False, archived: Sequence[Sequence[int]] | None = None) -> None:
+                record_limit: bool = False, archived: Sequence[Sequence[int]] | None = None,
+                released_beside: frozenset[int] = frozenset()) -> None:
         """Check the observed acquisition (SP-3: it may be empty), then apply it: the model continues from it.
         `record_limit`: Kafka 4.2's record_limit acquire mode (SP-42; batch_optimized otherwise).
-        `archived`: the observed runs [first, last] acquired and archived at once (SP-63); None: not observed."""
+        `archived`: the observed runs [first, last] acquired and archived at once (SP-63); None: not observed.
+        `released_beside`: the records the acknowledgements of the same ShareFetch released just before (SP-67)."""
         self.advance(at_ms)  # SP-20: locks fire before the op
-        self.check_acquisition(max_records, records, record_limit, archived)
+        self.in_transition = released_beside if self.rules.acknowledges_beside_fetch else frozenset()
+        try:
+            self.check_acquisition(max_records, records, record_limit, archived)
+        finally:
+            self.in_transition = frozenset()
         speo, uncached = self._speo, nothing_cached(self._spso, self._speo, self._stranded, self._cached_below)
         for first, last in archived_runs(self, records, archived):  # SP-63: acquired, archived with count 1
             self._acquire_run(first, last, 1, actor, None)
@@ -953,10 +962,11 @@ def throttle_violation(partition, records: Sequence[Sequence[int]], total: int, 
 
 def throttled_left_below(partition, records: Sequence[Sequence[int]], threshold: int) -> int | None:
     """SP-43: the lowest available record delivered `threshold` times or more that the acquisition `records`
-    leaves out below its last record (Kafka ends an acquisition at such a record); None if there is none."""
+    leaves out below its last record (Kafka ends an acquisition at such a record); None if there is none.
+    SP-67: a record the same ShareFetch's acknowledgements released may still have been in transition: not counted."""
     acquired = {offset for first, last, _ in records for offset in range(first, last + 1)}
     for offset in range(partition.spso, min(records[-1][1], partition.speo)):
-        if (offset not in acquired and partition.state_of(offset) == AVAILABLE
+        if (offset not in acquired and offset not in partition.in_transition and partition.state_of(offset) == AVAILABLE
                 and partition.delivery_count_of(offset) >= threshold):
             return offset
     return None
@@ -1183,8 +1193,9 @@ class KipRules:
     lock_expired = LOCK_EXPIRED  # SP-16: acknowledging after the lock expired is a TimeoutException
     # Kafka 4.2's additions, which the KIP has not: the record_limit acquire mode (SP-42), an
     # acknowledgement holding back the locks while it is written (SP-44), RENEW (SP-41), and SPSO moved
-    # by the share state's writes over a cache that may hold records below it (SP-66).
-    record_limit_mode = in_progress_holds_locks = renews = writes_move_start = False
+    # by the share state's writes over a cache that may hold records below it (SP-66), and a ShareFetch's
+    # acknowledgements still being written while it acquires (SP-67).
+    record_limit_mode = in_progress_holds_locks = renews = writes_move_start = acknowledges_beside_fetch = False
     start_clause = "SP-23"  # the clause that puts SPSO where it is
     # Kafka 4.4's, which neither has: a group's configs changing (SP-70).
     group_configs = False
@@ -1261,6 +1272,7 @@ class Kafka42Rules(KipRules):
     in_progress_holds_locks = True  # SP-44: a lock expiring while the state is written finds the records moving
     renews = True  # SP-41: KIP-1222's RENEW, which restarts a lock and is never rolled back
     writes_move_start = True  # SP-66: SPSO moves when a state write completes, not after every step
+    acknowledges_beside_fetch = True  # SP-67: a ShareFetch acquires while its acknowledgements are written
     start_clause = "SP-66"
     ranges = ("SP-45", KAFKA_RANGES)  # Kafka 4.2 starts only within its configuration ranges
 

@@ -95,12 +95,14 @@ class ShareSteps:
             self.left(sent_ms, member)  # SS-3: under kip, re-opening releases the old session's records
         session = member.session
         session_advanced(member, epoch, added, set(forget))
+        acquires = epoch != FINAL_EPOCH and renew_lock_ms is None
         for tp, batches in acks.items():
-            self.acknowledged(tp, sent_ms, member, batches, results.get(tp), "acknowledge_error_code", renew_lock_ms)
+            self.acknowledged(tp, sent_ms, member, batches, results.get(tp), "acknowledge_error_code", renew_lock_ms,
+                              in_fetch=acquires and _acquires_in(member, results, tp))
         acquired = {}
         if epoch == FINAL_EPOCH:
             self.left(sent_ms, member, session)
-        elif renew_lock_ms is None:
+        elif acquires:
             acquired = self._acquired(member, results, received_ms,
                                       {"max_records": max_records, **(acquire_args or {})}, wait_ms)
         if any(acquired.values()):  # SS-19: where the answer acquired, judged against the session
@@ -114,9 +116,9 @@ class ShareSteps:
         (`delivered`, SP-48)."""
         acquired = {}
         for tp in sorted(member.session | set(results)):  # a session partition left out of the answer got nothing
-            part = results.get(tp)
-            if part is not None and part.error_code.name != "none":
+            if not _acquires_in(member, results, tp):
                 continue
+            part = results.get(tp)
             runs = [] if part is None else coalesce([[run.first_offset, run.last_offset, run.delivery_count]
                                                      for run in part.acquired_records])
             acquired[tp] = runs
@@ -152,15 +154,18 @@ class ShareSteps:
         return errors
 
     def acknowledged(self, tp: str, at_ms: int, member, batches, part, error_field: str,
-                     renew_lock_ms: int | None = None) -> str | None:
+                     renew_lock_ms: int | None = None, in_fetch: bool = False) -> str | None:
         """An acknowledge step; its error is not judged when the answer left the partition out. `renew_lock_ms`:
-        the request announced renewals (IsRenewAck), which restart locks for that long (SP-41, SP-46)."""
+        the request announced renewals (IsRenewAck), which restart locks for that long (SP-41, SP-46). `in_fetch`:
+        they rode on a ShareFetch that also acquires, whose acquire step comes next (SP-67)."""
         error = None if part is None else error_name(getattr(part, error_field))
         book = self.partitions(member, tp)
         if book is not None:
             args = {"batches": [{"first": first, "last": last, "type": kind} for first, last, kind in batches]}
             if renew_lock_ms is not None:
                 args.update(renew=True, lock_duration_ms=renew_lock_ms)
+            if in_fetch:
+                args["in_fetch"] = True
             book.add(at_ms, member.name, "acknowledge", args, None if error is None else {"error": error})
         return error
 
@@ -172,6 +177,13 @@ class ShareSteps:
             book = self.partitions(member, tp)
             if book is not None and (not is_kafka(self.profile) or tp in session):
                 book.add(at_ms, member.name, "leave", {})
+
+
+def _acquires_in(member, results: dict, tp: str) -> bool:
+    """Whether a ShareFetch's answer makes an acquisition in `tp` (empty when the answer left a session partition
+    out), not an error."""
+    part = results.get(tp)
+    return (tp in member.session or part is not None) and (part is None or part.error_code.name == "none")
 
 
 def session_advanced(member, epoch: int, added: set[str], forgotten: set[str]) -> None:

@@ -436,6 +436,7 @@ def trace(*steps, profile="kip", config=None):
     ({"op": "acquire", "args": {"max_records": 5}, "observed": {"records": [[0, 1]]}}, "[first, last, delivery_count]"),
     ({"op": "acknowledge", "args": {"batches": [{"first": 0, "last": 1, "type": "extend"}]}}, "type one of"),
     ({"op": "acknowledge", "args": {"batches": [], "renew": 1}}, "args.renew of 'acknowledge' must be a boolean"),
+    ({"op": "acknowledge", "args": {"batches": [], "in_fetch": "yes"}}, "args.in_fetch of 'acknowledge' must be"),
     ({"op": "append", "args": {"count": "3"}}, "must be an integer"),
     ({"op": "acknowledge", "args": {"batches": []}, "observed": {"error": ["NONE"]}}, "observed.error"),
     ({"op": "check", "observed": {"states": [[0, 0, "locked", 1]]}}, "state one of"),
@@ -552,3 +553,35 @@ def test_sp27_every_storage_error_is_allowed_and_judged_unchanged(error, fast):
     assert check_lines(trace(*steps), reference=not fast).status == "ok"
     steps[-1]["observed"] = {"states": [[0, 1, "acknowledged", 1]]}
     assert check_lines(trace(*steps), reference=not fast).clause == "SP-27"
+
+
+def released_beside_a_fetch(*between: dict, profile: str = "kafka-4.2") -> list[str]:
+    """Record 3, delivered twice (limit 3: throttled, SP-43), is released by an acknowledgement riding on a
+    ShareFetch (`in_fetch`), whose acquisition takes 6 to 8 and leaves 3 out, as Kafka 4.2.2 did while the
+    release was still being written (spec/kafka-findings.md)."""
+    steps = [{"op": "append", "args": {"count": 3}} for _ in range(3)] + [
+        {"op": "acquire", "args": {"max_records": 6}, "observed": {"records": [[0, 5, 1]]}},
+        {"op": "acknowledge", "args": {"batches": [{"first": 0, "last": 2, "type": "accept"},
+                                                   {"first": 3, "last": 5, "type": "release"}]}},
+        {"op": "acquire", "args": {"max_records": 3}, "observed": {"records": [[3, 5, 2]]}},
+        {"op": "acknowledge", "args": {"batches": [{"first": 3, "last": 3, "type": "release"},
+                                                   {"first": 4, "last": 5, "type": "accept"}], "in_fetch": True}},
+        *between,
+        {"op": "acquire", "at_ms": 1, "args": {"max_records": 3}, "observed": {"records": [[6, 8, 1]]}}]
+    return trace(*steps, profile=profile, config={"delivery_count_limit": 3, "record_lock_duration_ms": 1000})
+
+
+@pytest.mark.parametrize("reference", (False, True))
+def test_sp67_the_acquisition_of_a_sharefetch_may_leave_out_what_its_acknowledgements_released(reference):
+    """SP-67: Kafka acquires for a ShareFetch while its acknowledgements are written: a record they released may
+    still be in transition, so leaving it out, throttled or not, is no SP-43 violation. The same acquisition in a
+    later request (any step between), by another member, or after an acknowledgement not riding on the fetch is
+    judged by SP-43 as before."""
+    assert check_lines(released_beside_a_fetch(), reference=reference).status == "ok"
+    later = released_beside_a_fetch({"op": "tick", "at_ms": 1})
+    assert check_lines(later, reference=reference).clause == "SP-43"
+    plain = [line.replace(', "in_fetch": true', "") for line in released_beside_a_fetch()]
+    assert check_lines(plain, reference=reference).clause == "SP-43"
+    other_actor = [line.replace('"at_ms": 1, "actor": "c1"', '"at_ms": 1, "actor": "c2"')
+                   for line in released_beside_a_fetch()]
+    assert check_lines(other_actor, reference=reference).clause == "SP-43"

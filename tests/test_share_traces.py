@@ -82,3 +82,23 @@ def test_a_share_acknowledge_changes_no_partition_of_the_session_and_a_renewal_i
     assert renewed == {}, "a renewing fetch acquires nothing"
     assert [step["op"] for step in partitions["t:0"].steps] == ["append", "acquire", "acknowledge", "acknowledge"]
     assert judged(partitions["t:0"]).status == "ok"
+
+
+def test_acknowledgements_riding_on_an_acquiring_sharefetch_are_marked_in_fetch():
+    """SP-67: the acknowledgements of a ShareFetch that acquires are marked `in_fetch` in each partition whose
+    acquire step follows; those of a final ShareFetch (it acquires nothing), of a partition the answer refused,
+    and of a ShareAcknowledge are not."""
+    steps, _, partitions = books("kafka-4.2", 4)
+    alice = Member()
+    steps.share_fetch(alice, 0, ["t:0", "t:1"], {}, "NONE", {"t:0": fetched((0, 1, 1)), "t:1": fetched((0, 1, 1))},
+                      10, 11, max_records=4)
+    steps.share_fetch(alice, 1, [], {"t:0": [(0, 0, "release")], "t:1": [(0, 0, "accept")]}, "NONE",
+                      {"t:0": fetched((2, 3, 1)), "t:1": fetched(error="not_leader_or_follower")}, 20, 21,
+                      max_records=4)
+    steps.share_acknowledge(alice, 2, {"t:0": [(1, 1, "accept")]}, "NONE", {"t:0": acknowledged()}, 30)
+    steps.share_fetch(alice, -1, [], {"t:0": [(2, 3, "accept")]}, "NONE", {}, 40, 41, max_records=4)
+    marks = {tp: [(step["op"], step["args"].get("in_fetch")) for step in book.steps if step["op"] != "append"]
+             for tp, book in partitions.items()}
+    assert marks["t:0"] == [("acquire", None), ("acknowledge", True), ("acquire", None), ("acknowledge", None),
+                            ("acknowledge", None), ("leave", None)]
+    assert marks["t:1"] == [("acquire", None), ("acknowledge", None), ("leave", None)]

@@ -71,6 +71,9 @@ class SharePartitionJudge(Judge):
         self._range_check(settings)
         self.states = {state: state for state in RULES[self.profile].states}  # SP-73: archiving under kafka-4.4
         partition_class = (reference_model if reference else fastcheck).SharePartition
+        # SP-67: (step number, actor, offsets) of the records an acknowledgement riding on a ShareFetch released,
+        # for the acquisition of that ShareFetch, the next step.
+        self._released_in_fetch: tuple[int, str, frozenset[int]] = (0, "", frozenset())
         try:
             self.model = partition_class(**settings, profile=self.profile)
         except ValueError as error:
@@ -187,13 +190,17 @@ class SharePartitionJudge(Judge):
                 raise violation
         if "lock_duration_ms" in step.args or self.model.lock_duration_ms is not None:  # SP-46
             self._lock_duration(step)
+        number, actor, released = self._released_in_fetch
+        released = released if (number, actor) == (step.number - 1, step.actor) else frozenset()  # SP-67
         try:
-            self.model.acquire(step.at_ms, step.actor, max_records, records, mode == "record_limit", archived)
+            self.model.acquire(step.at_ms, step.actor, max_records, records, mode == "record_limit", archived,
+                               released)
         except Violation as refused:
             if not self._dead_letters_now():  # SP-74: a window shortened by phase 2 may hold more new records
                 raise
             try:
-                self.model.acquire(step.at_ms, step.actor, max_records, records, mode == "record_limit", archived)
+                self.model.acquire(step.at_ms, step.actor, max_records, records, mode == "record_limit", archived,
+                                   released)
             except Violation:
                 raise refused from None
         delivered = observed.get("delivered")  # SP-48: a trace format extension
@@ -221,7 +228,7 @@ class SharePartitionJudge(Judge):
     def _bad_run(step: Step, run: object) -> NoReturn:
         raise Malformed(step.line, f"observed.records entries must be [first, last, delivery_count] integers, found {run!r}")
 
-    @op(args=["batches", "renew", "received_ms", "lock_duration_ms"], observed=["error"],
+    @op(args=["batches", "renew", "received_ms", "lock_duration_ms", "in_fetch"], observed=["error"],
         objects={"args.batches": ["first", "last", "type"]})
     def op_acknowledge(self, step: Step) -> None:
         batches = step.args.get("batches")
@@ -239,6 +246,10 @@ class SharePartitionJudge(Judge):
         renew = step.args.get("renew", False)
         if type(renew) is not bool:
             self.arg(step, "renew", bool)
+        # SP-67: the acknowledgements rode on a ShareFetch whose acquisition is the next step (a trace format
+        # extension, default false).
+        if type(step.args.get("in_fetch", False)) is not bool:
+            self.arg(step, "in_fetch", bool)
         # SP-44: when the request was received, if it was answered later (a trace format extension).
         received_ms = step.args.get("received_ms")
         if received_ms is not None and (type(received_ms) is not int or not 0 <= received_ms <= step.at_ms):
@@ -252,6 +263,11 @@ class SharePartitionJudge(Judge):
             self.model.storage_failure(step.at_ms, step.actor, requests, renew)
             return
         ruled = self.model.acknowledge(step.at_ms, step.actor, requests, renew, received_ms)
+        if step.args.get("in_fetch"):
+            spso, speo = self.model.spso, self.model.speo  # only records of the window can be released
+            self._released_in_fetch = (step.number, step.actor, frozenset(
+                offset for first, last, ack_type in requests if ack_type == "release"
+                for offset in range(max(first, spso), min(last + 1, speo))))
         if (error is not None and error != ruled.value and ruled.value != Error.NONE and received_ms is None
                 and self._dead_letters_now()):  # SP-74: SPSO past the records phase 2 archived skips them (SP-18)
             retried = self.model.acknowledge(step.at_ms, step.actor, requests, renew)

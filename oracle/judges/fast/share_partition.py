@@ -107,6 +107,7 @@ class SharePartition:
         self.stored_start = StoredStart(start_offset)  # SP-47
         self._stored_by_request = RULES[profile].stored_by_request
         self.speo_clause = "SP-24"  # the clause that put SPEO where it is (SP-42 after a record_limit acquisition)
+        self.in_transition: frozenset[int] = frozenset()  # SP-67, as the model keeps it
         self._state: list[str] = []
         self._count: list[int] = []
         self._owner: list[str | None] = []        # set only while acquired
@@ -530,10 +531,12 @@ class SharePartition:
         return previous_end, self._log_end - 1
 
     def acquire(self, at_ms: int, actor: str, max_records: int, records: Sequence[Sequence[int]],
-                record_limit: bool = False, archived: Sequence[Sequence[int]] | None = None) -> None:
+                record_limit: bool = False, archived: Sequence[Sequence[int]] | None = None,
+                released_beside: frozenset[int] = frozenset()) -> None:
         """Check the observed acquisition, then apply it: the model continues from the observed answer.
         `record_limit`: Kafka 4.2's record_limit acquire mode (SP-42; batch_optimized otherwise).
-        `archived`: the observed runs [first, last] acquired and archived at once (SP-63); None: not observed."""
+        `archived`: the observed runs [first, last] acquired and archived at once (SP-63); None: not observed.
+        `released_beside`: the records the acknowledgements of the same ShareFetch released just before (SP-67)."""
         if at_ms >= self._next_deadline_ms:  # SP-20: locks fire before the op
             self._fire_locks(at_ms)
         uncached = self.kafka and nothing_cached(self._spso, self._speo, self._stranded, self._cached_below)
@@ -541,7 +544,11 @@ class SharePartition:
             if uncached:
                 self._start_at_first_cached()
             return
-        self.check_acquisition(max_records, records, record_limit, archived)
+        self.in_transition = released_beside if self.kafka else frozenset()
+        try:
+            self.check_acquisition(max_records, records, record_limit, archived)
+        finally:
+            self.in_transition = frozenset()
         speo = self._speo
         if self.log.used:
             self._archive_aborted(archived_runs(self, records, archived))
