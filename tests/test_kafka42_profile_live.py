@@ -176,10 +176,10 @@ def test_sp43_a_throttled_record_in_the_same_cached_batch_is_acquired_after_othe
              "SP-43")
 
 
-def delete_records(bootstrap: str, topic: str, offset: int) -> None:
-    """DeleteRecords: partition 0 of `topic` starts at `offset`."""
+def delete_records(bootstrap: str, topic: str, offset: int, partition: int = 0) -> None:
+    """DeleteRecords: the partition of `topic` starts at `offset`."""
     admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
-    for future in admin.delete_records([TopicPartition(topic, 0, offset)], request_timeout=30).values():
+    for future in admin.delete_records([TopicPartition(topic, partition, offset)], request_timeout=30).values():
         future.result(30)
 
 
@@ -223,6 +223,43 @@ def test_sp66_a_record_the_log_start_stranded_holds_spso_until_its_lock_expires(
     check_after = _step_after(trace, second_write)
     rejected(trace, lambda step: step["step"] == check_after,
              lambda step: step["observed"].update(stored_spso=15), "SP-47")
+
+
+def test_sp64_records_below_the_log_start_are_acquired_while_records_below_it_are_cached(kafka42, tmp_path):
+    """SP-64, a finding: batches 0-4, 5-9, 10-14 in two partitions; the log start moves to 12, inside 10-14 and past
+    SPEO. Where nothing is cached (partition 1) the fetch from SPEO acquires 12-14; where alice still holds 0-4
+    (partition 0), stranded below SPSO, Kafka acquires 10-14: records below the log start offset. Accepted, their
+    write carries SPSO 12; once every lock expired, the next write carries 15."""
+    probe = probe_of(kafka42, "below-log-start")
+    topic = probe.topic(2)
+    tp0, tp1 = f"{topic}:0", f"{topic}:1"
+    for partition in (0, 1):
+        probe.produce(topic, partition, [5, 5, 5])
+    alice, bob = probe.member("alice"), probe.member("bob")
+    assert probe.fetch(alice, [tp0], max_records=5, wait_ms=WAIT_MS) == {tp0: [[0, 4, 1]]}
+    for partition, tp in enumerate((tp0, tp1)):
+        delete_records(kafka42, topic, 12, partition)
+        log_start(probe, tp, 12)
+    # OFFSET_OUT_OF_RANGE inside: SPSO is 12 now.
+    assert probe.fetch(bob, [tp0, tp1], max_records=20) == {tp0: [], tp1: []}
+    assert probe.fetch(bob, [tp0, tp1], max_records=20) == {tp0: [[10, 14, 1]], tp1: [[12, 14, 1]]}
+    assert probe.acknowledge(bob, {tp0: [(10, 14, "accept")], tp1: [(12, 14, "accept")]}) == {tp0: "NONE",
+                                                                                            tp1: "NONE"}
+    written = [stored(probe, tp0)]
+    probe.wait_for_lock_expiry()
+    probe.produce(topic, 0, [5])
+    assert probe.fetch(bob, [tp0], max_records=20) == {tp0: [[15, 19, 1]], tp1: []}
+    assert probe.acknowledge(bob, {tp0: [(15, 19, "accept")]}) == {tp0: "NONE"}
+    written.append(stored(probe, tp0))
+    assert written == [12, 15]
+    for member in (alice, bob):
+        probe.close(member)
+    stranded, plain = judged(probe, tmp_path)
+    # Kafka starts at 12 where it caches nothing below: 10-14 there is rejected.
+    rejected(plain, lambda step: step["op"] == "acquire" and step["observed"].get("records") == [[12, 14, 1]],
+             lambda step: step["observed"].update(records=[[10, 14, 1]]), "SP-64")
+    rejected(stranded, lambda step: step["op"] == "acquire" and step["observed"].get("records") == [[10, 14, 1]],
+             lambda step: step["observed"].update(records=[[11, 14, 1]]), "SP-64")
 
 
 def _step_after(trace: Path, pick) -> int:
