@@ -83,6 +83,14 @@ def probe_of(kafka: Kafka, name: str) -> Probe:
     return Probe(resolve(f"wire://{kafka.bootstrap}", TargetOptions(kafka.profile, kafka.settings)), name, Timers())
 
 
+def one_partition(kafka: Kafka, name: str, batch_sizes: list[int], *members: str) -> tuple[Probe, str, list]:
+    """A probe of a topic of one partition holding log batches of these sizes, and its members, joined."""
+    probe = probe_of(kafka, name)
+    topic = probe.topic(1)
+    probe.produce(topic, 0, batch_sizes)
+    return probe, f"{topic}:0", [probe.member(member) for member in members]
+
+
 def judged(probe: Probe, directory: Path) -> list[Path]:
     """The probe's traces, each judged ok under its profile (with the fast acceptor and with the plain model)."""
     paths = probe.finish(directory)
@@ -125,11 +133,7 @@ def test_sp41_a_renewal_failing_part_way_keeps_the_records_before_it_renewed(kaf
     """SP-41: alice holds 0-4 of a cached batch 0-9, bob 5-9; alice's RENEW of 0-9 fails at 5
     (INVALID_RECORD_STATE), yet 0-4 stay renewed: accepted after their first lock ran out, the answer is NONE.
     Before the correction the model renewed none of a failing batch: the accept would have been refused."""
-    probe = probe_of(kafka, "renew")
-    topic = probe.topic(1)
-    tp = f"{topic}:0"
-    probe.produce(topic, 0, [10])
-    alice, bob = probe.member("alice"), probe.member("bob")
+    probe, tp, (alice, bob) = one_partition(kafka, "renew", [10], "alice", "bob")
     assert probe.fetch(alice, [tp], max_records=10, wait_ms=WAIT_MS) == {tp: [[0, 9, 1]]}
     _, first_lock_ends = probe.timers.windows[-1]
     assert probe.acknowledge(alice, {tp: [(5, 9, "release")]}) == {tp: "NONE"}
@@ -150,11 +154,7 @@ def test_sp43_a_throttled_batch_met_after_others_ends_the_acquisition(kafka, tmp
     """SP-43 (limit 5, throttled from 3 deliveries): cached batches 0-2 and 3-5 (two acquisitions), 3-5 delivered
     three times; with both released, an acquisition of 20 takes 0-2 and ends at 3-5: not 3-5, not 6-8 past
     it. Then 3-5 come one at a time. Before the correction nothing forbade records past the throttled ones."""
-    probe = probe_of(kafka, "throttle")
-    topic = probe.topic(1)
-    tp = f"{topic}:0"
-    probe.produce(topic, 0, [3, 3, 3])
-    alice, bob = probe.member("alice"), probe.member("bob")
+    probe, tp, (alice, bob) = one_partition(kafka, "throttle", [3, 3, 3], "alice", "bob")
     assert probe.fetch(alice, [tp], max_records=3, wait_ms=WAIT_MS) == {tp: [[0, 2, 1]]}
     counts = []
     for _ in range(3):
@@ -177,11 +177,7 @@ def test_sp43_a_throttled_record_in_the_same_cached_batch_is_acquired_after_othe
     """SP-43: when the throttled records share a cached batch with the ones acquired before them (one acquisition
     of 0-5, 3-5 released three times), Kafka takes them too, alone past SPEO: 0-2 and 3-5, not 6-8. The trace
     cannot tell the two cases apart, so the clause forbids only records above a throttled one left available."""
-    probe = probe_of(kafka, "throttle-shared")
-    topic = probe.topic(1)
-    tp = f"{topic}:0"
-    probe.produce(topic, 0, [3, 3, 3])
-    alice, bob = probe.member("alice"), probe.member("bob")
+    probe, tp, (alice, bob) = one_partition(kafka, "throttle-shared", [3, 3, 3], "alice", "bob")
     assert probe.fetch(alice, [tp], max_records=6, wait_ms=WAIT_MS) == {tp: [[0, 5, 1]]}
     for count in (2, 3):
         assert probe.acknowledge(alice, {tp: [(3, 5, "release")]}) == {tp: "NONE"}
@@ -223,11 +219,8 @@ def test_sp66_a_record_the_log_start_stranded_holds_spso_until_its_lock_expires(
     accepts 7-19, in two requests: the second write still carries SPSO 7, since alice's 0-4, acquired below SPSO,
     hold it. Once their lock expired, the next write carries 20. Alice's accept of 0-4 is skipped (below SPSO).
     Before the correction SPSO moved after every step, and the second write would carry 15."""
-    probe = probe_of(kafka, "log-start")
-    topic = probe.topic(1)
-    tp = f"{topic}:0"
-    probe.produce(topic, 0, [5, 5, 5, 5])
-    alice, bob, carol = probe.member("alice"), probe.member("bob"), probe.member("carol")
+    probe, tp, (alice, bob, carol) = one_partition(kafka, "log-start", [5, 5, 5, 5], "alice", "bob", "carol")
+    topic = tp.rpartition(":")[0]
     assert probe.fetch(alice, [tp], max_records=5, wait_ms=WAIT_MS) == {tp: [[0, 4, 1]]}
     assert probe.fetch(bob, [tp], max_records=5) == {tp: [[5, 9, 1]]}
     assert probe.acknowledge(bob, {tp: [(5, 9, "release")]}) == {tp: "NONE"}
