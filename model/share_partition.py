@@ -240,6 +240,23 @@ def nothing_cached(spso: int, speo: int, stranded: Mapping, cached_below: int | 
     return spso == speo and not stranded and cached_below is None
 
 
+def start_below_log_start(partition, stranded: Mapping, cached_below: int | None) -> int | None:
+    """SP-64: where Kafka 4.2 starts new records below SPSO, or None. When the log start offset moved inside a
+    log batch past SPEO, a fetch from SPEO returns that whole batch; Kafka moves the batch's base offset up to
+    SPSO only when its cache holds nothing below the batch, so while it still caches records below (`stranded`
+    acquired ones, or others up to `cached_below`) the new records start at the batch's first offset, below the
+    log start offset."""
+    spso = partition.spso
+    if not RULES[partition.profile].writes_move_start or spso != partition.speo or spso >= partition.log_end_offset:
+        return None
+    first, _ = partition.log_batch_of(spso)
+    if first >= spso or not (stranded or cached_below is not None):
+        return None
+    if (cached_below or 0) > first or any(offset >= first for offset in stranded):
+        return None  # a cached batch reaches the fetched one: Kafka's floor entry, not this case
+    return first
+
+
 def renewals_standing(batches: Sequence[tuple[int, int, str]], ruled: Ruled, handled: int,
                       failed_at: Callable[[int, int], int]) -> list[tuple[int, int, str]]:
     """SP-41: the renewals a request answered `ruled` (not NONE) leaves standing, `handled` batches having
@@ -645,6 +662,7 @@ class SharePartition:
         finally:
             self.in_transition = frozenset()
         speo, uncached = self._speo, nothing_cached(self._spso, self._speo, self._stranded, self._cached_below)
+        records = self._strand_below(records, actor, at_ms + self._lock_duration())
         for first, last in archived_runs(self, records, archived):  # SP-63: acquired, archived with count 1
             self._acquire_run(first, last, 1, actor, None)
             for offset in range(first, last + 1):
@@ -662,6 +680,23 @@ class SharePartition:
                     self._speo, self.speo_clause = batch_last + 1, "SP-42"
         if uncached and self.rules.writes_move_start:
             self._start_at_first_cached()
+
+    def start_below(self) -> int | None:
+        """SP-64: the offset below SPSO at which Kafka would start new records now, or None."""
+        return start_below_log_start(self, self._stranded, self._cached_below)
+
+    def _strand_below(self, records: Sequence[Sequence[int]], actor: str, deadline: int) -> Sequence[Sequence[int]]:
+        """SP-64, SP-66: new records acquired below SPSO (start_below) stay acquired there, in Kafka's cache, as
+        the ones the log start moved past do; the runs from SPSO on are returned."""
+        below = self.start_below()
+        if not records or records[0][0] != below:
+            return records
+        first, last, count = records[0]
+        for offset in range(first, self._spso):
+            self._stranded[offset] = Record(ACQUIRED, count, actor, deadline,
+                                            step_lock=self.lock_duration_ms is not None)
+        self._cached_below = max(self._cached_below or 0, self._spso)
+        return [[self._spso, last, count], *records[1:]]
 
     def _start_at_first_cached(self) -> None:
         """SP-66: an acquisition into an empty cache puts SPSO at the first offset it acquired (or archived,
@@ -861,6 +896,13 @@ def acquisition_violation(partition, max_records: int, records: Sequence[Sequenc
     spso, speo = partition.spso, partition.speo
     previous_last, total = spso - 1, 0
     new_runs: list[tuple[int, int]] = []  # the parts of the runs at or past SPEO
+    below = partition.start_below()
+    if records and records[0][0] == below:  # SP-64: new records from below the log start offset, count 1
+        first, last, count = records[0]
+        if count != 1 or last < spso:
+            return Violation("SP-64", f"new records [{below}, ...] with delivery count 1 reaching SPSO {spso}",
+                             f"run [{first}, {last}] with delivery count {count}")
+        records, total = [[spso, last, count], *records[1:]], spso - first
     for first, last, count in records:
         # SP-3: ascending runs, each record once, within [SPSO, log end).
         if first < spso and previous_last == spso - 1:  # the first run starts below SPSO

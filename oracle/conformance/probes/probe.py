@@ -253,14 +253,15 @@ class Probe:
             book.header["config"]["start_offset"] + sum(last - first + 1 for first, last, *_ in
                                                         book.header["config"].get("initial_state", []))
         at_ms = self.timers.now_ms()
-        for first, last in self.log_batches(topic, partition):
+        for first, last in self.log_batches(topic, partition, known):
             if last >= known:
                 book.add(at_ms, "log", "append", {"count": last - max(first, known) + 1})
                 known = last + 1
 
-    def log_batches(self, topic: str, partition: int) -> list[tuple[int, int]]:
-        """(first, last) of every batch in the partition's log, read with Fetch (API 1)."""
-        batches, offset, deadline = [], 0, time.monotonic() + LEADER_WAIT_S
+    def log_batches(self, topic: str, partition: int, start: int = 0) -> list[tuple[int, int]]:
+        """(first, last) of every batch in the partition's log that ends at or past `start` (below it the log may
+        have been deleted, DeleteRecords), read with Fetch (API 1)."""
+        batches, offset, deadline = [], start, time.monotonic() + LEADER_WAIT_S
         while True:
             answer = self.leader.request(1, 12, replica_id=-1, max_wait=0, min_bytes=0, max_bytes=64 << 20,
                                         isolation_level=0, session_id=0, session_epoch=-1, rack_id="",

@@ -65,8 +65,8 @@ from kipcheck.model.share_partition import (
     RecentOffsets, StoredStart, acknowledged_in_progress, acknowledgement_answer, acquisition_violation,
     archived_runs, below_start_clause, cached_runs, check_compaction, check_config, check_group_config,
     check_log_start, dead_letter_write, dead_lettered_offsets, failing_record, loaded_runs, new_records_bounds,
-    non_default_group_configs, nothing_cached, renewals_standing, runs_of, snapshot_violation, throttle_threshold,
-    throttled_left_below,
+    non_default_group_configs, nothing_cached, renewals_standing, runs_of, snapshot_violation,
+    start_below_log_start, throttle_threshold, throttled_left_below,
 )
 from kipcheck.model.share_partition_log import LogFacts
 from kipcheck.model.violation import Ruled, Violation
@@ -555,7 +555,7 @@ class SharePartition:
         # SP-46: Kafka reads the lock duration each time it starts a lock (a group's config may change it).
         step_lock = self.lock_duration_ms is not None
         deadline = at_ms + (self.lock_duration_ms if step_lock else self.record_lock_duration_ms)
-        for first, last, count in records:
+        for first, last, count in self._strand_below(records, actor, deadline):
             self._acquire_run(first, last, count, actor, deadline)
             if step_lock:
                 self._step_locked.update(range(first, last + 1))
@@ -581,6 +581,22 @@ class SharePartition:
             batch_ends.popleft()
         if uncached:
             self._start_at_first_cached()
+
+    def start_below(self) -> int | None:
+        """SP-64: the offset below SPSO at which Kafka would start new records now, or None."""
+        return start_below_log_start(self, self._stranded, self._cached_below)
+
+    def _strand_below(self, records: Sequence[Sequence[int]], actor: str, deadline: int) -> Sequence[Sequence[int]]:
+        """SP-64, SP-66: new records acquired below SPSO (start_below) stay acquired there, in Kafka's cache, as
+        the ones the log start moved past do (their lock entry holds the whole run); the runs from SPSO on."""
+        below = self.start_below()
+        if not records or records[0][0] != below:
+            return records
+        first, last, count = records[0]
+        for offset in range(first, self._spso):
+            self._stranded[offset] = (actor, deadline)
+        self._cached_below = max(self._cached_below or 0, self._spso)
+        return [[self._spso, last, count], *records[1:]]
 
     def _start_at_first_cached(self) -> None:
         """SP-66: an acquisition into an empty cache puts SPSO at the first offset it acquired (or archived,
