@@ -38,11 +38,14 @@ SETTLE_S = 3.0  # after every reader polled once: time to join the share group a
 POLL_S = 0.1
 
 
-def produce_all(bootstrap: str, topic: str, records: int, partitions: int, value_bytes: int) -> tuple[float, float]:
-    """(monotonic time of the first produce, records/s until the last delivery report)."""
+def produce_all(bootstrap: str, topic: str, records: int, partitions: int, value_bytes: int,
+                **config) -> tuple[float, float]:
+    """(monotonic time of the first produce, records/s until the last delivery report); `config` adds to the
+    Producer's."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 10000, **QUIET})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.num.messages": 10000,
+                         **QUIET, **config})
     value = b"x" * value_bytes
     started = time.monotonic()
     for index in range(records):
