@@ -1,6 +1,7 @@
 """The reference broker beside Apache Kafka 4.2: the same workload, the same clients, one run, this machine.
 
     .venv/bin/python bench/bench_vs_kafka.py [--records 500000] [--partitions 4] [--latency-records 300]
+    .venv/bin/python bench/bench_vs_kafka.py --before REV   # and the reference broker of git revision REV
     .venv/bin/python bench/bench_vs_kafka.py --quick        # a smoke test: small figures, not to compare
 
 Each broker in turn (the reference broker first, then one Kafka 4.2 broker, KRaft), alone on the machine,
@@ -28,6 +29,7 @@ broker's advantage for rates, its disadvantage for times and memory), and the lo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import statistics
@@ -39,12 +41,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import confluent_kafka  # noqa: E402
-from bench_broker import produce_all  # noqa: E402  (beside this script)
+from bench_broker import produce_all, revision_launcher  # noqa: E402  (beside this script)
 from confluent_kafka import Consumer, Producer, ShareConsumer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource  # noqa: E402
 
 from kipcheck.oracle.conformance.scenarios.clients import QUIET, create_topic  # noqa: E402
-from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker  # noqa: E402
+from kipcheck.oracle.conformance.targets.embedded import DEFAULT_LAUNCHER, EmbeddedBroker  # noqa: E402
 from kipcheck.oracle.kafka.cluster import KafkaCluster  # noqa: E402
 from kipcheck.oracle.kafka.runtime import KafkaUnavailable  # noqa: E402
 
@@ -235,31 +237,42 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--latency-records", type=int, default=300)
+    parser.add_argument("--before", metavar="REV", help="also measure the reference broker of this git revision")
     parser.add_argument("--quick", action="store_true", help="5,000 records and 30 latency records: a smoke test")
     args = parser.parse_args()
     if args.quick:
         args.records, args.latency_records = 5_000, 30
-    with tempfile.TemporaryDirectory(prefix="bench-vs-kafka-") as work:
-        reference = EmbeddedBroker(Path(work) / "reference", SHARE_SETTINGS, traced=False)
+    with tempfile.TemporaryDirectory(prefix="bench-vs-kafka-") as work, contextlib.ExitStack() as revisions:
+        launchers = {"reference": DEFAULT_LAUNCHER}
+        if args.before:
+            launchers = {f"ref. {args.before}": revisions.enter_context(
+                revision_launcher(args.before, Path(work) / "before")), **launchers}
+        columns = {name: measure_reference(Path(work) / name, launcher, args) for name, launcher in launchers.items()}
         try:
-            reference_figures = measure(reference, lambda: [reference.process.pid], reference.peak_memory_bytes, args)
             kafka = KafkaCluster("4.2", Path(work) / "kafka", KAFKA_SETTINGS)
         except KafkaUnavailable as unavailable:
             raise SystemExit(f"Kafka 4.2 cannot run here: {unavailable}") from None
-        finally:
-            reference.stop()
         try:
             kafka_figures = measure(kafka, lambda: [process.pid for process in kafka.processes.values()],
-                                   lambda: kafka.memory_bytes("VmHWM"), args)
+                                    lambda: kafka.memory_bytes("VmHWM"), args)
         finally:
             kafka.stop()
     print(f"{args.records:,} records of {args.value_bytes} B on {args.partitions} partitions; confluent-kafka "
           f"{confluent_kafka.version()} (librdkafka {confluent_kafka.libversion()[0]}); Kafka {kafka.release}, one broker")
-    print(f"{'':<44}{'reference':>14}{'Kafka 4.2':>14}{'ratio':>8}")
-    for figure, value in reference_figures.items():
-        print(f"{figure:<44}{value:>14,.2f}{kafka_figures[figure]:>14,.2f}{value / kafka_figures[figure]:>8.2f}")
+    print(f"{'':<44}" + "".join(f"{name:>14}" for name in columns) + f"{'Kafka 4.2':>14}"
+          + "".join(f"{'ratio':>8}" for _ in columns) + "   (ratio: reference / Kafka)")
+    for figure, value in kafka_figures.items():
+        print(f"{figure:<44}" + "".join(f"{figures[figure]:>14,.2f}" for figures in columns.values())
+              + f"{value:>14,.2f}" + "".join(f"{figures[figure] / value:>8.2f}" for figures in columns.values()))
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; Python {sys.version.split()[0]}")
 
+
+def measure_reference(work: Path, launcher: tuple[str, ...], args) -> dict[str, float]:
+    broker = EmbeddedBroker(work, SHARE_SETTINGS, launcher=launcher, traced=False)
+    try:
+        return measure(broker, lambda: [broker.process.pid], broker.peak_memory_bytes, args)
+    finally:
+        broker.stop()
 
 if __name__ == "__main__":
     main()
