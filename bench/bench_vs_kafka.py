@@ -1,29 +1,33 @@
 """The reference broker beside Apache Kafka 4.2: the same workload, the same clients, one run, this machine.
 
-    .venv/bin/python bench/bench_vs_kafka.py [--records 500000] [--partitions 4] [--latency-records 300]
+    .venv/bin/python bench/bench_vs_kafka.py [--records 500000] [--partitions 4] [--repeat 3] [--latency-records 300]
     .venv/bin/python bench/bench_vs_kafka.py --before REV   # and the reference broker of git revision REV
     .venv/bin/python bench/bench_vs_kafka.py --quick        # a smoke test: small figures, not to compare
 
-Each broker in turn (the reference broker first, then one Kafka 4.2 broker, KRaft), alone on the machine,
+Each broker in turn (the reference broker, then one Kafka 4.2 broker in KRaft mode), alone on the machine,
 driven by confluent-kafka's clients (librdkafka), on a topic of --partitions partitions:
 - start-up: from launching the broker on fresh storage (Kafka: formatting included) until it first answers a
   client (AdminClient's Metadata), and again on its own storage after a clean stop (no formatting);
-- produce: one Producer (acks=all, linger 5 ms) writes --records records of --value-bytes bytes, records/s until
-  its last delivery report, in batches of at most 16 KiB (the Java producer's default batch.size); that topic is
-  the backlog the readers below read, each from offset 0, after a share consumer of a group of its own has read
-  a fifth of it (a warm-up: Kafka's JIT compiles the paths timed next);
+- produce: one Producer (acks=all, linger 5 ms) writes --records records of --value-bytes bytes in batches of at
+  most 16 KiB (the Java producer's default batch.size); records/s until its last delivery report. That topic is
+  the backlog every reader below reads from offset 0, after a share consumer of a group of its own has read a
+  fifth of it (a warm-up: Kafka's JIT compiles the paths timed next);
 - plain fetch: one Consumer assigned every partition (Fetch);
-- share consumption: 1, then 4 ShareConsumers of a new share group each (ShareFetch, explicit
-  acknowledgement: every record accepted, the acknowledgements ride on the next ShareFetch; a record delivered
-  again counts once);
-  each reader is a process of its own, started before the clock, and every reader subscribes at once; the
-  figures are records/s from the first record's arrival at any reader to the last one's;
-- latency: one Producer (acks=all, linger 0) sends --latency-records records, one every 10 ms, each carrying
-  its send time; one explicit-acknowledgement ShareConsumer receives them: p50 and p99 of arrival - send
+- share consumption: 1, then 4 ShareConsumers of a new share group (ShareFetch, explicit acknowledgement:
+  every record accepted, the acknowledgements ride on the next ShareFetch; a record delivered again counts
+  once).
+  Each reader is a process of its own, started before the clock, and every reader subscribes at once; a read's
+  figure is records/s from the first record's arrival at any reader to the last one's (the records the first
+  arrival brought left out). The three reads run --repeat times, interleaved; the medians are printed;
+- broker CPU: user + system time of the broker's process (every thread; Kafka: its JVM) during each of the
+  above, per record;
+- latency: one Producer (acks=all, linger 0) sends --latency-records records, one every 10 ms, each carrying its
+  send time; one explicit-acknowledgement ShareConsumer receives them: p50 and p99 of arrival - send
   (CLOCK_MONOTONIC, shared by the processes);
-- peak memory: the broker process's resident high-water mark (VmHWM; Kafka: its JVM) after all of the above.
-Prints one table: figure, reference broker, Kafka 4.2, ratio reference / Kafka (above 1 is the reference
-broker's advantage for rates, its disadvantage for times and memory), and the load average.
+- peak memory: the broker process's resident high-water mark (VmHWM) after all of the above.
+Prints one table: figure, reference broker (and with --before, the reference broker of REV), Kafka 4.2, ratio
+reference / Kafka (above 1 is the reference broker's advantage for rates, its cost for times, CPU and memory),
+and the load average: on a shared machine the rates move with the load, the ratios less.
 """
 
 from __future__ import annotations
@@ -189,16 +193,22 @@ def measure(broker, process_ids, peak_memory_bytes, args) -> dict[str, float]:
     figures = {"start-up, fresh storage (s)": timed_start(broker)}
     bootstrap, records = broker.bootstrap, args.records
     create_topic(bootstrap, TOPIC, args.partitions)
-    read_from_earliest(bootstrap, ["bench-warm-up", "bench-share-1", "bench-share-4", "bench-latency"])
+    share_groups = [f"bench-share-{readers}-{run}" for readers in (1, 4) for run in range(args.repeat)]
+    read_from_earliest(bootstrap, ["bench-warm-up", "bench-latency", *share_groups])
     figures["produce (records/s)"], figures["produce: broker CPU (µs/record)"] = rate_and_cpu(
         process_ids, records, lambda: produce_all(bootstrap, TOPIC, records, args.partitions, args.value_bytes,
                                                   **{"batch.size": BATCH_BYTES})[1])
     read_rate(share_reader, [(bootstrap, "bench-warm-up")], records // 5)  # Kafka's JIT compiles its paths
-    for name, reader, readers_args in (("plain fetch", plain_reader, [(bootstrap, args.partitions)]),
-                                       ("share, 1 consumer", share_reader, [(bootstrap, "bench-share-1")]),
-                                       ("share, 4 consumers", share_reader, [(bootstrap, "bench-share-4")] * 4)):
-        figures[f"{name} (records/s)"], figures[f"{name}: broker CPU (µs/record)"] = rate_and_cpu(
-            process_ids, records, read_rate, reader, readers_args, records)
+    reads = {"plain fetch": (plain_reader, lambda run: [(bootstrap, args.partitions)]),
+             "share, 1 consumer": (share_reader, lambda run: [(bootstrap, f"bench-share-1-{run}")]),
+             "share, 4 consumers": (share_reader, lambda run: [(bootstrap, f"bench-share-4-{run}")] * 4)}
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in reads}
+    for run in range(args.repeat):   # interleaved, so that each read meets the same spells of load
+        for name, (reader, readers_args) in reads.items():
+            runs[name].append(rate_and_cpu(process_ids, records, read_rate, reader, readers_args(run), records))
+    for name, results in runs.items():
+        figures[f"{name} (records/s)"] = statistics.median(rate for rate, _ in results)
+        figures[f"{name}: broker CPU (µs/record)"] = statistics.median(cpu for _, cpu in results)
     p50, p99 = latency_ms(bootstrap, args.latency_records)
     figures["share end-to-end latency p50 (ms)"], figures["share end-to-end latency p99 (ms)"] = p50, p99
     figures["peak memory (MiB)"] = peak_memory_bytes() / 2**20
@@ -237,11 +247,13 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--latency-records", type=int, default=300)
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each read, their median printed (default 3)")
     parser.add_argument("--before", metavar="REV", help="also measure the reference broker of this git revision")
-    parser.add_argument("--quick", action="store_true", help="5,000 records and 30 latency records: a smoke test")
+    parser.add_argument("--quick", action="store_true", help="5,000 records, 30 latency records, one run of each read: "
+                                                              "a smoke test")
     args = parser.parse_args()
     if args.quick:
-        args.records, args.latency_records = 5_000, 30
+        args.records, args.latency_records, args.repeat = 5_000, 30, 1
     with tempfile.TemporaryDirectory(prefix="bench-vs-kafka-") as work, contextlib.ExitStack() as revisions:
         launchers = {"reference": DEFAULT_LAUNCHER}
         if args.before:
