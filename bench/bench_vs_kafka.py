@@ -94,7 +94,7 @@ def drain(poll, total: int, counter, done) -> None:
     done.put((first, last, first_records))
 
 
-def share_reader(bootstrap: str, group: str, total: int, counter, go, done) -> None:
+def share_reader(bootstrap: str, group: str, total: int, counter, ready, go, done) -> None:
     consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
                               "share.acknowledgement.mode": "explicit", **QUIET})
 
@@ -105,32 +105,44 @@ def share_reader(bootstrap: str, group: str, total: int, counter, go, done) -> N
             consumer.acknowledge(message)
         return sum(message.delivery_count() == 1 for message in messages)
 
-    go.wait()
+    wait_for_the_others(ready, go)
     consumer.subscribe([TOPIC])
     drain(poll, total, counter, done)
     consumer.commit_sync(60)  # the last poll's acknowledgements (not timed)
     consumer.close()
 
 
-def plain_reader(bootstrap: str, partitions: int, total: int, counter, go, done) -> None:
+def plain_reader(bootstrap: str, partitions: int, total: int, counter, ready, go, done) -> None:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-plain", "enable.auto.commit": False,
                          "fetch.wait.max.ms": 100, "queued.min.messages": 10_000_000, **QUIET})
-    go.wait()
+    wait_for_the_others(ready, go)
     consumer.assign([TopicPartition(TOPIC, partition, 0) for partition in range(partitions)])
     drain(lambda: sum(message.error() is None for message in consumer.consume(MAX_POLL_RECORDS, POLL_S)),
           total, counter, done)
     consumer.close()
 
 
+def wait_for_the_others(ready, go) -> None:
+    """Say this reader is ready, then wait until every reader is."""
+    with ready.get_lock():
+        ready.value += 1
+    go.wait(WAIT_S)
+
+
 def read_rate(reader, readers_args: list[tuple], total: int) -> float:
     """Records/s from the first arrival at any reader to the last arrival (the records that first arrival brought
     left out), the readers started first."""
     context = multiprocessing.get_context("spawn")
-    counter, go, done = context.Value("q", 0), context.Event(), context.Queue()
-    processes = [context.Process(target=reader, args=(*reader_args, total, counter, go, done))
+    counter, ready, go, done = context.Value("q", 0), context.Value("i", 0), context.Event(), context.Queue()
+    processes = [context.Process(target=reader, args=(*reader_args, total, counter, ready, go, done))
                  for reader_args in readers_args]
     for process in processes:
         process.start()
+    deadline = time.monotonic() + WAIT_S
+    while ready.value < len(processes):   # each has imported its client and made its consumer
+        if time.monotonic() > deadline or not all(process.is_alive() for process in processes):
+            raise SystemExit("a reader did not start")
+        time.sleep(0.01)
     go.set()
     arrivals = [done.get(timeout=WAIT_S) for _ in processes]
     for process in processes:
