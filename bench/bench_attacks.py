@@ -30,10 +30,10 @@ packages laid out as kipcheck's), so one run prints before and after.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -44,10 +44,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from attacks import (  # noqa: E402
     commit_ranges, fetch_key_range, forged_abort, join_with_metadata, many_tiny_records, metadata_by_topic_ids,
     produce_raw, read_committed, send_and_read, stored_batches, victim_transaction)
+from bench_broker import revision_launcher  # noqa: E402  (beside this script)
 from crafted_batches import CODECS, TRANSACTIONAL, ZSTD, batch, good_records, malformed_batches  # noqa: E402
 from stall_probe import StallProbe  # noqa: E402
 
@@ -165,43 +167,21 @@ def run(case: str, launcher: tuple[str, ...], work_dir: Path) -> str:
             f"longest stall {probe.longest_s:6.2f} s, lost: {lost}{alive}")
 
 
-def old_checkout(revision: str, directory: Path) -> tuple[str, ...]:
-    """A launcher running `kipcheck broker` from git revision `revision`: a worktree, its folders laid out as
-    the package kipcheck (as pyproject.toml maps them) on PYTHONPATH ahead of this checkout's install."""
-    tree = directory / "tree"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), revision], check=True,
-                   capture_output=True)
-    package = directory / "packages" / "kipcheck"
-    package.mkdir(parents=True)
-    for item in (tree / "kipcheck").iterdir():
-        (package / item.name).symlink_to(item)
-    for folder in ("spec", "model", "impl", "oracle"):
-        (package / folder).symlink_to(tree / folder)
-    code = (f"import sys; sys.path.insert(0, {str(directory / 'packages')!r}); "
-            "from kipcheck.cli import main; raise SystemExit(main())")
-    return (sys.executable, "-c", code, "broker")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--case", action="append", choices=sorted(CASES), help="an attack (default: every one)")
     parser.add_argument("--before", metavar="REV", help="also run the attacks against the broker of this git revision")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as scratch, contextlib.ExitStack() as revisions:
         brokers = {"after": DEFAULT_LAUNCHER}
         if args.before:
-            brokers = {"before": old_checkout(args.before, Path(scratch) / "before"), **brokers}
-        try:
-            for case in args.case or CASES:
-                for name, launcher in brokers.items():
-                    line = run(case, launcher, Path(tempfile.mkdtemp(dir=scratch)))
-                    print(f"{case:20s} {name:6s} {line}", flush=True)
-        finally:
-            if args.before:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
-                                str(Path(scratch) / "before" / "tree")], capture_output=True)
+            brokers = {"before": revisions.enter_context(revision_launcher(args.before, Path(scratch) / "before")),
+                       **brokers}
+        for case in args.case or CASES:
+            for name, launcher in brokers.items():
+                line = run(case, launcher, Path(tempfile.mkdtemp(dir=scratch)))
+                print(f"{case:20s} {name:6s} {line}", flush=True)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-
 
 if __name__ == "__main__":
     threading.excepthook = lambda hook: None  # a probe thread cut off by a dying broker is part of the figures

@@ -23,7 +23,10 @@ record at a time. The broker runs without traces unless --traced.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
+import subprocess
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -34,15 +37,19 @@ from kipcheck.impl.share.partition import SharePartition
 from kipcheck.oracle.conformance.scenarios.clients import QUIET, create_topic
 from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
 
+ROOT = Path(__file__).resolve().parent.parent
 SETTLE_S = 3.0  # after every reader polled once: time to join the share group and get an assignment
 POLL_S = 0.1
 
 
-def produce_all(bootstrap: str, topic: str, records: int, partitions: int, value_bytes: int) -> tuple[float, float]:
-    """(monotonic time of the first produce, records/s until the last delivery report)."""
+def produce_all(bootstrap: str, topic: str, records: int, partitions: int, value_bytes: int,
+                **config) -> tuple[float, float]:
+    """(monotonic time of the first produce, records/s until the last delivery report); `config` adds to the
+    Producer's."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 10000, **QUIET})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.num.messages": 10000,
+                         **QUIET, **config})
     value = b"x" * value_bytes
     started = time.monotonic()
     for index in range(records):
@@ -121,6 +128,29 @@ def consume_rates(bootstrap: str, args) -> dict[str, tuple[float, float]]:
     create_topic(bootstrap, "bench-share", args.partitions)
     return {"plain": end_to_end(bootstrap, "bench-plain", args, plain_reader, [(mine,) for mine in owned if mine]),
             "share": end_to_end(bootstrap, "bench-share", args, share_reader, [("bench-share",)] * args.consumers)}
+
+
+@contextlib.contextmanager
+def revision_launcher(revision: str, directory: Path):
+    """A launcher running `kipcheck broker` from git revision `revision`: a worktree, its folders laid out as
+    the package kipcheck (as pyproject.toml maps them) on PYTHONPATH ahead of this checkout's install; the
+    worktree is removed on leaving."""
+    tree = directory / "tree"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), revision], check=True,
+                   capture_output=True)
+    try:
+        package = directory / "packages" / "kipcheck"
+        package.mkdir(parents=True)
+        for item in (tree / "kipcheck").iterdir():
+            (package / item.name).symlink_to(item)
+        for folder in ("spec", "model", "impl", "oracle"):
+            (package / folder).symlink_to(tree / folder)
+        code = (f"import sys; sys.path.insert(0, {str(directory / 'packages')!r}); "
+                "from kipcheck.cli import main; raise SystemExit(main())")
+        yield (sys.executable, "-c", code, "broker")
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False,
+                       capture_output=True)
 
 
 def memory_per_inflight_record(partitions: int = 20, inflight: int = 2000, batch_records: int = 100) -> dict[str, float]:

@@ -21,6 +21,7 @@ import json
 import re
 import uuid
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 
 from kipcheck.impl.storage import Storage, StorageError
@@ -29,6 +30,7 @@ from kipcheck.model.errors import Error
 TOPIC_ID_NAMESPACE = uuid.UUID("6f0e8a52-3a1b-5c1e-9a55-6b1d3c9e0a01")
 LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 MAX_PARTITIONS = 1000
+TOPIC_IDS_CACHED = 4096
 
 
 class TopicError(Exception):
@@ -60,8 +62,9 @@ class Topic:
         return topic_id_of(self.name)
 
 
+@lru_cache(maxsize=TOPIC_IDS_CACHED)
 def topic_id_of(name: str) -> uuid.UUID:
-    return uuid.uuid5(TOPIC_ID_NAMESPACE, name)
+    return uuid.uuid5(TOPIC_ID_NAMESPACE, name)   # a SHA-1: named in every ShareFetch answer
 
 
 class Topics:

@@ -45,6 +45,7 @@ class GroupConfigs:
     def __init__(self, directory: Path, config: ShareConfig, storage: Storage, fsync: bool = True) -> None:
         self.config = config
         self._groups: dict[str, dict[str, str]] = {}
+        self._effective: dict[str, ShareConfig] = {}   # share_config's answers: read at every ShareFetch
         storage.make_dirs(directory)
         self._log = DurableLog(Path(directory) / LOG_NAME, fsync=fsync, storage=storage)
         for payload in self._log.replay():
@@ -76,6 +77,7 @@ class GroupConfigs:
         if not validate_only and values != self._groups.get(group, {}):
             self._log.append(msgspec.json.encode({"group": group, "configs": values}))
             self._groups[group] = values
+            self._effective.pop(group, None)
         return None
 
     def describe(self, group: str) -> list[tuple[str, str, bool]]:
@@ -85,7 +87,11 @@ class GroupConfigs:
 
     def share_config(self, group: str) -> ShareConfig:
         values = self._groups.get(group)
-        return self._config_with(values) if values else self.config
+        if not values:
+            return self.config
+        if group not in self._effective:
+            self._effective[group] = self._config_with(values)
+        return self._effective[group]
 
     def _config_with(self, values: dict[str, str]) -> ShareConfig:
         """The broker's config with the group's values over it; ValueError naming a bad one."""
