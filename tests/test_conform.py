@@ -378,3 +378,13 @@ def free_port() -> int:
     with socket.socket() as probe_socket:
         probe_socket.bind(("127.0.0.1", 0))
         return probe_socket.getsockname()[1]
+
+
+def test_the_probes_traces_of_the_reference_broker_say_how_it_answers_a_straddling_batch():
+    """SP-40: the reference broker answers INVALID_RECORD_STATE where Kafka 4.2 throws (`straddle_npe: flag` in its
+    own traces); the probes' traces of it say so too (swarm seed 11 sends such a batch), those of another broker
+    expect Kafka's answer."""
+    embedded = resolve("embedded", TargetOptions("kafka-4.2", {}))
+    assert embedded.partition_trace_config()["straddle_npe"] == "flag"
+    assert "straddle_npe" not in resolve("wire://127.0.0.1:9092", TargetOptions("kafka-4.2", {})).partition_trace_config()
+    assert "straddle_npe" not in resolve("embedded", TargetOptions("kip", {})).partition_trace_config()

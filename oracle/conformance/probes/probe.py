@@ -181,7 +181,7 @@ class Probe:
         if error != "none":
             raise ProbeError(f"creating topic {name}: {error.upper()}")
         self.topic_ids[name] = answer.topics[0].topic_id
-        config = self.target.settings.partition_config()
+        config = self.target.partition_trace_config()
         tps = [f"{name}:{index}" for index in range(partitions)]
         for tp in tps:
             self.partitions[tp] = TraceBook({"format": "kipcheck-trace", "version": 1, "machine": "share-partition",

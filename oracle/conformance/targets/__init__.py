@@ -213,6 +213,10 @@ class Target:
             return False
         return True
 
+    def partition_trace_config(self) -> dict:
+        """The config of the share-partition traces the probes write (a new partition adds its start_offset)."""
+        return self.settings.partition_config()
+
     def settings_report(self) -> list[str]:
         """One line per share setting the traces are judged with, and where it came from."""
         lines = []

@@ -208,6 +208,15 @@ class EmbeddedTarget(Target):
         self.settings = BrokerSettings.from_properties(self.given, self.profile)
         self.broker: EmbeddedBroker | None = None
 
+    def partition_trace_config(self) -> dict:
+        """SP-40: the reference broker answers INVALID_RECORD_STATE where Kafka 4.2 throws, and says so in its
+        traces (`straddle_npe`); the probes' traces of it say the same."""
+        from kipcheck.impl.share.config import ShareConfig
+
+        served = ShareConfig(profile=self.profile).trace_config(0)
+        return {**super().partition_trace_config(),
+                **{name: served[name] for name in ("straddle_npe",) if name in served}}
+
     def client_scenarios(self) -> list[str]:
         from kipcheck.oracle.conformance import scenarios
 
