@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from kipcheck.oracle.conformance import session
 from kipcheck.oracle.conformance.compare import compare_runs
+from kipcheck.oracle.conformance.targets import TargetOptions
+from kipcheck.oracle.conformance.targets.embedded import EmbeddedTarget
 from kipcheck.oracle.kafka.runtime import KafkaRuntime, KafkaUnavailable
 
 HEADER = {"format": "kipcheck-trace", "version": 1, "machine": "share-partition", "profile": "kafka-4.2",
@@ -21,6 +24,7 @@ HEADER = {"format": "kipcheck-trace", "version": 1, "machine": "share-partition"
 class Run:
     name: str
     paths: list[Path] = field(default_factory=list)
+    observations: dict[str, dict] = field(default_factory=dict)
 
 
 def run_with(directory: Path, *answers: dict) -> Run:
@@ -100,3 +104,38 @@ def test_the_records_sent_differ_with_the_records_acquired(tmp_path):
     comparison = compare_runs([run_with(tmp_path / "same", {"records": [[0, 2, 1]], "delivered": [[0, 2]]})],
                               [run_with(tmp_path / "fewer", {"records": [[0, 2, 1]], "delivered": [[0, 1]]})])
     assert comparison.unexplained == 1, comparison.render("same", "fewer")
+
+
+def test_what_a_run_left_behind_is_compared_subject_by_subject(tmp_path):
+    """The outside view after a run (probes/outside.py): each subject of each kind is one observation; the probe's
+    random group id is made the same on both sides."""
+    seen = {"share group state": {"kipcheck-late-ack-0123abcd": "Stable"}, "member epoch": {"alice": 3, "bob": 4},
+            "log end offset": {"kipcheck-late-ack-0123abcd-t0:0": 10}}
+    other = {"share group state": {"kipcheck-late-ack-89abcdef": "Stable"}, "member epoch": {"alice": 3, "bob": 4},
+             "log end offset": {"kipcheck-late-ack-89abcdef-t0:0": 9}}
+    comparison = compare_runs([Run("late-ack", observations=seen)], [Run("late-ack", observations=other)])
+    assert (comparison.compared, comparison.equal, comparison.unexplained) == (4, 3, 1)
+    assert comparison.classes == {"after the run, log end offset differs": 1}
+    assert compare_runs([Run("late-ack", observations=seen)], [Run("late-ack")]).unexplained == 1
+
+
+@pytest.mark.slow
+def test_a_broker_whose_log_end_offset_is_wrong_differs_after_the_run(tmp_path):
+    """A reference broker whose ListOffsets answers the log's last offset for its end offset (tests/broker_bugs.py)
+    passes the probes, which never ask for it; compared with a correct reference broker, the outside view after the
+    run shows the difference, unexplained. Two correct brokers differ in nothing seen from outside."""
+    from broker_bugs import launcher
+
+    def probed(name: str, bug: str | None = None):
+        options = TargetOptions("kafka-4.2", launcher=launcher(bug) if bug else None)
+        return session.run(EmbeddedTarget("embedded", options), ["wrong-epochs"], [], tmp_path / name, seed=1,
+                           budget_s=60, tolerance_ms=None)
+
+    correct, again, broken = probed("correct"), probed("again"), probed("broken", "log-end-is-last-offset")
+    assert broken.failures == 0 and correct.failures == 0, broken.render(False, "embedded")
+    comparison = compare_runs(broken.probe_runs, correct.probe_runs)
+    assert comparison.classes["after the run, log end offset differs"] == 1, comparison.render("broken", "correct")
+    assert comparison.unexplained >= 1
+    same = compare_runs(again.probe_runs, correct.probe_runs)
+    assert not [name for name in same.classes if name.startswith("after the run")], same.render("again", "correct")
+    assert same.compared > comparison.equal > 0

@@ -47,7 +47,9 @@ class Comparison:
         self.examples.setdefault(name, where)
 
     def render(self, left: str, right: str) -> str:
-        lines = [f"\n{left} against {right}: {self.compared} observations compared, {self.equal} equal"]
+        normalised = sum(count for name, count in self.classes.items() if name in ALLOWED)
+        lines = [f"\n{left} against {right}: {self.compared} observations compared, {self.equal} equal, "
+                 f"{normalised} normalised by a rule, {self.unexplained} unexplained"]
         for name, count in self.classes.most_common():
             rule = ALLOWED.get(name)
             status = f"allowed ({rule})" if rule else "UNEXPLAINED"
@@ -58,14 +60,20 @@ class Comparison:
         return "\n".join(lines)
 
 
-def compare_runs(left_runs: list, right_runs: list) -> Comparison:
+def compare_runs(left_runs: list, right_runs: list, left_scenarios: list = (), right_scenarios: list = ()) -> Comparison:
+    """Probe runs (ProbeRun) by name: their traces, then what each left behind; client scenarios (ScenarioResult)
+    that ran on both sides by name: what each left behind."""
     comparison = Comparison()
+    right_scenario = {result.name: result for result in right_scenarios if not result.skipped}
+    for left in left_scenarios:
+        right = right_scenario.get(left.name)
+        if right is not None and not left.skipped:
+            _compare_outside(left.name, left.observations, right.observations, comparison)
     right_by_name = {run.name: run for run in right_runs}
     for left in left_runs:
         right = right_by_name.get(left.name)
-        if right is None or not right.paths or not left.paths:
-            if (right is None) or (bool(right.paths) != bool(left.paths)):
-                comparison.unmatched.append(f"the run {left.name}")
+        if right is None or bool(right.paths) != bool(left.paths):
+            comparison.unmatched.append(f"the run {left.name}")
             continue
         right_paths = {_trace_key(path): path for path in right.paths}
         for path in left.paths:
@@ -74,7 +82,28 @@ def compare_runs(left_runs: list, right_runs: list) -> Comparison:
                 comparison.unmatched.append(f"the trace {path.name}")
                 continue
             _compare_traces(path, other, comparison)
+        _compare_outside(left.name, left.observations, right.observations, comparison)
     return comparison
+
+
+def _compare_outside(name: str, left: dict[str, dict], right: dict[str, dict], comparison: Comparison) -> None:
+    """What each side's run left behind, seen from outside (outside.py): kind by kind, subject by subject."""
+    if not left and not right:
+        return
+    if not left or not right:
+        comparison.unmatched.append(f"the outside view after the run {name}")
+        return
+    left, right = _normalised(left), _normalised(right)
+    for kind in sorted(set(left) | set(right)):
+        mine_by_subject, theirs_by_subject = left.get(kind, {}), right.get(kind, {})
+        for subject in sorted(set(mine_by_subject) | set(theirs_by_subject)):
+            comparison.compared += 1
+            mine, theirs = mine_by_subject.get(subject), theirs_by_subject.get(subject)
+            if mine == theirs:
+                comparison.equal += 1
+            else:
+                comparison.note(f"after the run, {kind} differs",
+                                f"{name}: {kind} of {subject} {json.dumps(mine)} against {json.dumps(theirs)}")
 
 
 def _trace_key(path: Path) -> str:

@@ -68,7 +68,7 @@ SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
 BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1  # ShareFetch v2 ShareAcquireMode (KIP-1206)
 DESCRIBE_OFFSETS = 90
 CREATE_TOPICS = 19
-INCREMENTAL_ALTER_CONFIGS, GROUP_RESOURCE, SET = 44, 32, 0
+INCREMENTAL_ALTER_CONFIGS = 44
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE = 76, 77  # Describe: a broker with share group configs serves it
 ASSIGNMENT_WAIT_S = 60.0
 # Partition errors that say "the leader is being elected": asked again for up to LEADER_WAIT_S.
@@ -147,10 +147,9 @@ class Probe:
         """Set the group config share.auto.offset.reset=earliest; False where the broker has no group configs."""
         if INCREMENTAL_ALTER_CONFIGS not in self.api_keys or SHARE_GROUP_DESCRIBE not in self.api_keys:
             return False
-        answer = self.admin.request(INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False, resources=[{
-            "resource_type": GROUP_RESOURCE, "resource_name": self.group,
-            "configs": [{"name": "share.auto.offset.reset", "config_operation": SET, "value": "earliest"}]}])
-        return answer.responses[0].error_code.name == "none"
+        from kipcheck.oracle.conformance.scenarios.clients import set_share_group_earliest
+
+        return set_share_group_earliest(self.admin, self.group) == "none"
 
     def _heartbeat(self, member_id: str, member_epoch: int):
         return retry_on_coordinator(lambda: self.coordinator.request(

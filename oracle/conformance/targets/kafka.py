@@ -93,12 +93,13 @@ class KafkaTarget(Target):
         return scenarios.portable_names()
 
     def run_client_scenario(self, name: str, work_dir: Path):
-        """`name` on this cluster, with this line's Java clients."""
+        """`name` on this cluster (which it may kill -9 and start again), Java clients of this line."""
         from kipcheck.oracle.conformance import scenarios
         from kipcheck.oracle.conformance.scenarios.runner import SharedBroker
 
-        return scenarios.scenario(name)(work_dir, profile=self.profile, client_line=self.line,
-                                        shared=SharedBroker(self.cluster.bootstrap, work_dir))
+        java = {"client_line": self.line} if name in scenarios.java_names() else {}
+        return scenarios.scenario(name)(work_dir, profile=self.profile, **java,
+                                        shared=SharedBroker(self.cluster.bootstrap, work_dir, self.restart))
 
     def broker_traces(self) -> list[Path]:
         """The share coordinator's records, read back as share-state traces (ST clauses)."""
