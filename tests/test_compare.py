@@ -27,15 +27,17 @@ class Run:
     observations: dict[str, dict] = field(default_factory=dict)
 
 
-def run_with(directory: Path, *answers: dict) -> Run:
-    """A probe run of one share-partition trace: an append, an acquire, an acknowledge and a check, answered so."""
+def run_with(directory: Path, *answers: dict, late_ms: int = 0) -> Run:
+    """A probe run of one share-partition trace: an append, an acquire, an acknowledge and a check, answered so;
+    the acknowledgement and the check `late_ms` later."""
     steps = [{"op": "append", "actor": "log", "args": {"count": 3}},
              {"op": "acquire", "actor": "alice", "args": {"max_records": 3}},
              {"op": "acknowledge", "actor": "alice", "args": {"batches": [{"first": 0, "last": 2, "type": "accept"}]}},
              {"op": "check", "actor": "check", "args": {}}]
     directory.mkdir(parents=True)
     path = directory / "late-ack.01.share-partition.jsonl"
-    lines = [HEADER] + [{"step": number, "at_ms": number * 7, **step, **({"observed": observed} if observed else {})}
+    lines = [HEADER] + [{"step": number, "at_ms": number * 7 + (late_ms if number > 2 else 0), **step,
+                         **({"observed": observed} if observed else {})}
                         for number, (step, observed) in enumerate(zip(steps, [None, *answers]), start=1)]
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     return Run("late-ack", [path])
@@ -139,3 +141,17 @@ def test_a_broker_whose_log_end_offset_is_wrong_differs_after_the_run(tmp_path):
     same = compare_runs(again.probe_runs, correct.probe_runs)
     assert not [name for name in same.classes if name.startswith("after the run")], same.render("again", "correct")
     assert same.compared > comparison.equal > 0
+
+
+def test_answers_after_a_lock_expired_before_them_on_one_side_only_are_allowed(tmp_path):
+    """N-5: the records' lock (2000 ms) expired before the acknowledgement on the right side only, as the model
+    replays each side on its own clock: the acknowledgement and the start offset stored after may differ there."""
+    left = run_with(tmp_path / "left", {"records": [[0, 2, 1]]}, {"error": "NONE"}, {"stored_spso": 0})
+    right = run_with(tmp_path / "right", {"records": [[0, 2, 1]]}, {"error": "INVALID_RECORD_STATE"},
+                     {"stored_spso": 1}, late_ms=2500)
+    comparison = compare_runs([left], [right])
+    assert comparison.classes == {"answered differently after a lock expired before it on one side only": 2}
+    assert comparison.unexplained == 0
+    on_time = run_with(tmp_path / "on-time", {"records": [[0, 2, 1]]}, {"error": "INVALID_RECORD_STATE"},
+                       {"stored_spso": 1}, late_ms=500)
+    assert compare_runs([left], [on_time]).unexplained == 2, "no lock expired: the same differences are unexplained"

@@ -41,7 +41,10 @@ Kafka 4.2 adds to share groups, spoken through kio's ShareFetch and
 ShareAcknowledge v2 (RENEW, record_limit, throttled redelivery,
 acknowledgements around SPSO, a group emptied by its last connection);
 transactions read `read_committed` and DeleteRecords. Every trace the broker
-and the consumers wrote is judged. With --java-clients, Apache Kafka's own
+and the consumers wrote is judged. On kafka:LINE, the client scenarios that run
+on a broker they did not start run too, on its cluster after the probes
+(share-groups, explicit-acknowledgement, plain-fetch, groups-broker-killed).
+With --java-clients, Apache Kafka's own
 Java clients run scenarios too, on the embedded target (each on a broker of
 its own) and on kafka:LINE (on its cluster, after the probes): a
 KafkaShareConsumer acknowledging implicitly and explicitly (accept, release,

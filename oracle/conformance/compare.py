@@ -1,14 +1,17 @@
-"""Two brokers, the same probe runs: what the clients saw, compared observation by observation.
+"""Two brokers, the same runs: what the clients saw and what each run left behind, compared observation by observation.
 
-    comparison = compare_runs(reference_runs, kafka_runs)   # ProbeRuns of the same names, on two targets
+    comparison = compare_runs(reference_runs, kafka_runs, reference_scenarios, kafka_scenarios)
     print(comparison.render("embedded", "kafka:4.2"))
     comparison.unexplained                                  # differences no rule of spec/conformance.md allows
 
 Each probe run wrote the same traces on both sides (its scenario or swarm seed fixes the requests, as long as
 the answers agree). Their steps are walked side by side: what was asked (op and args, with the probe's topic
-names, which hold a random group id, made the same) and what was answered (each observed field). A difference
-is either allowed by a normalisation rule (spec/conformance.md, "Comparing two brokers": N-1 timing, N-2 which
-records an acquisition took, N-3 the start offset stored before the first write), or unexplained: an answer
+names, which hold a random group id, made the same) and what was answered (each observed field). Then what the
+run left behind, read from the outside once it was over (outside.py: groups, members, stored and committed
+offsets, log offsets), subject by subject; the same for each client scenario that ran on both sides. A
+difference is either allowed by a normalisation rule (spec/conformance.md, "Comparing two brokers": N-1 timing,
+N-2 which records an acquisition took, N-3 the start offset stored before the first write, N-4 member ids, which
+outside.py leaves out, N-5 a lock that expired before a different step on each side), or unexplained: an answer
 that differs where both cannot be right, to be fixed in the reference broker or recorded as a finding. Once a
 trace's requests differ (the probe acted on a different answer), the rest of it is not compared.
 """
@@ -25,7 +28,9 @@ from pathlib import Path
 ALLOWED = {
     "acquired other records (each allowed by the model)": "N-2",
     "stored start offset before the first write": "N-3",
+    "answered differently after a lock expired before it on one side only": "N-5",
 }
+LOCK_EXPIRED_ON_ONE_SIDE = "answered differently after a lock expired before it on one side only"
 GROUP_ID = re.compile(r"kipcheck-[a-z0-9-]+?-[0-9a-f]{8}")
 
 
@@ -121,9 +126,10 @@ def _normalised(value):
 
 
 def _compare_traces(left_path: Path, right_path: Path, comparison: Comparison) -> None:
-    (_, left_steps), (_, right_steps) = _steps(left_path), _steps(right_path)
+    (left_header, left_steps), (right_header, right_steps) = _steps(left_path), _steps(right_path)
+    expiries = zip(_expiries(left_header, left_steps), _expiries(right_header, right_steps))
     written = False  # a state write happened (SP-47) before this step, on the left side's trace
-    for left, right in zip(left_steps, right_steps):
+    for left, right, (left_expired, right_expired) in zip(left_steps, right_steps, expiries):
         where = f"{left_path.name} step {left['step']}"
         if (left["op"], left["actor"], _normalised(left["args"])) != (right["op"], right["actor"],
                                                                        _normalised(right["args"])):
@@ -136,6 +142,9 @@ def _compare_traces(left_path: Path, right_path: Path, comparison: Comparison) -
             mine, theirs = left_observed.get(name), right_observed.get(name)
             if _normalised(mine) == _normalised(theirs):
                 comparison.equal += 1
+            elif left_expired != right_expired:
+                comparison.note(LOCK_EXPIRED_ON_ONE_SIDE, f"{where}: {name} {json.dumps(mine)} against "
+                                                          f"{json.dumps(theirs)}")
             else:
                 comparison.note(_difference_class(left["op"], name, mine, theirs, written, acquired_differs),
                                 f"{where}: {name} {json.dumps(mine)} against {json.dumps(theirs)}")
@@ -143,6 +152,23 @@ def _compare_traces(left_path: Path, right_path: Path, comparison: Comparison) -
             left["op"] == "acknowledge" and (left.get("observed") or {}).get("error") == "NONE")
     if len(left_steps) != len(right_steps):
         comparison.diverged += 1
+
+
+def _expiries(header: dict, steps: list[dict]) -> list[int]:
+    """For each step of a share-partition trace, how many times locks had expired before it (SP-20), on its side's
+    own clock, as the model replays the trace; zeros for other machines."""
+    from kipcheck.oracle.conformance.probes.probe import replay
+
+    if header.get("machine") != "share-partition":
+        return [0] * len(steps)
+    counts, expired = [], 0
+    for index, step in enumerate(steps):
+        model, _ = replay(header, steps[:index])
+        before = model.snapshot()
+        model.advance(step["at_ms"])
+        expired += model.snapshot() != before
+        counts.append(expired)
+    return counts
 
 
 def _difference_class(op: str, name: str, mine, theirs, written: bool, acquired_differs: bool) -> str:
