@@ -208,7 +208,7 @@ def _compare(args, outcome, compared, work_dir: Path, cases: list) -> tuple[int,
     verdict, then the comparison. Returns its
     failures and each unexplained difference, and what could not be judged (`compared` unreachable or gone)."""
     from kipcheck.oracle.conformance import session
-    from kipcheck.oracle.conformance.compare import ALLOWED, compare_runs
+    from kipcheck.oracle.conformance.compare import ALLOWED, FINDINGS, compare_runs
 
     names = [run.name for run in outcome.probe_runs]
     clients = [result.name for result in outcome.client_results if result.name in compared.client_scenarios()]
@@ -221,8 +221,8 @@ def _compare(args, outcome, compared, work_dir: Path, cases: list) -> tuple[int,
     cases += [(f"{args.compare}: {suite}", *rest) for suite, *rest in other.junit_cases()]
     comparison = compare_runs(outcome.probe_runs, other.probe_runs, outcome.client_results, other.client_results)
     print(comparison.render(args.target, args.compare))
-    cases += [("comparison", name, 0.0, None if name in ALLOWED else comparison.examples[name], None)
-              for name in comparison.classes]
+    cases += [("comparison", name, 0.0, None if name in ALLOWED or name in FINDINGS else comparison.examples[name],
+               None) for name in comparison.classes]
     lost = f"{args.compare} went away during {len(other.lost)} run(s)" if other.lost else None
     return other.failures + comparison.unexplained, lost
 

@@ -29,7 +29,18 @@ ALLOWED = {
     "acquired other records (each allowed by the model)": "N-2",
     "stored start offset before the first write": "N-3",
     "answered differently after a lock expired before it on one side only": "N-5",
+    "after the run, an epoch differs by what the group epoch does": "N-6",
 }
+EPOCHS_FROM_THE_GROUP_EPOCH = "after the run, an epoch differs by what the group epoch does"
+# Difference class -> the finding of spec/kafka-findings.md that explains it (Kafka breaks the KIP there).
+FINDINGS = {"after a broker restart, the share group's members differ":
+            "Kafka keeps a share group's members across a restart"}
+MEMBERS_KEPT_OVER_A_RESTART = "after a broker restart, the share group's members differ"
+MEMBERSHIP = ("share group size", "share group epoch", "share group assignment epoch", "share member epoch",
+              "share member subscription", "share member assignment")
+# The epochs N-6 compares as differences from their group's epoch.
+EPOCHS = tuple(f"{protocol} {what}" for protocol in ("share", "consumer")
+               for what in ("group epoch", "group assignment epoch", "member epoch"))
 LOCK_EXPIRED_ON_ONE_SIDE = "answered differently after a lock expired before it on one side only"
 GROUP_ID = re.compile(r"kipcheck-[a-z0-9-]+?-[0-9a-f]{8}")
 
@@ -45,7 +56,8 @@ class Comparison:
 
     @property
     def unexplained(self) -> int:
-        return sum(count for name, count in self.classes.items() if name not in ALLOWED) + len(self.unmatched)
+        return sum(count for name, count in self.classes.items() if name not in ALLOWED and name not in FINDINGS) \
+            + len(self.unmatched)
 
     def note(self, name: str, where: str) -> None:
         self.classes[name] += 1
@@ -53,12 +65,15 @@ class Comparison:
 
     def render(self, left: str, right: str) -> str:
         normalised = sum(count for name, count in self.classes.items() if name in ALLOWED)
+        found = sum(count for name, count in self.classes.items() if name in FINDINGS)
         lines = [f"\n{left} against {right}: {self.compared} observations compared, {self.equal} equal, "
-                 f"{normalised} normalised by a rule, {self.unexplained} unexplained"]
+                 f"{normalised} normalised by a rule, {found} explained by a finding, {self.unexplained} unexplained"]
         for name, count in self.classes.most_common():
-            rule = ALLOWED.get(name)
-            status = f"allowed ({rule})" if rule else "UNEXPLAINED"
+            status = f"allowed ({ALLOWED[name]})" if name in ALLOWED else "finding" if name in FINDINGS \
+                else "UNEXPLAINED"
             lines.append(f"  {count:>6}  {status:<14} {name}\n          first: {self.examples[name]}")
+            if name in FINDINGS:
+                lines.append(f"          spec/kafka-findings.md: {FINDINGS[name]}")
         lines += [f"  {'':>6}  UNEXPLAINED    only one side has {name}" for name in self.unmatched]
         if self.diverged:
             lines.append(f"  {self.diverged} traces compared up to where the probe's requests parted")
@@ -99,6 +114,7 @@ def _compare_outside(name: str, left: dict[str, dict], right: dict[str, dict], c
         comparison.unmatched.append(f"the outside view after the run {name}")
         return
     left, right = _normalised(left), _normalised(right)
+    left_epochs, right_epochs = _epochs_from_the_group_epoch(left), _epochs_from_the_group_epoch(right)
     for kind in sorted(set(left) | set(right)):
         mine_by_subject, theirs_by_subject = left.get(kind, {}), right.get(kind, {})
         for subject in sorted(set(mine_by_subject) | set(theirs_by_subject)):
@@ -106,9 +122,28 @@ def _compare_outside(name: str, left: dict[str, dict], right: dict[str, dict], c
             mine, theirs = mine_by_subject.get(subject), theirs_by_subject.get(subject)
             if mine == theirs:
                 comparison.equal += 1
+            elif kind in MEMBERSHIP and any(left.get("broker restarts", {}).values()):
+                comparison.note(MEMBERS_KEPT_OVER_A_RESTART, f"{name}: {kind} of {subject} {json.dumps(mine)} "
+                                                             f"against {json.dumps(theirs)}")
+            elif kind in EPOCHS and left_epochs.get((kind, subject)) == right_epochs.get((kind, subject)):
+                comparison.note(EPOCHS_FROM_THE_GROUP_EPOCH, f"{name}: {kind} of {subject} {json.dumps(mine)} "
+                                                             f"against {json.dumps(theirs)}")
             else:
                 comparison.note(f"after the run, {kind} differs",
                                 f"{name}: {kind} of {subject} {json.dumps(mine)} against {json.dumps(theirs)}")
+
+
+def _epochs_from_the_group_epoch(view: dict[str, dict]) -> dict[tuple[str, str], int]:
+    """N-6: each epoch of a group, less the group epoch (the group epoch itself: 0), by (kind, subject)."""
+    relative = {}
+    for kind in EPOCHS:
+        protocol = kind.split()[0]
+        group_epochs = view.get(f"{protocol} group epoch", {})
+        for subject, epoch in view.get(kind, {}).items():
+            group = subject if "group" in kind else subject.rsplit(" ", 1)[0]
+            if isinstance(epoch, int) and group in group_epochs:
+                relative[(kind, subject)] = epoch - group_epochs[group]
+    return relative
 
 
 def _trace_key(path: Path) -> str:
@@ -148,8 +183,9 @@ def _compare_traces(left_path: Path, right_path: Path, comparison: Comparison) -
             else:
                 comparison.note(_difference_class(left["op"], name, mine, theirs, written, acquired_differs),
                                 f"{where}: {name} {json.dumps(mine)} against {json.dumps(theirs)}")
-        written = written or left["op"] == "leave" or (
-            left["op"] == "acknowledge" and (left.get("observed") or {}).get("error") == "NONE")
+        written = written or left["op"] == "leave" or (  # a renewal writes nothing (SP-41, SP-47)
+            left["op"] == "acknowledge" and (left.get("observed") or {}).get("error") == "NONE"
+            and any(batch["type"] != "renew" for batch in left["args"]["batches"]))
     if len(left_steps) != len(right_steps):
         comparison.diverged += 1
 

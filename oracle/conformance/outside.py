@@ -56,7 +56,7 @@ class Leaves:
 
 def probe_view(probe) -> View:
     """The probe's group (and its neighbours'), and the log offsets of its partitions, as the broker answers now."""
-    view: View = {}
+    view: View = {"broker restarts": {probe.group: probe.restarts}}
     names = {topic_id: name for name, topic_id in probe.topic_ids.items()}
     for each in (probe, *probe.made):
         if SHARE_GROUP_DESCRIBE in probe.api_keys:
@@ -147,7 +147,7 @@ def _group(coordinator: BrokerConnection, api_key: int, protocol: str, group: st
         ("assignment epoch", described.assignment_epoch), ("assignor", described.assignor_name),
         ("size", len(members)))}
     for place, ((epoch, subscription, assignment), member_id) in enumerate(members, start=1):
-        name = f"{group} {member_name(member_id) if member_name else f'member {place}'}"
+        name = f"{group} {member_name(member_id) if member_name else f'member-{place}'}"
         view.setdefault(f"{protocol} member epoch", {})[name] = epoch
         view.setdefault(f"{protocol} member subscription", {})[name] = subscription
         view.setdefault(f"{protocol} member assignment", {})[name] = assignment

@@ -290,4 +290,5 @@ def _describe_group(broker, group_id: str) -> dict:
                                                      "partitions": parts} for topic, parts in sorted(member.assignment.items())]}}
                for member in group.members.values()]
     return {"error_code": Error.NONE, "group_id": group_id, "group_state": "Stable" if members else "Empty",
-            "group_epoch": group.epoch, "assignment_epoch": group.epoch, "assignor_name": "simple", "members": members}
+            "group_epoch": group.epoch, "assignment_epoch": group.assignment_epoch, "assignor_name": "simple",
+            "members": members}

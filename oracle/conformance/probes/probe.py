@@ -105,6 +105,7 @@ class Probe:
         self.finished: list[TraceBook] = []           # traces ended by a restart (sessions die with the broker)
         self.neighbours: list[Probe] = []             # other groups of this broker whose sessions it counts
         self.made: list[Probe] = []                   # the neighbours it made (finished with it)
+        self.restarts = 0                             # how many times it killed -9 and restarted the broker
         self.sessions = TraceBook({"format": "kipcheck-trace", "version": 1, "machine": "share-session",
                                    "profile": target.profile,
                                    "config": {"max_sessions": target.settings.max_sessions}})
@@ -462,6 +463,7 @@ class Probe:
         the next starts from the window XM-1 says it reloads. Members must open new sessions (epoch 0)."""
         windows = {tp: self._model_window(book) for tp, book in self.partitions.items()}
         self.target.restart()
+        self.restarts += 1
         for connection in (self.admin, self.leader, self.coordinator):
             connection.close()
         # The topics stay on their leader; the group's coordinator may have moved.

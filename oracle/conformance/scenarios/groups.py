@@ -31,7 +31,7 @@ import threading
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from kipcheck.oracle.conformance.scenarios.clients import QUIET, create_topic, produce
 from kipcheck.oracle.conformance.targets.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
@@ -42,6 +42,8 @@ from kipcheck.oracle.conformance.scenarios.runner import (WAIT_S, ScenarioResult
 FAST_GROUPS = {"group.initial.rebalance.delay.ms": "200", "group.min.session.timeout.ms": "1000",
                "group.consumer.session.timeout.ms": "3000", "group.consumer.heartbeat.interval.ms": "300"}
 PARTITIONS, PRODUCE_RATE_PER_S = 6, 200
+COORDINATOR_MOVING = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                      KafkaError.COORDINATOR_NOT_AVAILABLE}
 Record = tuple[int, int]  # (partition, offset)
 
 
@@ -223,10 +225,20 @@ def _owned_twice(members: dict[str, MemberProcess]) -> tuple[int, str, str] | No
 
 
 def _committed(broker: EmbeddedBroker, group: str, topic: str, partitions: int) -> dict[int, int]:
-    """The group's committed offsets, read by a consumer that does not join it (OffsetFetch)."""
+    """The group's committed offsets, read by a consumer that does not join it (OffsetFetch); asked again while
+    the coordinator is not there yet (Kafka's, loading after a restart, answers NOT_COORDINATOR)."""
     reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, **QUIET})
+    deadline = time.monotonic() + WAIT_S
     try:
-        answer = reader.committed([TopicPartition(topic, partition) for partition in range(partitions)], timeout=30)
+        while True:
+            try:
+                answer = reader.committed([TopicPartition(topic, partition) for partition in range(partitions)],
+                                          timeout=30)
+                break
+            except KafkaException as error:
+                if error.args[0].code() not in COORDINATOR_MOVING or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
     finally:
         reader.close()
     return {entry.partition: entry.offset for entry in answer}

@@ -13,6 +13,7 @@ outside once its body is done, while its broker still runs (`observations`): wha
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,7 +79,7 @@ def run_scenario(name: str, work_dir: Path, settings: dict, body: Callable[[Embe
     try:
         broker.start()
         detail, ok = body(broker), True
-        observations = broker_view(broker.bootstrap, leaves) if leaves else {}
+        observations = _observe(broker, leaves)
     except Exception as error:  # a scenario reports, it never crashes the runner
         detail, ok = f"{type(error).__name__}: {error}", False
     finally:
@@ -114,11 +115,20 @@ def run_on_shared(name: str, broker: SharedBroker, body: Callable[[SharedBroker]
     observations: dict[str, dict] = {}
     try:
         detail, ok = body(broker), True
-        observations = broker_view(broker.bootstrap, leaves) if leaves else {}
+        observations = _observe(broker, leaves)
     except Exception as error:  # a scenario reports, it never crashes the runner
         detail, ok = f"{type(error).__name__}: {error}", False
     return ScenarioResult(name, ok, detail, [], time.monotonic() - started, needs_traces=False, profile=profile,
                           observations=observations)
+
+
+def _observe(broker: EmbeddedBroker | SharedBroker, leaves: Leaves | None) -> dict[str, dict]:
+    """What the scenario left (`leaves`), read from the outside, and kept beside its files as outside.json."""
+    if leaves is None:
+        return {}
+    observations = broker_view(broker.bootstrap, leaves)
+    (Path(broker.work_dir) / "outside.json").write_text(json.dumps(observations, indent=1, sort_keys=True) + "\n")
+    return observations
 
 
 def skipped(name: str, reason: str, profile: str) -> ScenarioResult:
