@@ -10,7 +10,9 @@ changed), the first group named after what goes wrong, the second after the
 Apache Kafka bug it reproduces, the third after what only a client speaking
 as real clients do sees (acknowledgements inside a fetch that acquires,
 ForgottenTopicsData, version 2's RENEW and record_limit, the record bytes, the
-settings the broker states). The production code is never edited: patches
+settings the broker states); COMPARE_BUGS are those only a comparison with
+another broker sees (`conform --compare`: tests/test_compare.py), as no probe
+asks what they break. The production code is never edited: patches
 are subclasses or replaced functions installed before the broker starts.
 tests/test_conform.py shows a few caught; bench/bench_conform_bugs.py runs
 the whole table (kill rate, time to each catch, false alarms).

@@ -77,11 +77,15 @@ def test_the_reference_broker_against_kafka_has_no_unexplained_difference(tmp_pa
         pytest.skip(f"Apache Kafka cannot run here: {reason}")
     result = subprocess.run([sys.executable, "-m", "kipcheck", "conform", "--compare", "kafka:4.2",
                              "--scenario", "hostile-acks", "--scenario", "late-ack", "--scenario", "poison-message",
-                             "--scenario", "swarm:1", "--scenario", "swarm:2", "--work-dir", str(tmp_path)],
+                             "--scenario", "swarm:1", "--scenario", "swarm:2", "--scenario", "explicit-acknowledgement",
+                             "--scenario", "plain-fetch", "--work-dir", str(tmp_path)],
                             capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, result.stdout[-4000:]
     compared = result.stdout.split("embedded against kafka:4.2: ")[1]
     assert "UNEXPLAINED" not in compared and int(compared.split()[0]) > 50
+    # What the runs and the two real-client scenarios left, read on both brokers and compared.
+    outside = [json.loads(path.read_text()) for path in tmp_path.glob("**/explicit-acknowledgement/outside.json")]
+    assert len(outside) == 2 and all(view["share start offset"] and view["log end offset"] for view in outside)
 
 
 def test_a_second_target_that_cannot_be_reached_is_not_judged(tmp_path, capsys):
@@ -155,3 +159,31 @@ def test_answers_after_a_lock_expired_before_them_on_one_side_only_are_allowed(t
     on_time = run_with(tmp_path / "on-time", {"records": [[0, 2, 1]]}, {"error": "INVALID_RECORD_STATE"},
                        {"stored_spso": 1}, late_ms=500)
     assert compare_runs([left], [on_time]).unexplained == 2, "no lock expired: the same differences are unexplained"
+
+
+def test_epochs_are_compared_as_differences_from_their_group_epoch(tmp_path):
+    """N-6: Kafka moves a share group's epoch also for its own bookkeeping; a member one epoch behind its group is
+    compared, how often the epoch moved is not."""
+    ours = {"share group epoch": {"g": 3}, "share group assignment epoch": {"g": 3},
+            "share member epoch": {"g alice": 2, "g bob": 3}}
+    kafka = {"share group epoch": {"g": 6}, "share group assignment epoch": {"g": 6},
+             "share member epoch": {"g alice": 5, "g bob": 6}}
+    comparison = compare_runs([Run("wrong-epochs", observations=ours)], [Run("wrong-epochs", observations=kafka)])
+    assert comparison.classes == {"after the run, an epoch differs by what the group epoch does": 4}
+    assert comparison.unexplained == 0
+    caught_up = {**kafka, "share member epoch": {"g alice": 6, "g bob": 6}}
+    comparison = compare_runs([Run("wrong-epochs", observations=ours)], [Run("wrong-epochs", observations=caught_up)])
+    assert comparison.classes["after the run, share member epoch differs"] == 1 and comparison.unexplained == 1
+
+
+def test_a_groups_membership_after_a_restart_is_explained_by_the_finding_and_only_then(tmp_path):
+    """Kafka keeps a share group's members over a restart (spec/kafka-findings.md); without a restart the same
+    difference is unexplained."""
+    ours = {"broker restarts": {"g": 1}, "share group size": {"g": 3}, "log end offset": {"g-t0:0": 6}}
+    kafka = {"broker restarts": {"g": 1}, "share group size": {"g": 4}, "log end offset": {"g-t0:0": 6}}
+    comparison = compare_runs([Run("broker-restart", observations=ours)], [Run("broker-restart", observations=kafka)])
+    assert comparison.classes == {"after a broker restart, the share group's members differ": 1}
+    assert comparison.unexplained == 0 and "finding" in comparison.render("embedded", "kafka:4.2")
+    unrestarted = [Run("late-ack", observations={**ours, "broker restarts": {"g": 0}}),
+                   Run("late-ack", observations={**kafka, "broker restarts": {"g": 0}})]
+    assert compare_runs(unrestarted[:1], unrestarted[1:]).unexplained == 1

@@ -174,26 +174,24 @@ def _by_topic(tps: list[str]) -> dict[str, list[int]]:
 def _share_start_offsets(coordinator: BrokerConnection, group: str, tps: list[str]) -> View:
     answer = coordinator.request(DESCRIBE_SHARE_GROUP_OFFSETS, 0, groups=[{"group_id": group, "topics": [
         {"topic_name": topic, "partitions": partitions} for topic, partitions in _by_topic(tps).items()]}])
-    described = answer.groups[0]
-    if error_name(described.error_code) != Error.NONE:
-        return {"share start offset error": {group: str(error_name(described.error_code))}}
-    return {"share start offset": {
-        f"{group} {topic.topic_name}:{part.partition_index}":
-            _or_error(part.start_offset, part.error_code)
-        for topic in described.topics for part in topic.partitions}}
+    return _per_partition("share start offset", group, answer.groups[0], lambda topic: topic.topic_name,
+                          lambda part: part.start_offset)
 
 
 def _committed_offsets(coordinator: BrokerConnection, group: str, tps: list[str]) -> View:
     answer = coordinator.request(OFFSET_FETCH, 9, require_stable=False, groups=[{
         "group_id": group, "member_id": None, "member_epoch": -1,
         "topics": [{"name": topic, "partition_indexes": parts} for topic, parts in _by_topic(tps).items()]}])
-    fetched = answer.groups[0]
-    if error_name(fetched.error_code) != Error.NONE:
-        return {"committed offset error": {group: str(error_name(fetched.error_code))}}
-    return {"committed offset": {
-        f"{group} {topic.name}:{part.partition_index}":
-            _or_error(part.committed_offset, part.error_code)
-        for topic in fetched.topics for part in topic.partitions}}
+    return _per_partition("committed offset", group, answer.groups[0], lambda topic: topic.name,
+                          lambda part: part.committed_offset)
+
+
+def _per_partition(kind: str, group: str, answered, topic_name: Callable, value: Callable) -> View:
+    """`kind` of each partition of a group's answer (or the partition's error), or the group's error."""
+    if error_name(answered.error_code) != Error.NONE:
+        return {f"{kind} error": {group: str(error_name(answered.error_code))}}
+    return {kind: {f"{group} {topic_name(topic)}:{part.partition_index}": _or_error(value(part), part.error_code)
+                   for topic in answered.topics for part in topic.partitions}}
 
 
 def _log_offsets(leader: Callable[[str], BrokerConnection], tps: list[str]) -> View:

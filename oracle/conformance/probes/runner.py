@@ -10,7 +10,9 @@ inconclusive (tolerance.Ambiguous) and tried once more. A run during which the
 target went away (its connection broke) is `lost`: what it saw until then is
 judged (a violation there is a failure), and it is otherwise inconclusive, never
 failed; when the target does not serve share groups again within LOST_WAIT_S,
-probing stops.
+probing stops. Once a run's scenario is done, its group and partitions are read
+from the outside (outside.py, `observations`, kept as outside.json beside its
+traces): what `conform --compare` compares besides the traces.
 """
 
 from __future__ import annotations
