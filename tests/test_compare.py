@@ -187,3 +187,14 @@ def test_a_groups_membership_after_a_restart_is_explained_by_the_finding_and_onl
     unrestarted = [Run("late-ack", observations={**ours, "broker restarts": {"g": 0}}),
                    Run("late-ack", observations={**kafka, "broker restarts": {"g": 0}})]
     assert compare_runs(unrestarted[:1], unrestarted[1:]).unexplained == 1
+
+
+def test_which_member_holds_a_partition_may_differ_but_not_which_partitions_are_held(tmp_path):
+    """N-7: the assignor places partitions by (random) member id: the group's assigned partitions are compared."""
+    ours = {"share member assignment": {"g m1": ["g-t0:1"], "g m2": ["g-t0:0"]}}
+    kafka = {"share member assignment": {"g m1": ["g-t0:0"], "g m2": ["g-t0:0", "g-t0:1"]}}
+    comparison = compare_runs([Run("swarm:6", observations=ours)], [Run("swarm:6", observations=kafka)])
+    assert comparison.classes == {"after the run, another member was assigned a partition": 2}
+    one_unassigned = {"share member assignment": {"g m1": ["g-t0:0"], "g m2": ["g-t0:0"]}}
+    comparison = compare_runs([Run("swarm:6", observations=ours)], [Run("swarm:6", observations=one_unassigned)])
+    assert comparison.unexplained == 1, "t0:1 assigned to no member on one side"

@@ -30,7 +30,10 @@ ALLOWED = {
     "stored start offset before the first write": "N-3",
     "answered differently after a lock expired before it on one side only": "N-5",
     "after the run, an epoch differs by what the group epoch does": "N-6",
+    "after the run, another member was assigned a partition": "N-7",
 }
+OTHER_MEMBER_ASSIGNED = "after the run, another member was assigned a partition"
+ASSIGNMENTS = ("share member assignment", "consumer member assignment")
 EPOCHS_FROM_THE_GROUP_EPOCH = "after the run, an epoch differs by what the group epoch does"
 # Difference class -> the finding of spec/kafka-findings.md that explains it (Kafka breaks the KIP there).
 FINDINGS = {"after a broker restart, the share group's members differ":
@@ -42,7 +45,7 @@ MEMBERSHIP = ("share group size", "share group epoch", "share group assignment e
 EPOCHS = tuple(f"{protocol} {what}" for protocol in ("share", "consumer")
                for what in ("group epoch", "group assignment epoch", "member epoch"))
 LOCK_EXPIRED_ON_ONE_SIDE = "answered differently after a lock expired before it on one side only"
-GROUP_ID = re.compile(r"kipcheck-[a-z0-9-]+?-[0-9a-f]{8}")
+GROUP_ID = re.compile(r"(kipcheck-[a-z0-9-]+?)-[0-9a-f]{8}")   # a probe's group id: its name, then random
 
 
 @dataclass
@@ -96,12 +99,15 @@ def compare_runs(left_runs: list, right_runs: list, left_scenarios: list = (), r
             comparison.unmatched.append(f"the run {left.name}")
             continue
         right_paths = {_trace_key(path): path for path in right.paths}
+        parted = False
         for path in left.paths:
-            other = right_paths.get(_trace_key(path))
-            if other is None:
-                comparison.unmatched.append(f"the trace {path.name}")
-                continue
-            _compare_traces(path, other, comparison)
+            if _trace_key(path) in right_paths:
+                parted |= _compare_traces(path, right_paths[_trace_key(path)], comparison)
+        one_side = sorted({_trace_key(path) for path in left.paths} ^ set(right_paths))
+        if parted:  # once the probe acted on an answer that differed, it may have made other traces
+            comparison.diverged += len(one_side)
+        else:
+            comparison.unmatched += [f"the trace {name}" for name in one_side]
         _compare_outside(left.name, left.observations, right.observations, comparison)
     return comparison
 
@@ -125,12 +131,22 @@ def _compare_outside(name: str, left: dict[str, dict], right: dict[str, dict], c
             elif kind in MEMBERSHIP and any(left.get("broker restarts", {}).values()):
                 comparison.note(MEMBERS_KEPT_OVER_A_RESTART, f"{name}: {kind} of {subject} {json.dumps(mine)} "
                                                              f"against {json.dumps(theirs)}")
+            elif kind in ASSIGNMENTS and _assigned(left, kind, subject) == _assigned(right, kind, subject):
+                comparison.note(OTHER_MEMBER_ASSIGNED, f"{name}: {kind} of {subject} {json.dumps(mine)} "
+                                                       f"against {json.dumps(theirs)}")
             elif kind in EPOCHS and left_epochs.get((kind, subject)) == right_epochs.get((kind, subject)):
                 comparison.note(EPOCHS_FROM_THE_GROUP_EPOCH, f"{name}: {kind} of {subject} {json.dumps(mine)} "
                                                              f"against {json.dumps(theirs)}")
             else:
                 comparison.note(f"after the run, {kind} differs",
                                 f"{name}: {kind} of {subject} {json.dumps(mine)} against {json.dumps(theirs)}")
+
+
+def _assigned(view: dict[str, dict], kind: str, subject: str) -> set[str]:
+    """N-7: the partitions assigned to any member of the group of the member `subject`."""
+    group = subject.rsplit(" ", 1)[0]
+    return {partition for member, partitions in view.get(kind, {}).items()
+            if member.rsplit(" ", 1)[0] == group for partition in partitions or ()}
 
 
 def _epochs_from_the_group_epoch(view: dict[str, dict]) -> dict[tuple[str, str], int]:
@@ -156,11 +172,12 @@ def _steps(path: Path) -> tuple[dict, list[dict]]:
 
 
 def _normalised(value):
-    """The probe's random group id (in topic names) made the same on both sides."""
-    return json.loads(GROUP_ID.sub("GROUP", json.dumps(value)))
+    """The random part of the probe's group ids (in topic names too) left out on both sides."""
+    return json.loads(GROUP_ID.sub(r"\1", json.dumps(value)))
 
 
-def _compare_traces(left_path: Path, right_path: Path, comparison: Comparison) -> None:
+def _compare_traces(left_path: Path, right_path: Path, comparison: Comparison) -> bool:
+    """Walk the two traces side by side; True when the probe's requests parted (the rest is not compared)."""
     (left_header, left_steps), (right_header, right_steps) = _steps(left_path), _steps(right_path)
     expiries = zip(_expiries(left_header, left_steps), _expiries(right_header, right_steps))
     written = False  # a state write happened (SP-47) before this step, on the left side's trace
@@ -169,7 +186,7 @@ def _compare_traces(left_path: Path, right_path: Path, comparison: Comparison) -
         if (left["op"], left["actor"], _normalised(left["args"])) != (right["op"], right["actor"],
                                                                        _normalised(right["args"])):
             comparison.diverged += 1
-            return
+            return True
         left_observed, right_observed = left.get("observed") or {}, right.get("observed") or {}
         acquired_differs = left_observed.get("records") != right_observed.get("records")
         for name in sorted(set(left_observed) | set(right_observed)):
@@ -188,6 +205,8 @@ def _compare_traces(left_path: Path, right_path: Path, comparison: Comparison) -
             and any(batch["type"] != "renew" for batch in left["args"]["batches"]))
     if len(left_steps) != len(right_steps):
         comparison.diverged += 1
+        return True
+    return False
 
 
 def _expiries(header: dict, steps: list[dict]) -> list[int]:
