@@ -10,7 +10,9 @@ changed), the first group named after what goes wrong, the second after the
 Apache Kafka bug it reproduces, the third after what only a client speaking
 as real clients do sees (acknowledgements inside a fetch that acquires,
 ForgottenTopicsData, version 2's RENEW and record_limit, the record bytes, the
-settings the broker states). The production code is never edited: patches
+settings the broker states); COMPARE_BUGS are those only a comparison with
+another broker sees (`conform --compare`: tests/test_compare.py), as no probe
+asks what they break. The production code is never edited: patches
 are subclasses or replaced functions installed before the broker starts.
 tests/test_conform.py shows a few caught; bench/bench_conform_bugs.py runs
 the whole table (kill rate, time to each catch, false alarms).
@@ -475,6 +477,25 @@ BUGS: dict[str, Callable[[], None]] = {
 }
 
 
+# -- bugs only a comparison with another broker sees (`conform --compare`): no probe asks what they break ---------
+
+def _log_end_is_last_offset() -> None:
+    from kipcheck.impl.broker.handlers import records
+
+    original = records._list_offset
+
+    def list_offset(broker, topic, part):
+        """ListOffsets answers the log's last offset where its end offset (one past the last) is asked for."""
+        answer = original(broker, topic, part)
+        if part.timestamp == records.LATEST_TIMESTAMP and answer.get("offset", 0) > 0:
+            answer["offset"] -= 1
+        return answer
+    records._list_offset = list_offset
+
+
+COMPARE_BUGS: dict[str, Callable[[], None]] = {"log-end-is-last-offset": _log_end_is_last_offset}
+
+
 # -- faults: not bugs to catch, but a target the runner must not judge -------------------------------
 
 def _exits_mid_run() -> None:
@@ -512,4 +533,4 @@ def _cli_main():
 if __name__ == "__main__":
     from bug_launcher import run_with_bug
 
-    run_with_bug({**BUGS, **FAULTS}, _cli_main)
+    run_with_bug({**BUGS, **COMPARE_BUGS, **FAULTS}, _cli_main)

@@ -129,6 +129,28 @@ def test_acknowledging_offsets_never_delivered_is_an_error(broker, raw_client):
     assert still_serving(broker, raw_client)
 
 
+def test_acknowledging_in_a_share_partition_no_fetch_loaded_is_unknown_topic_or_partition(broker, raw_client):
+    """Kafka 4.2's leader knows a share-partition only once a ShareFetch of it loaded it (SharePartitionManager's
+    cache); an acknowledgement before that is UNKNOWN_TOPIC_OR_PARTITION, even where its state is initialized
+    (found by comparing the two brokers, `conform --compare`: the reference broker answered INVALID_RECORD_STATE).
+    After a fetch loaded it, the same acknowledgement is judged against its records."""
+    create_topic(broker.port, "unloaded")
+    join(broker.port, "late-loaders", "subscriber", "unloaded")   # initialized: a member subscribed to the topic
+    client = raw_client(broker)
+    opening = {**share_fetch_body("m5", 0, topic="unloaded", group="late-loaders"), "topics": []}
+    assert client.request(SHARE_FETCH, 1, **opening).error_code == ErrorCode.none
+    acks = [{"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}]
+    topics = share_fetch_body("m5", 1, topic="unloaded", acks=acks)["topics"]
+    answer = client.request(SHARE_ACKNOWLEDGE, 1, group_id="late-loaders", member_id="m5", share_session_epoch=1,
+                            topics=topics)
+    assert answer.responses[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition
+    fetched = client.request(SHARE_FETCH, 1, **share_fetch_body("m5", 2, topic="unloaded", group="late-loaders"))
+    assert fetched.error_code == ErrorCode.none
+    answer = client.request(SHARE_ACKNOWLEDGE, 1, group_id="late-loaders", member_id="m5", share_session_epoch=3,
+                            topics=topics)
+    assert answer.responses[0].partitions[0].error_code == ErrorCode.invalid_record_state
+
+
 def test_requests_from_unknown_members_get_errors(broker, raw_client):
     client = raw_client(broker)
     assert client.request(SHARE_FETCH, 1, **share_fetch_body("ghost", 7)).error_code == ErrorCode.share_session_not_found

@@ -259,3 +259,23 @@ def test_settings_split_between_broker_and_share_config():
                 {"auto.create.topics.enable": "maybe"}, {"num.partitions": "0"}):
         with pytest.raises(ValueError):
             split_properties(bad)
+
+
+def test_a_member_moves_to_its_target_only_when_it_heartbeats_and_every_membership_change_moves_the_group_epoch():
+    """As Kafka 4.2's share groups (ShareGroupAssignmentBuilder, shareGroupFenceMember), found by comparing the
+    two brokers' ShareGroupDescribe after a probe: a member that does not heartbeat keeps the epoch and assignment
+    it was last told; a join, a leave and an expiry each move the group epoch, and the target assignment follows
+    it at the next heartbeat of any member."""
+    groups = ShareGroups(lambda topic: 2 if topic == "t" else 0, session_timeout_ms=1000)
+    alone = groups.heartbeat("g", "a", 0, ("t",), at_ms=0)
+    assert (alone.member_epoch, alone.assignment) == (1, {"t": (0, 1)})
+    assert groups.heartbeat("g", "b", 0, ("t",), at_ms=10).member_epoch == 2
+    group = groups.groups["g"]
+    a, b = group.members["a"], group.members["b"]
+    assert (a.epoch, a.assignment, b.epoch, b.assignment) == (1, {"t": (0, 1)}, 2, {"t": (1,)}), "a has not heard"
+    assert (group.epoch, group.assignment_epoch) == (2, 2)
+    assert groups.heartbeat("g", "b", -1, None, at_ms=20).member_epoch == -1
+    assert (group.epoch, group.assignment_epoch) == (3, 2), "a leave moves the group epoch, not the target's"
+    moved = groups.heartbeat("g", "a", 1, None, at_ms=30)
+    assert (moved.member_epoch, moved.assignment, group.assignment_epoch) == (3, {"t": (0, 1)}, 3)
+    assert groups.expire(at_ms=5000) == [("g", "a")] and group.epoch == 4

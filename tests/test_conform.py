@@ -85,10 +85,12 @@ def test_the_kafka_target_runs_the_portable_client_scenarios_on_its_own_cluster(
 
     target = resolve("kafka:4.2", TargetOptions("kafka-4.2"))
     assert target.clients_on_target and target.client_scenarios() == scenarios.portable_names()
-    assert scenarios.portable_names() == scenarios.java_names()
-    with pytest.raises(TargetError, match=r"client scenarios \(share-groups\) start their own"):
-        target.scenarios(["share-groups", "java-share-explicit"])
+    confluent = {"share-groups", "explicit-acknowledgement", "plain-fetch", "groups-broker-killed"}
+    assert set(scenarios.portable_names()) == {*scenarios.java_names(), *confluent}
+    with pytest.raises(TargetError, match=r"client scenarios \(delivery-limit\) start their own"):
+        target.scenarios(["delivery-limit", "java-share-explicit"])
     assert target.scenarios(["java-share-explicit"]) == ([], ["java-share-explicit"])
+    assert target.scenarios([])[1] == sorted(confluent, key=scenarios.names().index)
 
 
 @pytest.mark.parametrize("text", ["embedded", "kafka:4.2"])
@@ -101,7 +103,7 @@ def test_the_java_client_scenarios_run_when_named_or_with_java_clients(text):
     plain = resolve(text, TargetOptions("kafka-4.2"))
     probes, clients = plain.scenarios([])
     assert "late-ack" in probes and not set(clients) & set(java)
-    assert ("share-groups" in clients) == (text == "embedded")
+    assert ("delivery-limit" in clients) == (text == "embedded") and "share-groups" in clients
     with_java = resolve(text, TargetOptions("kafka-4.2", java_clients=True))
     assert with_java.scenarios([])[1] == [*clients, *java]
     assert with_java.scenarios(["late-ack"]) == (["late-ack"], java)

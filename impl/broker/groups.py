@@ -9,11 +9,17 @@ client-generated member ids of KIP-1082):
   UNKNOWN_MEMBER_ID, which makes the client rejoin with epoch 0 (after a
   broker restart, or after its session timed out);
 - a member that has not heartbeated for `session_timeout_ms` is removed;
-- the target assignment is recomputed on every heartbeat from the members'
-  subscriptions and the topics that exist; when a member's partitions change
-  its epoch is bumped to the new group epoch and the response carries the full
-  assignment (share groups need no revocation handshake: Kafka assigns
-  immediately). Partitions go round-robin over the subscribed members in
+- the group epoch goes up when a member joins, leaves or is expired, or
+  changes its subscription, and when the subscribed topics' partitions change
+  (Kafka's shareGroupHeartbeat and shareGroupFenceMember; KIP-848's group
+  epoch); at a heartbeat of any member a group epoch past the assignment
+  epoch makes the target assignment be computed again, from the members'
+  subscriptions and the topics that exist, at that epoch;
+- a member moves to the target assignment and its epoch only when it
+  heartbeats (Kafka's ShareGroupAssignmentBuilder): ShareGroupDescribe shows
+  each member's epoch and assignment as it was last told them, and the
+  response carries the full assignment (share groups need no revocation
+  handshake: Kafka assigns at once). Partitions go round-robin over the subscribed members in
   member-id order; with more members than partitions, members share
   partitions (member i gets partition i mod P), as Kafka's SimpleAssignor lets
   several members consume one share-partition.
@@ -54,6 +60,8 @@ class Member:
 class Group:
     group_id: str
     epoch: int = 0
+    assignment_epoch: int = 0   # the group epoch the target assignment was computed at
+    target: dict[str, Assignment] = field(default_factory=dict)   # member id -> its target assignment
     members: dict[str, Member] = field(default_factory=dict)
     subscribed_ever: set[str] = field(default_factory=set)  # topics any member subscribed to (in this process)
 
@@ -97,41 +105,42 @@ class ShareGroups:
         if member_epoch == -1:
             if member is not None:
                 del group.members[member_id]
-                self._reassign(group)
+                group.epoch += 1   # a member left
             return HeartbeatAnswer(Error.NONE, member_id, -1, None)
         if member_epoch == 0:
             if subscribed is None:
                 return HeartbeatAnswer(Error.INVALID_REQUEST, member_id, 0, None)
             if member is None and len(group.members) >= self.max_size:
                 return HeartbeatAnswer(Error.GROUP_MAX_SIZE_REACHED, member_id, 0, None)
+            if member is None or member.subscribed != tuple(subscribed):
+                group.epoch += 1   # a member joined, or rejoined with another subscription
             member = Member(member_id, 0, 0, tuple(subscribed), 0, rack_id, client_id, client_host)
             group.members[member_id] = member
         elif member is None:
             return HeartbeatAnswer(Error.UNKNOWN_MEMBER_ID, member_id, 0, None)
         elif member_epoch not in (member.epoch, member.previous_epoch):
             return HeartbeatAnswer(Error.FENCED_MEMBER_EPOCH, member_id, member.epoch, None)
-        elif subscribed is not None:
+        elif subscribed is not None and member.subscribed != tuple(subscribed):
             member.subscribed = tuple(subscribed)
+            group.epoch += 1   # a subscription changed
         member.deadline_ms = at_ms + self.session_timeout_ms
         heapq.heappush(self._deadlines, (member.deadline_ms, group_id, member_id))
         group.subscribed_ever.update(member.subscribed)
-        self._reassign(group)
+        self._reconcile(group, member)
         changed = member_epoch != member.epoch or subscribed is not None
         return HeartbeatAnswer(Error.NONE, member_id, member.epoch, dict(member.assignment) if changed else None)
 
     def expire(self, at_ms: int) -> list[tuple[str, str]]:
         """Remove members whose session timed out; returns (group id, member id) of each."""
-        expired, touched = [], {}
+        expired = []
         while self._deadlines and self._deadlines[0][0] <= at_ms:
             deadline_ms, group_id, member_id = heapq.heappop(self._deadlines)
             group = self.groups.get(group_id)
             member = group.members.get(member_id) if group is not None else None
             if member is not None and member.deadline_ms == deadline_ms:
                 del group.members[member_id]
+                group.epoch += 1   # a member was expired (fenced)
                 expired.append((group_id, member_id))
-                touched[group_id] = group
-        for group in touched.values():
-            self._reassign(group)
         return expired
 
     def is_member(self, group_id: str, member_id: str) -> bool:
@@ -154,15 +163,18 @@ class ShareGroups:
         assert group is None or not group.members, f"share group {group_id} has members"
         self.groups.pop(group_id, None)
 
-    def _reassign(self, group: Group) -> None:
+    def _reconcile(self, group: Group, member: Member) -> None:
+        """At `member`'s heartbeat: the target assignment computed again where the group epoch moved past it (or
+        the subscribed topics' partitions changed, which moves the group epoch), then the member moved to it."""
         target = target_assignment(group.members, self.partitions_of)
-        changed = [member for member in group.members.values() if target[member.member_id] != member.assignment or member.epoch == 0]
-        if not changed:
-            return
-        group.epoch += 1
-        for member in changed:
-            member.previous_epoch, member.epoch = member.epoch, group.epoch
-            member.assignment = target[member.member_id]
+        if target != group.target:
+            if group.epoch == group.assignment_epoch:
+                group.epoch += 1   # the subscribed topics' partitions changed (Kafka's metadata hash)
+            group.target = target
+        group.assignment_epoch = group.epoch
+        if member.epoch != group.assignment_epoch:
+            member.previous_epoch, member.epoch = member.epoch, group.assignment_epoch
+            member.assignment = group.target[member.member_id]
 
 
 def target_assignment(members: dict[str, Member], partitions_of: Callable[[str], int]) -> dict[str, Assignment]:

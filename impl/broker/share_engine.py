@@ -137,6 +137,11 @@ class ShareEngine:
             self.groups_of_tp.setdefault(tp, set()).add(group)
         return share_partition
 
+    def loaded(self, group: str, tp: TopicPartition) -> bool:
+        """Whether the group's share-partition is in this leader's cache (a ShareFetch of it loaded it, and the
+        group has not been emptied since, SS-31)."""
+        return (group, tp) in self.partitions
+
     def initialized(self, group: str, tp: TopicPartition) -> bool:
         """Whether the group's share-partition has state to read (kafka-4.2; the `kip` profile: always).
 

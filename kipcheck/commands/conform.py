@@ -41,7 +41,10 @@ Kafka 4.2 adds to share groups, spoken through kio's ShareFetch and
 ShareAcknowledge v2 (RENEW, record_limit, throttled redelivery,
 acknowledgements around SPSO, a group emptied by its last connection);
 transactions read `read_committed` and DeleteRecords. Every trace the broker
-and the consumers wrote is judged. With --java-clients, Apache Kafka's own
+and the consumers wrote is judged. On kafka:LINE, the client scenarios that run
+on a broker they did not start run too, on its cluster after the probes
+(share-groups, explicit-acknowledgement, plain-fetch, groups-broker-killed).
+With --java-clients, Apache Kafka's own
 Java clients run scenarios too, on the embedded target (each on a broker of
 its own) and on kafka:LINE (on its cluster, after the probes): a
 KafkaShareConsumer acknowledging implicitly and explicitly (accept, release,
@@ -104,8 +107,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "they need Java 17 and Kafka's jars, `make kafka`)")
     parser.add_argument("--first-failure", action="store_true", help="stop probing at the first failure")
     parser.add_argument("--compare", metavar="TARGET",
-                        help="also run the same probe runs against TARGET (e.g. kafka:4.2) and compare what the "
-                             "clients saw, observation by observation (spec/conformance.md, Comparing two brokers)")
+                        help="also run the same probe runs, and the client scenarios TARGET runs too, against "
+                             "TARGET (e.g. kafka:4.2) and compare what the clients saw and what each run left "
+                             "behind, observation by observation (spec/conformance.md, Comparing two brokers)")
     parser.add_argument("--junit", type=Path, metavar="FILE", help="also write the results as JUnit XML")
     parser.add_argument("--html", type=Path, metavar="FILE",
                         help="also write a self-contained HTML report: the table, and for each counterexample a "
@@ -200,23 +204,25 @@ def _settings(pairs: list[str], profile: str) -> dict[str, str]:
 
 
 def _compare(args, outcome, compared, work_dir: Path, cases: list) -> tuple[int, str | None]:
-    """The first target's probe runs, by name, on `compared`: its verdict, then the comparison. Returns its
+    """The first target's probe runs and the client scenarios `compared` runs too, by name, on `compared`: its
+    verdict, then the comparison. Returns its
     failures and each unexplained difference, and what could not be judged (`compared` unreachable or gone)."""
     from kipcheck.oracle.conformance import session
-    from kipcheck.oracle.conformance.compare import ALLOWED, compare_runs
+    from kipcheck.oracle.conformance.compare import ALLOWED, FINDINGS, compare_runs
 
     names = [run.name for run in outcome.probe_runs]
-    other = session.run(compared, names, [], work_dir, args.seed, float("inf"), args.tolerance_ms,
+    clients = [result.name for result in outcome.client_results if result.name in compared.client_scenarios()]
+    other = session.run(compared, names, clients, work_dir, args.seed, float("inf"), args.tolerance_ms,
                         contact_timeout_s=args.target_timeout)
     if other.unreachable is not None:
         print(f"kipcheck conform: cannot probe {compared.name}: {other.unreachable}", file=sys.stderr)
         return 0, f"{args.compare} could not be reached"
     print(other.render(args.verbose, args.compare))
     cases += [(f"{args.compare}: {suite}", *rest) for suite, *rest in other.junit_cases()]
-    comparison = compare_runs(outcome.probe_runs, other.probe_runs)
+    comparison = compare_runs(outcome.probe_runs, other.probe_runs, outcome.client_results, other.client_results)
     print(comparison.render(args.target, args.compare))
-    cases += [("comparison", name, 0.0, None if name in ALLOWED else comparison.examples[name], None)
-              for name in comparison.classes]
+    cases += [("comparison", name, 0.0, None if name in ALLOWED or name in FINDINGS else comparison.examples[name],
+               None) for name in comparison.classes]
     lost = f"{args.compare} went away during {len(other.lost)} run(s)" if other.lost else None
     return other.failures + comparison.unexplained, lost
 

@@ -206,8 +206,11 @@ def _acknowledge(broker, group: str, member: str, tp: TopicPartition, batches: l
                  renew: bool) -> str:
     if batches is None:
         return Error.INVALID_REQUEST
-    if not broker.engine.initialized(group, tp):
-        return Error.UNKNOWN_TOPIC_OR_PARTITION  # SharePartitionManager.acknowledge: no such share-partition
+    if not broker.engine.initialized(group, tp) or (broker.share_config.profile != "kip"
+                                                     and not broker.engine.loaded(group, tp)):
+        # SharePartitionManager.acknowledge: no such share-partition in the leader's cache, which only a ShareFetch
+        # of the partition fills (Kafka 4.2; found by conform --compare)
+        return Error.UNKNOWN_TOPIC_OR_PARTITION
     return broker.engine.acknowledge(group, member, tp, batches, at_ms, renew)
 
 
@@ -290,4 +293,5 @@ def _describe_group(broker, group_id: str) -> dict:
                                                      "partitions": parts} for topic, parts in sorted(member.assignment.items())]}}
                for member in group.members.values()]
     return {"error_code": Error.NONE, "group_id": group_id, "group_state": "Stable" if members else "Empty",
-            "group_epoch": group.epoch, "assignment_epoch": group.epoch, "assignor_name": "simple", "members": members}
+            "group_epoch": group.epoch, "assignment_epoch": group.assignment_epoch, "assignor_name": "simple",
+            "members": members}

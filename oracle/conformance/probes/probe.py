@@ -68,7 +68,7 @@ SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
 BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1  # ShareFetch v2 ShareAcquireMode (KIP-1206)
 DESCRIBE_OFFSETS = 90
 CREATE_TOPICS = 19
-INCREMENTAL_ALTER_CONFIGS, GROUP_RESOURCE, SET = 44, 32, 0
+INCREMENTAL_ALTER_CONFIGS = 44
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE = 76, 77  # Describe: a broker with share group configs serves it
 ASSIGNMENT_WAIT_S = 60.0
 # Partition errors that say "the leader is being elected": asked again for up to LEADER_WAIT_S.
@@ -105,6 +105,7 @@ class Probe:
         self.finished: list[TraceBook] = []           # traces ended by a restart (sessions die with the broker)
         self.neighbours: list[Probe] = []             # other groups of this broker whose sessions it counts
         self.made: list[Probe] = []                   # the neighbours it made (finished with it)
+        self.restarts = 0                             # how many times it killed -9 and restarted the broker
         self.sessions = TraceBook({"format": "kipcheck-trace", "version": 1, "machine": "share-session",
                                    "profile": target.profile,
                                    "config": {"max_sessions": target.settings.max_sessions}})
@@ -147,10 +148,9 @@ class Probe:
         """Set the group config share.auto.offset.reset=earliest; False where the broker has no group configs."""
         if INCREMENTAL_ALTER_CONFIGS not in self.api_keys or SHARE_GROUP_DESCRIBE not in self.api_keys:
             return False
-        answer = self.admin.request(INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False, resources=[{
-            "resource_type": GROUP_RESOURCE, "resource_name": self.group,
-            "configs": [{"name": "share.auto.offset.reset", "config_operation": SET, "value": "earliest"}]}])
-        return answer.responses[0].error_code.name == "none"
+        from kipcheck.oracle.conformance.scenarios.clients import set_share_group_earliest
+
+        return set_share_group_earliest(self.admin, self.group) == "none"
 
     def _heartbeat(self, member_id: str, member_epoch: int):
         return retry_on_coordinator(lambda: self.coordinator.request(
@@ -464,6 +464,7 @@ class Probe:
         the next starts from the window XM-1 says it reloads. Members must open new sessions (epoch 0)."""
         windows = {tp: self._model_window(book) for tp, book in self.partitions.items()}
         self.target.restart()
+        self.restarts += 1
         for connection in (self.admin, self.leader, self.coordinator):
             connection.close()
         # The topics stay on their leader; the group's coordinator may have moved.

@@ -10,11 +10,14 @@ inconclusive (tolerance.Ambiguous) and tried once more. A run during which the
 target went away (its connection broke) is `lost`: what it saw until then is
 judged (a violation there is a failure), and it is otherwise inconclusive, never
 failed; when the target does not serve share groups again within LOST_WAIT_S,
-probing stops.
+probing stops. Once a run's scenario is done, its group and partitions are read
+from the outside (outside.py, `observations`, kept as outside.json beside its
+traces): what `conform --compare` compares besides the traces.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +26,7 @@ from typing import Callable
 from kipcheck.impl.consumer.connection import ConnectionFailed
 from kipcheck.oracle.check import Verdict
 from kipcheck.oracle.conformance.probes.catalogue import CATALOGUE, NotObservable, swarm
+from kipcheck.oracle.conformance.outside import probe_view
 from kipcheck.oracle.conformance.probes.probe import Probe, ProbeError, judge
 from kipcheck.oracle.conformance.probes.tolerance import Ambiguous, Timers
 
@@ -40,6 +44,7 @@ class ProbeRun:
     paths: list[Path] = field(default_factory=list)
     seconds: float = 0.0
     lost: bool = False  # the target went away during the run
+    observations: dict[str, dict] = field(default_factory=dict)  # its group and topics seen from outside, at the end
 
     @property
     def failed(self) -> bool:
@@ -97,10 +102,11 @@ def run_probes(target, names: list[str], work_dir: Path, seed: int, budget_s: fl
 
 def _run_one(target, name: str, scenario, work_dir: Path, tolerance_ms: int) -> ProbeRun:
     started = time.monotonic()
-    probe, lost = None, False
+    probe, lost, observations = None, False, {}
     try:
         probe = Probe(target, name.replace(":", "-"), Timers(tolerance_ms))
         detail, outcome = scenario(probe), "passed"
+        observations = probe_view(probe)
     except NotObservable as reason:
         detail, outcome = str(reason), "not observable"
     except Ambiguous as reason:
@@ -110,7 +116,10 @@ def _run_one(target, name: str, scenario, work_dir: Path, tolerance_ms: int) -> 
     except (ConnectionFailed, OSError) as error:
         detail, outcome, lost = f"the target went away: {error}", "inconclusive", True
     paths = probe.finish(work_dir) if probe is not None else []
-    run = ProbeRun(name, outcome, detail, paths=paths, seconds=time.monotonic() - started, lost=lost)
+    if observations:
+        (work_dir / "outside.json").write_text(json.dumps(observations, indent=1, sort_keys=True) + "\n")
+    run = ProbeRun(name, outcome, detail, paths=paths, seconds=time.monotonic() - started, lost=lost,
+                   observations=observations)
     if outcome in ("passed", "error") or run.lost:
         run.verdicts = judge(paths)
         if any(verdict.status == "violation" for verdict in run.verdicts) or (

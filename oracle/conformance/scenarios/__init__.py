@@ -9,8 +9,11 @@ groups, classic and KIP-848), revoke (KIP-983 consumers beside confluent-kafka
 ones), kafka42 (what Kafka 4.2 adds to share groups, spoken through kio),
 ic (key-range sharing with individual commit), kafka42_log (transactions and
 the log start under share groups), java (Apache Kafka's own Java clients,
-KafkaShareConsumer and KafkaConsumer; portable: they also run on a broker they
-did not start, the Kafka target's). Beside them: runner.py (one scenario on a
+KafkaShareConsumer and KafkaConsumer). The portable ones (every java scenario,
+and share-groups, explicit-acknowledgement, plain-fetch, groups-broker-killed)
+also run on a broker they did not start, the Kafka target's, and name what they
+leave behind, read from the outside after them (outside.py) for `conform
+--compare`. Beside them: runner.py (one scenario on a
 broker of its own, then its traces judged), clients.py and the processes the
 scenarios start (group_member.py, holder.py, revoke_member.py on
 revoke_app.py), and soak.py (the broker killed -9 in a loop under load,

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaException, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kipcheck.impl.consumer.connection import BrokerConnection
+
+INCREMENTAL_ALTER_CONFIGS, GROUP_RESOURCE, SET = 44, 32, 0
 QUIET = {"log_level": 2, "reconnect.backoff.ms": 500, "reconnect.backoff.max.ms": 2000}
 
 
@@ -58,6 +61,28 @@ def produce(bootstrap: str, topic: str, records: list[tuple[int, bytes, bytes]],
     if left or errors or None in results:
         raise KafkaException(f"produce to {topic}: {left} undelivered, errors {errors[:3]}")
     return results
+
+
+def set_share_group_earliest(connection: BrokerConnection, group: str) -> str:
+    """Set the group config share.auto.offset.reset=earliest (IncrementalAlterConfigs, through kio: Kafka keeps it
+    per group); the answer's error name ("none" when set)."""
+    answer = connection.request(INCREMENTAL_ALTER_CONFIGS, 1, validate_only=False, resources=[{
+        "resource_type": GROUP_RESOURCE, "resource_name": group,
+        "configs": [{"name": "share.auto.offset.reset", "config_operation": SET, "value": "earliest"}]}])
+    return answer.responses[0].error_code.name
+
+
+def read_from_earliest(bootstrap: str, group: str) -> None:
+    """The share group `group` starts reading at the log start, on a broker that keeps it per group (Kafka) as on
+    one whose broker setting says so already."""
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    connection = BrokerConnection(host, int(port), "kipcheck-scenario", 30_000, 1_000_000)
+    try:
+        error = set_share_group_earliest(connection, group)
+    finally:
+        connection.close()
+    if error != "none":
+        raise KafkaException(f"share.auto.offset.reset=earliest for group {group}: {error.upper()}")
 
 
 def share_consumer(bootstrap: str, group: str, topics: list[str], explicit: bool = False, **config) -> ShareConsumer:

@@ -178,8 +178,7 @@ def _broker_killed(broker: EmbeddedBroker) -> str:
                 if offsets:
                     consumer.commit_ranges({TP: [(offset, offset) for offset in offsets[::2]]})
                     answered |= set(offsets[::2])
-            broker.kill()
-            broker.start()
+            broker.kill_and_start()
         finally:
             consumer.close()
     reader = key_range_consumer(broker.bootstrap)

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from kipcheck.oracle.conformance.outside import Leaves
 from kipcheck.oracle.conformance.scenarios.clients import create_topic, produce
 from kipcheck.oracle.conformance.scenarios.runner import (WAIT_S, ScenarioResult, SharedBroker, check, run_on_shared,
                                                           run_scenario, skipped)
@@ -46,9 +47,9 @@ CLASSIC_CLIENT = {"group.protocol": "classic", "heartbeat.interval.ms": "500",
 Body = Callable[[SharedBroker, JavaClients], str]
 
 
-def java_scenario(name: str, body: Body, doc: str, needs_traces: bool = True, kafka_only: str = ""):
-    """A scenario of the registry whose clients are Kafka's Java clients; runnable on any broker (`portable`).
-    needs_traces=False: on the reference broker it writes no traces (classic groups), its clients are the judge;
+def java_scenario(name: str, body: Body, doc: str, leaves: Leaves, needs_traces: bool = True, kafka_only: str = ""):
+    """A scenario of the registry whose clients are Kafka's Java clients; runnable on any broker (`portable`),
+    where what it `leaves` is read from the outside after it (runner.py). needs_traces=False: on the reference broker it writes no traces (classic groups), its clients are the judge;
     kafka_only: why it runs under Kafka's profiles only (what it uses is Kafka's, not the KIP text's)."""
     def scenario(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER, profile: str = "kafka-4.2",
                  shared: SharedBroker | None = None, client_line: str = CLIENT_LINE) -> ScenarioResult:
@@ -62,9 +63,9 @@ def java_scenario(name: str, body: Body, doc: str, needs_traces: bool = True, ka
                 return body(broker, java)
 
         if shared is not None:
-            return run_on_shared(name, shared, run, profile)
+            return run_on_shared(name, shared, run, profile, leaves)
         return run_scenario(name, work_dir, {**embedded_settings(profile), **GROUP_SETTINGS}, run, launcher, profile,
-                            needs_traces)
+                            needs_traces, leaves)
     scenario.__doc__ = doc
     scenario.portable = True
     return scenario
@@ -376,25 +377,31 @@ def _owned_twice(events: list[dict]) -> str | None:
 SCENARIOS = {
     "java-share-implicit": java_scenario(
         "java-share-implicit", _share_implicit,
-        "Two KafkaShareConsumers, implicit acknowledgement, commitSync and commitAsync: every record delivered."),
+        "Two KafkaShareConsumers, implicit acknowledgement, commitSync and commitAsync: every record delivered.",
+        Leaves(share_groups=("java-billing",), topics=(("java-orders", 3),))),
     "java-share-explicit": java_scenario(
         "java-share-explicit", _share_explicit,
-        "A KafkaShareConsumer accepts, releases and rejects: released records come back with count 2."),
+        "A KafkaShareConsumer accepts, releases and rejects: released records come back with count 2.",
+        Leaves(share_groups=("java-workers",), topics=(("java-tasks", 1),))),
     "java-share-renew": java_scenario(
         "java-share-renew", _share_renew,
         "A KafkaShareConsumer renews its records (RENEW) past their lock: no other member gets them.",
+        Leaves(share_groups=("java-renewers",), topics=(("java-renewed", 1),)),
         kafka_only="RENEW is Kafka 4.2's (KIP-1222), the KIP's text has none"),
     "java-share-record-limit": java_scenario(
         "java-share-record-limit", _share_record_limit,
-        "share.acquire.mode=record_limit: a batch is shared in acquisitions of at most max.poll.records."),
+        "share.acquire.mode=record_limit: a batch is shared in acquisitions of at most max.poll.records.",
+        Leaves(share_groups=("java-limiters",), topics=(("java-limited", 1),))),
     "java-share-close": java_scenario(
         "java-share-close", _share_close,
-        "Records left at close and held by a killed JVM come back with a higher count; accepted ones never."),
+        "Records left at close and held by a killed JVM come back with a higher count; accepted ones never.",
+        Leaves(share_groups=("java-crew",), topics=(("java-jobs", 1),))),
     "java-groups-classic": java_scenario(
         "java-groups-classic", _groups(lambda: dict(CLASSIC_CLIENT), "classic"),
         "Two KafkaConsumers in a classic group (cooperative-sticky) as one joins and one leaves: each record once.",
-        needs_traces=False),
+        Leaves(consumer_groups=("java-classic-readers",), topics=(("java-classic-work", 4),)), needs_traces=False),
     "java-groups-consumer": java_scenario(
         "java-groups-consumer", _groups(lambda: {"group.protocol": "consumer"}, "consumer"),
-        "Two KafkaConsumers in a KIP-848 group as one joins and one leaves: each record once."),
+        "Two KafkaConsumers in a KIP-848 group as one joins and one leaves: each record once.",
+        Leaves(consumer_groups=("java-consumer-readers",), topics=(("java-consumer-work", 4),))),
 }

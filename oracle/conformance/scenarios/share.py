@@ -26,9 +26,10 @@ from typing import Callable
 from confluent_kafka import AcknowledgeType
 
 from kipcheck.oracle.conformance.scenarios.clients import (Delivered, as_delivered, create_topic, poll_records, produce,
-                                                  read_plain, share_consumer)
+                                                  read_from_earliest, read_plain, share_consumer)
 from kipcheck.oracle.conformance.targets.embedded import DEFAULT_LAUNCHER, EmbeddedBroker
-from kipcheck.oracle.conformance.scenarios.runner import WAIT_S, ScenarioResult, check, run_scenario
+from kipcheck.oracle.conformance.outside import Leaves
+from kipcheck.oracle.conformance.scenarios.runner import WAIT_S, ScenarioResult, check, portable_scenario, run_scenario
 
 FAST_GROUPS = {"group.share.heartbeat.interval.ms": "1000", "share.auto.offset.reset": "earliest"}
 
@@ -64,69 +65,61 @@ def _values(records) -> set[bytes]:
 # -- scenarios -----------------------------------------------------------------------------
 
 
-def share_groups(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
-        profile: str = "kafka-4.2") -> ScenarioResult:
-    """Plain, lz4, zstd, gzip and idempotent producers; three share consumers on three partitions, implicit acks."""
-    def body(broker: EmbeddedBroker) -> str:
-        create_topic(broker.bootstrap, "orders", 3)
-        expected = set()
-        for producer_config in ({}, {"compression.type": "lz4"}, {"compression.type": "zstd"},
-                                {"compression.type": "gzip"}, {"enable.idempotence": True}):
-            tag = producer_config.get("compression.type", "idempotent" if producer_config else "plain")
-            records = [(index % 3, f"k{index}".encode(), f"{tag}-{index}".encode()) for index in range(60)]
-            produce(broker.bootstrap, "orders", records, **producer_config)
-            expected |= {value for _, _, value in records}
-        consumers = [share_consumer(broker.bootstrap, "billing", ["orders"]) for _ in range(3)]
-        try:
-            delivered = _consume_until(consumers, lambda seen: _values(seen) >= expected)
-        finally:
-            for consumer in consumers:
-                consumer.close()
-        check(_values(delivered) >= expected, f"{len(expected - _values(delivered))} of {len(expected)} records never delivered")
-        attempts = [(record.partition, record.offset, record.delivery_count) for record in delivered]
-        check(len(attempts) == len(set(attempts)), "a record was delivered twice with the same delivery count")
-        check(all(record.delivery_count >= 1 for record in delivered), "a delivery count below 1")
-        return f"{len(expected)} records from 5 producers delivered to 3 share consumers ({len(delivered)} deliveries)"
-
-    return run_scenario("share-groups", work_dir, FAST_GROUPS, body, launcher, profile)
-
-
-def explicit_acknowledgement(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
-        profile: str = "kafka-4.2") -> ScenarioResult:
-    """Explicit ACCEPT / RELEASE / REJECT: released records come back with delivery count 2, the others never."""
-    def body(broker: EmbeddedBroker) -> str:
-        create_topic(broker.bootstrap, "tasks", 1)
-        produce(broker.bootstrap, "tasks", [(0, None, f"task-{index}".encode()) for index in range(12)])
-        consumer = share_consumer(broker.bootstrap, "workers", ["tasks"], explicit=True)
-        first: dict[int, int] = {}      # offset -> delivery count of its first delivery
-        released, redelivered, final = set(), {}, set()
-        deadline = time.monotonic() + WAIT_S
-        try:
-            while time.monotonic() < deadline and not (len(first) == 12 and released <= set(redelivered)):
-                for message in poll_records(consumer):
-                    offset = message.offset()
-                    check(offset not in final, f"offset {offset} was delivered again after ACCEPT/REJECT")
-                    if offset in first:
-                        redelivered[offset] = message.delivery_count()
-                        consumer.acknowledge(message, AcknowledgeType.ACCEPT)
-                        final.add(offset)
-                        continue
-                    first[offset] = message.delivery_count()
-                    kind = (AcknowledgeType.RELEASE, AcknowledgeType.REJECT, AcknowledgeType.ACCEPT)[offset % 3]
-                    consumer.acknowledge(message, kind)
-                    (released if offset % 3 == 0 else final).add(offset)
-                results = consumer.commit_sync(30)
-                check(all(error is None for error in (results or {}).values()), f"acknowledgement failed: {results}")
-        finally:
+def _share_groups(broker: EmbeddedBroker) -> str:
+    create_topic(broker.bootstrap, "orders", 3)
+    expected = set()
+    for producer_config in ({}, {"compression.type": "lz4"}, {"compression.type": "zstd"},
+                            {"compression.type": "gzip"}, {"enable.idempotence": True}):
+        tag = producer_config.get("compression.type", "idempotent" if producer_config else "plain")
+        records = [(index % 3, f"k{index}".encode(), f"{tag}-{index}".encode()) for index in range(60)]
+        produce(broker.bootstrap, "orders", records, **producer_config)
+        expected |= {value for _, _, value in records}
+    read_from_earliest(broker.bootstrap, "billing")
+    consumers = [share_consumer(broker.bootstrap, "billing", ["orders"]) for _ in range(3)]
+    try:
+        delivered = _consume_until(consumers, lambda seen: _values(seen) >= expected)
+    finally:
+        for consumer in consumers:
             consumer.close()
-        check(len(first) == 12, f"only {len(first)} of 12 records delivered")
-        check(set(first.values()) == {1}, f"first deliveries with counts {sorted(set(first.values()))}, expected 1")
-        check(released <= set(redelivered), f"released offsets {sorted(released - set(redelivered))} never came back")
-        check(all(redelivered[offset] == 2 for offset in released),
-               f"released records came back with delivery counts {redelivered}, expected 2")
-        return f"12 records: {len(released)} released and redelivered with count 2, {len(final) - len(released)} accepted or rejected once"
+    check(_values(delivered) >= expected, f"{len(expected - _values(delivered))} of {len(expected)} records never delivered")
+    attempts = [(record.partition, record.offset, record.delivery_count) for record in delivered]
+    check(len(attempts) == len(set(attempts)), "a record was delivered twice with the same delivery count")
+    check(all(record.delivery_count >= 1 for record in delivered), "a delivery count below 1")
+    return f"{len(expected)} records from 5 producers delivered to 3 share consumers ({len(delivered)} deliveries)"
 
-    return run_scenario("explicit-acknowledgement", work_dir, FAST_GROUPS, body, launcher, profile)
+
+def _explicit_acknowledgement(broker: EmbeddedBroker) -> str:
+    create_topic(broker.bootstrap, "tasks", 1)
+    produce(broker.bootstrap, "tasks", [(0, None, f"task-{index}".encode()) for index in range(12)])
+    read_from_earliest(broker.bootstrap, "workers")
+    consumer = share_consumer(broker.bootstrap, "workers", ["tasks"], explicit=True)
+    first: dict[int, int] = {}      # offset -> delivery count of its first delivery
+    released, redelivered, final = set(), {}, set()
+    deadline = time.monotonic() + WAIT_S
+    try:
+        while time.monotonic() < deadline and not (len(first) == 12 and released <= set(redelivered)):
+            for message in poll_records(consumer):
+                offset = message.offset()
+                check(offset not in final, f"offset {offset} was delivered again after ACCEPT/REJECT")
+                if offset in first:
+                    redelivered[offset] = message.delivery_count()
+                    consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+                    final.add(offset)
+                    continue
+                first[offset] = message.delivery_count()
+                kind = (AcknowledgeType.RELEASE, AcknowledgeType.REJECT, AcknowledgeType.ACCEPT)[offset % 3]
+                consumer.acknowledge(message, kind)
+                (released if offset % 3 == 0 else final).add(offset)
+            results = consumer.commit_sync(30)
+            check(all(error is None for error in (results or {}).values()), f"acknowledgement failed: {results}")
+    finally:
+        consumer.close()
+    check(len(first) == 12, f"only {len(first)} of 12 records delivered")
+    check(set(first.values()) == {1}, f"first deliveries with counts {sorted(set(first.values()))}, expected 1")
+    check(released <= set(redelivered), f"released offsets {sorted(released - set(redelivered))} never came back")
+    check(all(redelivered[offset] == 2 for offset in released),
+           f"released records came back with delivery counts {redelivered}, expected 2")
+    return f"12 records: {len(released)} released and redelivered with count 2, {len(final) - len(released)} accepted or rejected once"
 
 
 def delivery_limit(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
@@ -224,8 +217,7 @@ def broker_killed(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
         results = consumer.commit_sync(30)
         check(all(error is None for error in (results or {}).values()), f"acknowledgement failed: {results}")
         held = {(message.partition(), message.offset()) for message in batch[0::2]}
-        broker.kill()
-        broker.start()
+        broker.kill_and_start()
         consumer.close()
         survivor = share_consumer(broker.bootstrap, "auditors", ["ledger"])
         remaining = {(record.partition(), record.offset()) for record in read_plain(broker.bootstrap, "ledger", 2, 60)}
@@ -254,25 +246,33 @@ def _reloaded_partition_traces(trace_dir: Path) -> list[Path]:
             if "initial_state" in json.loads(path.read_bytes().split(b"\n", 1)[0]).get("config", {})]
 
 
-def plain_fetch(work_dir: Path, launcher: tuple[str, ...] = DEFAULT_LAUNCHER,
-        profile: str = "kafka-4.2") -> ScenarioResult:
-    """A plain Consumer (Fetch) reads what plain, lz4 and gzip producers wrote, keys and timestamps intact."""
-    def body(broker: EmbeddedBroker) -> str:
-        create_topic(broker.bootstrap, "events", 2)
-        sent, base_ms = {}, 1_700_000_000_123
-        for codec in ("none", "lz4", "gzip"):
-            records = [(index % 2, f"{codec}-key-{index}".encode(), f"{codec}-{index}".encode()) for index in range(40)]
-            produce(broker.bootstrap, "events", records, timestamp_ms=base_ms, **{"compression.type": codec})
-            sent.update({value: (key, base_ms + index) for index, (_, key, value) in enumerate(records)})
-        received = read_plain(broker.bootstrap, "events", 2, len(sent))
-        got = {record.value(): (record.key(), record.timestamp()[1]) for record in received}
-        check(got == sent, f"{len(set(sent) - set(got))} records missing, or keys or millisecond timestamps changed")
-        offsets = [(record.partition(), record.offset()) for record in received]
-        check(len(offsets) == len(set(offsets)), "a plain fetch returned one offset twice")
-        return f"{len(sent)} records read back by a plain consumer"
+def _plain_fetch(broker: EmbeddedBroker) -> str:
+    create_topic(broker.bootstrap, "events", 2)
+    sent, base_ms = {}, 1_700_000_000_123
+    for codec in ("none", "lz4", "gzip"):
+        records = [(index % 2, f"{codec}-key-{index}".encode(), f"{codec}-{index}".encode()) for index in range(40)]
+        produce(broker.bootstrap, "events", records, timestamp_ms=base_ms, **{"compression.type": codec})
+        sent.update({value: (key, base_ms + index) for index, (_, key, value) in enumerate(records)})
+    received = read_plain(broker.bootstrap, "events", 2, len(sent))
+    got = {record.value(): (record.key(), record.timestamp()[1]) for record in received}
+    check(got == sent, f"{len(set(sent) - set(got))} records missing, or keys or millisecond timestamps changed")
+    offsets = [(record.partition(), record.offset()) for record in received]
+    check(len(offsets) == len(set(offsets)), "a plain fetch returned one offset twice")
+    return f"{len(sent)} records read back by a plain consumer"
 
-    return run_scenario("plain-fetch", work_dir, {}, body, launcher, profile, needs_traces=False)
 
+share_groups = portable_scenario(
+    "share-groups", _share_groups,
+    "Plain, lz4, zstd, gzip and idempotent producers; three share consumers on three partitions, implicit acks.",
+    Leaves(share_groups=("billing",), topics=(("orders", 3),)), FAST_GROUPS)
+explicit_acknowledgement = portable_scenario(
+    "explicit-acknowledgement", _explicit_acknowledgement,
+    "Explicit ACCEPT / RELEASE / REJECT: released records come back with delivery count 2, the others never.",
+    Leaves(share_groups=("workers",), topics=(("tasks", 1),)), FAST_GROUPS)
+plain_fetch = portable_scenario(
+    "plain-fetch", _plain_fetch,
+    "A plain Consumer (Fetch) reads what plain, lz4 and gzip producers wrote, keys and timestamps intact.",
+    Leaves(topics=(("events", 2),)), needs_traces=False)
 
 SCENARIOS: dict[str, Callable[..., ScenarioResult]] = {
     "share-groups": share_groups,

@@ -171,8 +171,7 @@ def run_soak(work_dir: Path, plan: SoakPlan) -> SoakResult:
         for worker in workers:
             worker.join(FINAL_READ_S)
         producer.finish()
-        broker.kill()
-        broker.start()
+        broker.kill_and_start()
         tally(result, broker.bootstrap, producer, deliveries)
     finally:
         broker.stop()

@@ -149,6 +149,11 @@ class EmbeddedBroker:
         if process.stdout is not None:
             process.stdout.close()
 
+    def kill_and_start(self) -> None:
+        """kill -9 the broker and start it again on the same data (a scenario's broker crash)."""
+        self.kill()
+        self.start()
+
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 

@@ -6,8 +6,9 @@ in-flight limit and the session limit are reached within seconds, and Kafka acce
 kill -9 the cluster and start it again, so the broker-restart probe runs (XM-1 and SP-26 are observable). Kafka
 writes no traces of its own; once the runs are over, what its share coordinator stored in __share_group_state is
 read back as share-state traces (oracle/kafka/share_state_topic.py) and judged beside the probes'. Between the
-two, the portable client scenarios (Apache Kafka's own Java clients, scenarios/java.py) run on the same cluster,
-with that line's clients, each judged by what its clients saw; their share groups' records are read back with
+two, the portable client scenarios run on the same cluster, each judged by what its clients saw: confluent-kafka's
+(share groups, a plain consumer, a consumer group across a kill -9 of the cluster) and, with --java-clients,
+Apache Kafka's own Java clients of that line (scenarios/java.py); their share groups' records are read back with
 the probes'.
 `kafka:4.2x3` runs a cluster of three brokers: the partition leaders, the group coordinator and the share
 coordinator may then sit on different brokers. Without --profile, `kafka:4.4` is judged by the kafka-4.4 profile
@@ -44,7 +45,7 @@ class KafkaTarget(Target):
     given_by = "started with it"
     broker_traces_label = "the share coordinator's records, read back"
     clients_on_target = True
-    client_scenarios_label = "client scenarios (Apache Kafka's Java clients, on this cluster after the probes)"
+    client_scenarios_label = "client scenarios (those that run on any broker, on this cluster after the probes)"
 
     def __init__(self, text: str, options: TargetOptions):
         from kipcheck.oracle.kafka.runtime import KafkaUnavailable, release_lines
@@ -93,12 +94,13 @@ class KafkaTarget(Target):
         return scenarios.portable_names()
 
     def run_client_scenario(self, name: str, work_dir: Path):
-        """`name` on this cluster, with this line's Java clients."""
+        """`name` on this cluster (which it may kill -9 and start again), Java clients of this line."""
         from kipcheck.oracle.conformance import scenarios
         from kipcheck.oracle.conformance.scenarios.runner import SharedBroker
 
-        return scenarios.scenario(name)(work_dir, profile=self.profile, client_line=self.line,
-                                        shared=SharedBroker(self.cluster.bootstrap, work_dir))
+        java = {"client_line": self.line} if name in scenarios.java_names() else {}
+        return scenarios.scenario(name)(work_dir, profile=self.profile, **java,
+                                        shared=SharedBroker(self.cluster.bootstrap, work_dir, self.restart))
 
     def broker_traces(self) -> list[Path]:
         """The share coordinator's records, read back as share-state traces (ST clauses)."""
