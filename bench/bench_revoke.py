@@ -50,10 +50,12 @@ from confluent_kafka import Producer
 from kipcheck.oracle.conformance.scenarios.clients import QUIET, create_topic
 from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
 from kipcheck.oracle.conformance.scenarios.groups import MemberProcess
+from kipcheck.oracle.conformance.scenarios.revoke_app import MODES
 
 SETTINGS = {"group.consumer.heartbeat.interval.ms": "500", "group.consumer.session.timeout.ms": "10000",
             "group.min.session.timeout.ms": "1000"}
 TOPIC, BUCKET_MS = "work", 250
+START_UP_S = 20
 
 
 def produce_backlog(bootstrap: str, partitions: int, per_partition: int) -> None:
@@ -70,9 +72,10 @@ def produce_backlog(bootstrap: str, partitions: int, per_partition: int) -> None
 
 def member(name: str, broker: EmbeddedBroker, mode: str, args) -> MemberProcess:
     trace_dir = str(broker.trace_dir) if args.traced else "-"
+    settings = f"queue={args.queue}" + (f",flush={args.flush_ms}" if args.flush_ms != "none" else "")
     command = ["kipcheck.oracle.conformance.scenarios.revoke_member", broker.bootstrap, f"bench-{mode}", TOPIC, mode,
-               str(args.processing_ms), trace_dir, f"queue={args.queue}"]
-    return MemberProcess(name, broker, f"bench-{mode}", "consumer", "-", command)
+               str(args.processing_ms), trace_dir, settings]
+    return MemberProcess(name, broker, f"bench-{mode}", "consumer", "-", command=command)
 
 
 def wait(condition, what: str, timeout_s: float = 120) -> None:
@@ -89,7 +92,8 @@ def run(args) -> dict[str, dict]:
             EmbeddedBroker(Path(work), SETTINGS, traced=args.traced) as broker:
         create_topic(broker.bootstrap, TOPIC, args.partitions)
         total_s = args.warmup_s + args.leave_after_s + args.settle_s
-        produce_backlog(broker.bootstrap, args.partitions, int(total_s * 1.5 * 1000 / args.processing_ms))
+        # enough for the whole run at full speed, the members' start-up (up to START_UP_S) included
+        produce_backlog(broker.bootstrap, args.partitions, int((total_s + START_UP_S) * 1.2 * 1000 / args.processing_ms))
         groups = {mode: {name: member(f"{mode}-{name}", broker, mode, args)
                          for name in ("a", "b", "c", "leaver")} for mode in args.modes}
         try:
@@ -137,14 +141,45 @@ def measure(events: dict[str, list[dict]], joined_ms: float, until_ms: float, st
                             and name == _final_owner(records, partition)) for partition in moved]
     closed = [event["at_ms"] for event in events["leaver"] if event["event"] == "closed"]
     window_end = max(last_owner_start + closed + [joined_ms + 1])
-    steady = _rate(records, untouched, steady_from, joined_ms)
-    during = _rate(records, untouched, joined_ms, window_end)
     worst = min((_rate(records, untouched, start, start + BUCKET_MS)
-                 for start in _buckets(joined_ms, window_end)), default=during)
+                 for start in _buckets(joined_ms, window_end)), default=0.0)
+    idle_s = sum(BUCKET_MS / 1000 for partition in untouched for start in _buckets(joined_ms, window_end)
+                 if not _rate(records, [partition], start, start + BUCKET_MS))
     timeline = [round(_rate(records, untouched, start, start + BUCKET_MS)) for start in _buckets(steady_from, window_end)]
-    return {"twice": twice, "untouched": untouched, "moved": moved, "steady": steady, "during": during,
-            "worst": worst, "window_s": (window_end - joined_ms) / 1000, "timeline": timeline,
-            "window_end": [round((at - joined_ms) / 1000, 1) for at in last_owner_start + closed]}
+    return {"twice": twice, "lost": lost(events), "untouched": untouched, "moved": moved,
+            "before": _rate(records, untouched, steady_from, joined_ms),
+            "during": _rate(records, untouched, joined_ms, window_end),
+            "after": _rate(records, untouched, window_end, until_ms), "worst": worst, "idle_s": idle_s,
+            "window_s": (window_end - joined_ms) / 1000, "after_s": (until_ms - window_end) / 1000,
+            "timeline": timeline, "window_end": [round((at - joined_ms) / 1000, 1) for at in last_owner_start + closed]}
+
+
+def lost(events: dict[str, list[dict]]) -> int:
+    """Records below a partition's last committed offset whose processing no member made durable.
+
+    Durable: processed by a member, then covered by one of its "flushed" events (the slow commit path);
+    without flushing, processed is durable. Counted over the whole run, the members' closing included."""
+    flushing = any(event["event"] == "flushed" for member_events in events.values() for event in member_events)
+    durable: set[tuple[int, int]] = set()
+    committed: dict[int, tuple[float, int]] = {}
+    for member_events in events.values():
+        processed: dict[int, list[int]] = defaultdict(list)
+        for event in member_events:
+            if event["event"] == "record":
+                processed[event["partition"]].append(event["offset"])
+                if not flushing:
+                    durable.add((event["partition"], event["offset"]))
+            elif event["event"] in ("revoke", "lost"):  # a later ownership starts with no state
+                for partition in event["partitions"]:
+                    processed.pop(partition, None)
+            elif event["event"] == "flushed":
+                durable.update((event["partition"], offset) for offset in processed[event["partition"]]
+                               if offset < event["offset"])
+            elif event["event"] == "commit":
+                for partition, offset in event["offsets"].items():
+                    committed[int(partition)] = max(committed.get(int(partition), (0, 0)), (event["at_ms"], offset))
+    return sum(1 for partition, (_, offset) in committed.items() for below in range(offset)
+               if (partition, below) not in durable)
 
 
 def _final_owner(records, partition: int) -> str:
@@ -165,6 +200,9 @@ def _rate(records, partitions: list[int], from_ms: float, to_ms: float) -> float
     return count / len(partitions) / ((to_ms - from_ms) / 1000)
 
 
+QUICK = {"warmup_s": 4, "steady_s": 3, "leave_after_s": 2, "settle_s": 8}
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", type=int, default=12)
@@ -173,30 +211,51 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--warmup-s", type=float, default=8)
     parser.add_argument("--steady-s", type=float, default=4)
     parser.add_argument("--leave-after-s", type=float, default=3)
-    parser.add_argument("--settle-s", type=float, default=10)
+    parser.add_argument("--settle-s", type=float, default=12)
+    parser.add_argument("--quick", action="store_true",
+                        help="shorter phases: " + ", ".join(f"--{key.replace('_', '-')} {value}"
+                                                            for key, value in QUICK.items()))
     parser.add_argument("--queue", default="40:10", help="HIGH:LOW records waiting for a partition's worker: "
                         "the application pauses the partition at HIGH and resumes it at LOW (default 40:10)")
+    parser.add_argument("--flush-ms", default="1000:2000", help="LOW:HIGH ms each flush of a partition's state "
+                        "takes before its commit (default 1000:2000); none: a commit needs no flush")
     parser.add_argument("--traced", action="store_true", help="consumers and broker write traces, judged at the end")
     parser.add_argument("--timeline", action="store_true",
                         help="also print the untouched partitions' records/s per partition, 250 ms at a time")
     args = parser.parse_args(argv)
+    if args.quick:
+        vars(args).update(QUICK)
     args.modes = args.modes.split(",")
-    print(f"{args.partitions} partitions, {args.processing_ms} ms per record, queue {args.queue}, side by side: "
-          f"{', '.join(args.modes)}; 4 members, a 5th joins, {args.leave_after_s} s later one leaves")
-    print(f"{'mode':<9} {'twice':>6} {'untouched':>9} {'moved':>5} {'steady rec/s/p':>14} {'rebalance':>9} "
-          f"{'ratio':>6} {'worst 250ms':>11} {'window s':>8}")
+    if set(args.modes) - set(MODES):
+        parser.error(f"--modes must be among {', '.join(MODES)}, found {','.join(args.modes)}")
+    if args.flush_ms != "none" and not _bounds(args.flush_ms):
+        parser.error(f"--flush-ms must be LOW:HIGH milliseconds (0 <= LOW <= HIGH) or none, found {args.flush_ms!r}")
+    print(f"{args.partitions} partitions, {args.processing_ms} ms per record, queue {args.queue}, state flushed in "
+          f"{args.flush_ms} ms before each commit, side by side: {', '.join(args.modes)}; "
+          f"4 members, a 5th joins, {args.leave_after_s} s later one leaves")
+    print("untouched partitions' records/s per partition: before the join, during the rebalance, after it")
+    print(f"{'mode':<9}{'twice':>6}{'lost':>6}{'untouched':>10}{'moved':>6}{'before':>8}{'during':>8}{'after':>8}"
+          f"{'during/before':>14}{'after/before':>13}{'worst 250ms':>12}{'idle p*s':>9}{'rebalance s':>12}")
     for mode, run_result in run(args).items():
         figures = measure(run_result["events"], run_result["joined_ms"], run_result["until_ms"], args.steady_s)
-        ratio = figures["during"] / figures["steady"] if figures["steady"] else float("nan")
-        worst = figures["worst"] / figures["steady"] if figures["steady"] else float("nan")
-        print(f"{mode:<9} {figures['twice']:>6} {len(figures['untouched']):>9} {len(figures['moved']):>5} "
-              f"{figures['steady']:>14.1f} {figures['during']:>9.1f} {ratio:>6.2f} {worst:>11.2f} "
-              f"{figures['window_s']:>8.1f}")
+        before = figures["before"] or float("nan")
+        print(f"{mode:<9}{figures['twice']:>6}{figures['lost']:>6}{len(figures['untouched']):>10}"
+              f"{len(figures['moved']):>6}{figures['before']:>8.1f}{figures['during']:>8.1f}{figures['after']:>8.1f}"
+              f"{figures['during'] / before:>14.2f}{figures['after'] / before:>13.2f}{figures['worst'] / before:>12.2f}"
+              f"{figures['idle_s']:>9.1f}{figures['window_s']:>12.1f}")
         if args.timeline:
             print(f"  {mode} timeline from {args.steady_s} s before the join:", *figures["timeline"])
             print(f"  {mode} moved partitions {figures['moved']} restarted at (s after the join):", figures["window_end"])
     print(f"load: {statistics.mean(os.getloadavg()):.1f} (1/5/15-minute load average, mean)")
     return 0
+
+
+def _bounds(text: str) -> bool:
+    low, _, high = text.partition(":")
+    try:
+        return 0 <= float(low) <= float(high)
+    except ValueError:
+        return False
 
 
 if __name__ == "__main__":

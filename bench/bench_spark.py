@@ -129,15 +129,16 @@ def fetched_bytes(bootstrap: str, topic: str, ranges: int, fetch: str) -> int:
     return sum(counted)
 
 
-def bench_keyrange(spark, bootstrap: str, topic: str, records: int, work_ms: float) -> None:
-    print(f"kipcheck-keyrange, one partition of {records} records, batch reads, {work_ms} ms per record, local[8]:")
-    print(f"  {'fetch':7}{'k':>3}{'rows/s':>10}{'vs k=1':>8}{'fetched KiB':>13}{'read only rows/s':>18}")
+def bench_keyrange(spark, bootstrap: str, topic: str, records: int, work_ms: float, all_ranges: list[int]) -> None:
+    print(f"kipcheck-keyrange, one partition of {records} records, batch reads, {work_ms} ms per record, "
+          f"{spark.sparkContext.master}:")
+    print(f"  {'fetch':7}{'k':>3}{'rows/s':>10}{'vs k=1':>8}{'fetched KiB':>13}{'read only rows/s':>18}{'load':>6}")
     def reader(ranges, fetch):
         return (spark.read.format("kipcheck-keyrange").option("kafka.bootstrap.servers", bootstrap)
                 .option("subscribe", topic).option("keyRangesPerPartition", ranges).option("keyRangeFetch", fetch))
-    reader(8, "broker").load().mapInArrow(slow(0), "key binary").count()  # start the Python workers
+    reader(max(all_ranges), "broker").load().mapInArrow(slow(0), "key binary").count()  # start the Python workers
     base: dict[str, float] = {}
-    for ranges in (1, 2, 4, 8):
+    for ranges in all_ranges:
         for fetch in ("broker", "client"):  # interleaved: both modes see the same machine load
             frame = reader(ranges, fetch).load()
             rows, rate = rows_per_second(lambda: frame.mapInArrow(slow(work_ms), frame.schema).count())
@@ -145,7 +146,8 @@ def bench_keyrange(spark, bootstrap: str, topic: str, records: int, work_ms: flo
             base.setdefault(fetch, rate)
             _, read_rate = rows_per_second(lambda: frame.count())
             kib = fetched_bytes(bootstrap, topic, ranges, fetch) / 1024
-            print(f"  {fetch:7}{ranges:>3}{rate:>10.0f}{rate / base[fetch]:>7.2f}x{kib:>13,.0f}{read_rate:>18.0f}")
+            print(f"  {fetch:7}{ranges:>3}{rate:>10.0f}{rate / base[fetch]:>7.2f}x{kib:>13,.0f}{read_rate:>18.0f}"
+                  f"{os.getloadavg()[0]:>6.1f}", flush=True)
 
 
 def streamed_rate(query, timeout_s: float = 600) -> tuple[int, float]:
@@ -185,9 +187,9 @@ def bench_connectors(options) -> None:
                 for first in range(0, records, 10_000):
                     produce(broker.bootstrap, topic, [(0, b"key-%d" % (index % 1000), b"x" * 100)
                                                       for index in range(first, min(first + 10_000, records))])
-            spark = local_session("local[8]", "kipcheck-bench")
+            spark = local_session(f"local[{max(options.ranges)}]", "kipcheck-bench")
             register(spark)
-            bench_keyrange(spark, broker.bootstrap, "headline", options.records, options.work_ms)
+            bench_keyrange(spark, broker.bootstrap, "headline", options.records, options.work_ms, options.ranges)
             bench_share_and_rate(spark, broker.bootstrap, "share", folder)
             spark.stop()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
@@ -206,7 +208,15 @@ def main() -> None:
     connectors.add_argument("--records", type=int, default=4_000, help="records in the one-partition topic")
     connectors.add_argument("--work-ms", type=float, default=5.0, help="processing time per record")
     connectors.add_argument("--share-records", type=int, default=100_000)
+    connectors.add_argument("--ranges", default="1,2,4,8,16,32", help="keyRangesPerPartition values, comma-separated")
     options = parser.parse_args()
+    if options.command == "connectors":
+        try:
+            options.ranges = [int(ranges) for ranges in options.ranges.split(",")]
+        except ValueError:
+            parser.error(f"--ranges must be integers separated by commas, found {options.ranges!r}")
+        if min(options.ranges) < 1:
+            parser.error("--ranges must be positive")
     (bench_check if options.command == "check" else bench_connectors)(options)
 
 
