@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -72,7 +73,9 @@ def produce_backlog(bootstrap: str, partitions: int, per_partition: int) -> None
 
 def member(name: str, broker: EmbeddedBroker, mode: str, args) -> MemberProcess:
     trace_dir = str(broker.trace_dir) if args.traced else "-"
-    settings = f"queue={args.queue}" + (f",flush={args.flush_ms}" if args.flush_ms != "none" else "")
+    # a poll hands out at most HIGH records: what a worker holds stays near the queue's bound
+    settings = f"queue={args.queue},max.poll.records={args.queue.split(':')[0]}" + (
+        f",flush={args.flush_ms}" if args.flush_ms != "none" else "")
     command = ["kipcheck.oracle.conformance.scenarios.revoke_member", broker.bootstrap, f"bench-{mode}", TOPIC, mode,
                str(args.processing_ms), trace_dir, settings]
     return MemberProcess(name, broker, f"bench-{mode}", "consumer", "-", command=command)
@@ -107,8 +110,9 @@ def run(args) -> dict[str, dict]:
                 wait(members["joiner"].log_path.exists, "the joiner to start")
             joined_ms = time.monotonic() * 1000
             time.sleep(args.leave_after_s)
-            for members in groups.values():
-                members["leaver"].stop()
+            left_ms = time.monotonic() * 1000
+            for members in groups.values():  # every leaver told at once; each finishes, commits and leaves
+                members["leaver"].process.send_signal(signal.SIGTERM)
             time.sleep(args.settle_s)
             until_ms = time.monotonic() * 1000  # stopping the members moves partitions too: not measured
         finally:
@@ -122,10 +126,14 @@ def run(args) -> dict[str, dict]:
             print(f"traces: {len(list(broker.trace_dir.glob('*.jsonl')))} judged, {len(bad)} not allowed", *bad,
                   sep="\n  ")
         return {mode: {"events": {name: process.events() for name, process in members.items()},
-                       "joined_ms": joined_ms, "until_ms": until_ms} for mode, members in groups.items()}
+                       "joined_ms": joined_ms, "left_ms": left_ms, "until_ms": until_ms}
+                for mode, members in groups.items()}
 
 
-def measure(events: dict[str, list[dict]], joined_ms: float, until_ms: float, steady_s: float) -> dict:
+def measure(events: dict[str, list[dict]], joined_ms: float, left_ms: float, until_ms: float,
+            steady_s: float) -> dict:
+    """The figures of one mode. The join's rebalance lasts until the joiner processes every partition it was
+    first given; the leave's until the leaver closed and every partition moved since is processed again."""
     records = [(name, event["partition"], event["offset"], event["at_ms"])
                for name, member_events in events.items() for event in member_events
                if event["event"] == "record" and event["at_ms"] < until_ms]
@@ -137,21 +145,32 @@ def measure(events: dict[str, list[dict]], joined_ms: float, until_ms: float, st
             owners[partition].add(name)
     untouched = sorted(p for p, names in owners.items() if len(names) == 1 and names <= {"a", "b", "c"})
     moved = sorted(p for p, names in owners.items() if len(names) > 1)
-    last_owner_start = [min(at for name, p, _, at in records if p == partition and at >= joined_ms
-                            and name == _final_owner(records, partition)) for partition in moved]
+    restarts = {partition: _first(records, _final_owner(records, partition), partition, joined_ms)
+                for partition in moved}
+    given = next((event["partitions"] for event in events["joiner"] if event["event"] == "assign"), [])
+    join_end = max([_first(records, "joiner", partition, joined_ms) for partition in given] + [joined_ms + 1])
     closed = [event["at_ms"] for event in events["leaver"] if event["event"] == "closed"]
-    window_end = max(last_owner_start + closed + [joined_ms + 1])
-    worst = min((_rate(records, untouched, start, start + BUCKET_MS)
-                 for start in _buckets(joined_ms, window_end)), default=0.0)
-    idle_s = sum(BUCKET_MS / 1000 for partition in untouched for start in _buckets(joined_ms, window_end)
-                 if not _rate(records, [partition], start, start + BUCKET_MS))
-    timeline = [round(_rate(records, untouched, start, start + BUCKET_MS)) for start in _buckets(steady_from, window_end)]
+    leave_end = max([at for at in restarts.values() if at >= left_ms] + closed + [left_ms + 1])
+    window_end = max(join_end, leave_end)
+    buckets = list(_buckets(joined_ms, window_end))
     return {"twice": twice, "lost": lost(events), "untouched": untouched, "moved": moved,
             "before": _rate(records, untouched, steady_from, joined_ms),
-            "during": _rate(records, untouched, joined_ms, window_end),
-            "after": _rate(records, untouched, window_end, until_ms), "worst": worst, "idle_s": idle_s,
-            "window_s": (window_end - joined_ms) / 1000, "after_s": (until_ms - window_end) / 1000,
-            "timeline": timeline, "window_end": [round((at - joined_ms) / 1000, 1) for at in last_owner_start + closed]}
+            "join": _rate(records, untouched, joined_ms, join_end),
+            "leave": _rate(records, untouched, left_ms, leave_end),
+            "after": _rate(records, untouched, window_end, until_ms),
+            "worst": min((_rate(records, untouched, start, start + BUCKET_MS) for start in buckets), default=0.0),
+            "idle_s": sum(BUCKET_MS / 1000 for partition in untouched for start in buckets
+                          if not _rate(records, [partition], start, start + BUCKET_MS)),
+            "join_s": (join_end - joined_ms) / 1000, "leave_s": (leave_end - left_ms) / 1000,
+            "timeline": [round(_rate(records, untouched, start, start + BUCKET_MS))
+                         for start in _buckets(steady_from, window_end)],
+            "restarts": {partition: round((at - joined_ms) / 1000, 1) for partition, at in restarts.items()}}
+
+
+def _first(records, name: str, partition: int, from_ms: float) -> float:
+    """When `name` first processed a record of `partition` at or after `from_ms` (inf if never)."""
+    return min((at for owner, p, _, at in records if p == partition and owner == name and at >= from_ms),
+               default=float("inf"))
 
 
 def lost(events: dict[str, list[dict]]) -> int:
@@ -233,19 +252,24 @@ def main(argv: list[str]) -> int:
     print(f"{args.partitions} partitions, {args.processing_ms} ms per record, queue {args.queue}, state flushed in "
           f"{args.flush_ms} ms before each commit, side by side: {', '.join(args.modes)}; "
           f"4 members, a 5th joins, {args.leave_after_s} s later one leaves")
-    print("untouched partitions' records/s per partition: before the join, during the rebalance, after it")
-    print(f"{'mode':<9}{'twice':>6}{'lost':>6}{'untouched':>10}{'moved':>6}{'before':>8}{'during':>8}{'after':>8}"
-          f"{'during/before':>14}{'after/before':>13}{'worst 250ms':>12}{'idle p*s':>9}{'rebalance s':>12}")
+    print("untouched partitions' records/s per partition: before the join, during the join's rebalance, during "
+          "the leave's, after both; the worst 250 ms of the rebalances and the partition-seconds in which an "
+          "untouched partition processed nothing; each rebalance's duration")
+    print(f"{'mode':<9}{'twice':>6}{'lost':>6}{'untouched':>10}{'before':>8}{'join':>7}{'leave':>7}{'after':>7}"
+          f"{'join/before':>12}{'leave/before':>13}{'after/before':>13}{'worst 250ms':>12}{'idle p*s':>9}"
+          f"{'join s':>7}{'leave s':>8}")
     for mode, run_result in run(args).items():
-        figures = measure(run_result["events"], run_result["joined_ms"], run_result["until_ms"], args.steady_s)
+        figures = measure(run_result["events"], run_result["joined_ms"], run_result["left_ms"],
+                          run_result["until_ms"], args.steady_s)
         before = figures["before"] or float("nan")
         print(f"{mode:<9}{figures['twice']:>6}{figures['lost']:>6}{len(figures['untouched']):>10}"
-              f"{len(figures['moved']):>6}{figures['before']:>8.1f}{figures['during']:>8.1f}{figures['after']:>8.1f}"
-              f"{figures['during'] / before:>14.2f}{figures['after'] / before:>13.2f}{figures['worst'] / before:>12.2f}"
-              f"{figures['idle_s']:>9.1f}{figures['window_s']:>12.1f}")
+              f"{figures['before']:>8.1f}{figures['join']:>7.1f}{figures['leave']:>7.1f}{figures['after']:>7.1f}"
+              f"{figures['join'] / before:>12.2f}{figures['leave'] / before:>13.2f}{figures['after'] / before:>13.2f}"
+              f"{figures['worst'] / before:>12.2f}{figures['idle_s']:>9.1f}{figures['join_s']:>7.1f}"
+              f"{figures['leave_s']:>8.1f}", flush=True)
         if args.timeline:
             print(f"  {mode} timeline from {args.steady_s} s before the join:", *figures["timeline"])
-            print(f"  {mode} moved partitions {figures['moved']} restarted at (s after the join):", figures["window_end"])
+            print(f"  {mode} moved partitions restarted at (s after the join):", figures["restarts"])
     print(f"load: {statistics.mean(os.getloadavg()):.1f} (1/5/15-minute load average, mean)")
     return 0
 

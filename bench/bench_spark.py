@@ -129,15 +129,27 @@ def fetched_bytes(bootstrap: str, topic: str, ranges: int, fetch: str) -> int:
     return sum(counted)
 
 
-def bench_keyrange(spark, bootstrap: str, topic: str, records: int, work_ms: float, all_ranges: list[int]) -> None:
-    print(f"kipcheck-keyrange, one partition of {records} records, batch reads, {work_ms} ms per record, "
-          f"{spark.sparkContext.master}:")
-    print(f"  {'fetch':7}{'k':>3}{'rows/s':>10}{'vs k=1':>8}{'fetched KiB':>13}{'read only rows/s':>18}{'load':>6}")
+def balance_bound(keys: list[bytes], ranges: int) -> float:
+    """The speed-up k tasks can reach at most: all records over the largest slice's (the key hash's spread)."""
+    from kipcheck.model.key_hash import in_ranges, record_hash
+    from kipcheck.model.key_range_assign import split
+
+    hashes = [record_hash(key, offset) for offset, key in enumerate(keys)]
+    return len(keys) / max(sum(1 for value in hashes if in_ranges(value, [share])) for share in split(ranges))
+
+
+def bench_keyrange(spark, bootstrap: str, topic: str, keys: list[bytes], work_ms: float, all_ranges: list[int]) -> None:
+    records = len(keys)
+    print(f"kipcheck-keyrange, one partition of {records} records ({len(set(keys))} keys), batch reads, "
+          f"{work_ms} ms per record, {spark.sparkContext.master}; bound: records over the largest slice's")
+    print(f"  {'fetch':7}{'k':>3}{'rows/s':>10}{'vs k=1':>8}{'bound':>7}{'fetched KiB':>13}{'read only rows/s':>18}"
+          f"{'load':>6}")
     def reader(ranges, fetch):
         return (spark.read.format("kipcheck-keyrange").option("kafka.bootstrap.servers", bootstrap)
                 .option("subscribe", topic).option("keyRangesPerPartition", ranges).option("keyRangeFetch", fetch))
     reader(max(all_ranges), "broker").load().mapInArrow(slow(0), "key binary").count()  # start the Python workers
     base: dict[str, float] = {}
+    bounds = {ranges: balance_bound(keys, ranges) for ranges in all_ranges}
     for ranges in all_ranges:
         for fetch in ("broker", "client"):  # interleaved: both modes see the same machine load
             frame = reader(ranges, fetch).load()
@@ -146,7 +158,8 @@ def bench_keyrange(spark, bootstrap: str, topic: str, records: int, work_ms: flo
             base.setdefault(fetch, rate)
             _, read_rate = rows_per_second(lambda: frame.count())
             kib = fetched_bytes(bootstrap, topic, ranges, fetch) / 1024
-            print(f"  {fetch:7}{ranges:>3}{rate:>10.0f}{rate / base[fetch]:>7.2f}x{kib:>13,.0f}{read_rate:>18.0f}"
+            print(f"  {fetch:7}{ranges:>3}{rate:>10.0f}{rate / base[fetch]:>7.2f}x{bounds[ranges]:>6.2f}x"
+                  f"{kib:>13,.0f}{read_rate:>18.0f}"
                   f"{os.getloadavg()[0]:>6.1f}", flush=True)
 
 
@@ -182,14 +195,15 @@ def bench_connectors(options) -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         with EmbeddedBroker(Path(folder) / "broker", {"share.auto.offset.reset": "earliest"}, traced=False) as broker:
+            keys = [b"key-%d" % (index % options.keys) for index in range(options.records)]
             for topic, records in (("headline", options.records), ("share", options.share_records)):
                 create_topic(broker.bootstrap, topic, 1, configs={"accept.range.fetch": "true"})
                 for first in range(0, records, 10_000):
-                    produce(broker.bootstrap, topic, [(0, b"key-%d" % (index % 1000), b"x" * 100)
+                    produce(broker.bootstrap, topic, [(0, b"key-%d" % (index % options.keys), b"x" * 100)
                                                       for index in range(first, min(first + 10_000, records))])
             spark = local_session(f"local[{max(options.ranges)}]", "kipcheck-bench")
             register(spark)
-            bench_keyrange(spark, broker.bootstrap, "headline", options.records, options.work_ms, options.ranges)
+            bench_keyrange(spark, broker.bootstrap, "headline", keys, options.work_ms, options.ranges)
             bench_share_and_rate(spark, broker.bootstrap, "share", folder)
             spark.stop()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
@@ -205,7 +219,9 @@ def main() -> None:
                        help="one-core workers of the standalone cluster on loopback (0: no cluster)")
     check.add_argument("--repeat", type=int, default=1, help="time each Spark master this many times, keep the best")
     connectors = commands.add_parser("connectors")
-    connectors.add_argument("--records", type=int, default=4_000, help="records in the one-partition topic")
+    connectors.add_argument("--records", type=int, default=6_000, help="records in the one-partition topic")
+    connectors.add_argument("--keys", type=int, default=6_000,
+                            help="distinct keys, record i having key i modulo --keys (default: one a record)")
     connectors.add_argument("--work-ms", type=float, default=5.0, help="processing time per record")
     connectors.add_argument("--share-records", type=int, default=100_000)
     connectors.add_argument("--ranges", default="1,2,4,8,16,32", help="keyRangesPerPartition values, comma-separated")
@@ -215,8 +231,8 @@ def main() -> None:
             options.ranges = [int(ranges) for ranges in options.ranges.split(",")]
         except ValueError:
             parser.error(f"--ranges must be integers separated by commas, found {options.ranges!r}")
-        if min(options.ranges) < 1:
-            parser.error("--ranges must be positive")
+        if min(options.ranges) < 1 or options.records < 1 or options.keys < 1:
+            parser.error("--ranges, --records and --keys must be positive")
     (bench_check if options.command == "check" else bench_connectors)(options)
 
 
