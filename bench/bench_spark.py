@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/bench_spark.py check                 # 1,000 traces of 10,000 steps
     .venv/bin/python bench/bench_spark.py check --traces 300 --repeat 2 --workers 2
-    .venv/bin/python bench/bench_spark.py connectors            # the headline: keyrange k = 1, 2, 4, 8; share vs rate
+    .venv/bin/python bench/bench_spark.py connectors            # the headline: keyrange k = 1 .. 32; share vs rate
+    .venv/bin/python bench/bench_spark.py connectors --records 2000 --ranges 1,4,16 --share-records 2000
 
 `check` generates share-partition traces (bench_check.py's generator, seeds 1..N) into a
 temporary directory and times, in one run, wall clock: the single-process checker
@@ -14,16 +15,20 @@ local[1] (one core to two), and the load average before and after: on a shared m
 cores are not all the checker's.
 
 `connectors` starts the reference broker, fills one-partition topics, and prints:
-(1) kipcheck-keyrange batch reads with keyRangesPerPartition k = 1, 2, 4, 8 and a processing-bound
-job (--work-ms per record, sleeping, as a call to another service would) on local[8], so up to
-8 tasks run at once, with broker-side key-range fetch (keyRangeFetch=broker: each task fetches
-its own records) and client-side filtering (keyRangeFetch=client: each of the k tasks fetches
-the whole partition), side by side: rows/s, the ratio to k=1 of the same mode, the record bytes
-the k tasks fetched (their read_slice run again in this process, counting its consumer's
-fetched bytes), and rows/s of the same reads without processing; (2) kipcheck-share as an
-availableNow stream into the noop sink beside Spark's built-in `rate` source into the same sink,
-the machine's ceiling (rows over the micro-batches' busy time). A share micro-batch is one poll, so it holds at most the
-partition's in-flight limit (group.share.partition.max.record.locks, Kafka's default 2,000).
+(1) kipcheck-keyrange batch reads with keyRangesPerPartition k = 1, 2, 4, 8, 16, 32 (--ranges) and a
+processing-bound job (--work-ms per record, sleeping, as a call to another service would: tasks may
+outnumber cores) on local[N], N the largest k, so k tasks run at once, with broker-side key-range fetch
+(keyRangeFetch=broker: each task fetches its own records) and client-side filtering
+(keyRangeFetch=client: each of the k tasks fetches the whole partition), side by side: rows/s, the
+ratio to k=1 of the same mode, the bound (all records over the largest slice's: the key hash's spread
+caps the speed-up), the record bytes the k tasks fetched (their read_slice run again in this process,
+counting its consumer's fetched bytes), rows/s of the same reads without processing, and the load
+average. Before each k a job holding k tasks a second starts the Python workers k tasks need (Spark
+keeps an idle worker a minute) and loads the connector in each: what is timed is the reading and the
+processing, not the workers' start-up. (2) kipcheck-share as an availableNow stream into the noop sink beside Spark's built-in
+`rate` source into the same sink, the machine's ceiling (rows over the micro-batches' busy time). A
+share micro-batch is one poll, so it holds at most the partition's in-flight limit
+(group.share.partition.max.record.locks, Kafka's default 2,000).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from kipcheck.oracle.spark_check import check_on_spark
 
 HERE = Path(__file__).resolve().parent
 SMALL_TRACE = HERE.parent / "oracle" / "examples" / "share-partition" / "kip-lock-expiry.jsonl"
+WORKERS_HELD_S = 1.0
 
 
 def trace_generator():
@@ -110,6 +116,18 @@ def slow(work_ms: float):
     return process
 
 
+def held(seconds: float):
+    """A mapInArrow function that loads the connector and holds its task `seconds` once, keeping nothing:
+    tasks overlap, so each starts its own Python workers, and every worker has the connector loaded."""
+    def process(batches):
+        import kipcheck.impl.spark.keyrange  # noqa: F401 (a worker may read a slice next: loaded already)
+        time.sleep(seconds)
+        for _ in batches:
+            pass
+        yield from ()
+    return process
+
+
 def rows_per_second(action) -> tuple[int, float]:
     started = time.perf_counter()
     rows = action()
@@ -147,10 +165,13 @@ def bench_keyrange(spark, bootstrap: str, topic: str, keys: list[bytes], work_ms
     def reader(ranges, fetch):
         return (spark.read.format("kipcheck-keyrange").option("kafka.bootstrap.servers", bootstrap)
                 .option("subscribe", topic).option("keyRangesPerPartition", ranges).option("keyRangeFetch", fetch))
-    reader(max(all_ranges), "broker").load().mapInArrow(slow(0), "key binary").count()  # start the Python workers
     base: dict[str, float] = {}
     bounds = {ranges: balance_bound(keys, ranges) for ranges in all_ranges}
     for ranges in all_ranges:
+        # k tasks at once need k Python workers reading and k processing; Spark keeps an idle one a minute,
+        # so without this the timed job would start the ones the smaller k before it did not need, and a
+        # worker that only processed so far would load the connector (about 0.5 s of CPU) to read a slice.
+        reader(ranges, "broker").load().mapInArrow(held(WORKERS_HELD_S), "key binary").count()
         for fetch in ("broker", "client"):  # interleaved: both modes see the same machine load
             frame = reader(ranges, fetch).load()
             rows, rate = rows_per_second(lambda: frame.mapInArrow(slow(work_ms), frame.schema).count())
