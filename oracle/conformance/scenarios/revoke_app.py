@@ -112,18 +112,22 @@ class Worker:
     def settled(self) -> bool:
         """Nothing left to process, and (with a slow commit path) everything processed flushed."""
         with self.condition:
-            return not self.queue and not self.busy and self.flushed == self.processed.commit_offset(self.tp)
+            return self._settled()
 
     def durable_offset(self) -> int:
         """What may be committed: the offset below which everything is processed (and flushed, with `flush_ms`)."""
         with self.condition:
-            return self.flushed if self.flush_ms is not None else self.processed.commit_offset(self.tp)
+            return self._durable()
 
     def wait_settled(self, timeout_s: float = 600) -> None:
         with self.condition:
-            self.condition.wait_for(
-                lambda: not self.queue and not self.busy and self.flushed == self.processed.commit_offset(self.tp),
-                timeout_s)
+            self.condition.wait_for(self._settled, timeout_s)
+
+    def _settled(self) -> bool:
+        return not self.queue and not self.busy and self._durable() == self.processed.commit_offset(self.tp)
+
+    def _durable(self) -> int:
+        return self.flushed if self.flush_ms is not None else self.processed.commit_offset(self.tp)
 
     def stop(self, abort: bool) -> None:
         """Abort: drop what is queued (a lost partition); otherwise finish it first (the naive mode's leftovers)."""
