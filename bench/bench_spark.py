@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/bench_spark.py check                 # 1,000 traces of 10,000 steps
     .venv/bin/python bench/bench_spark.py check --traces 300 --repeat 2 --workers 2
-    .venv/bin/python bench/bench_spark.py connectors            # the headline: keyrange k = 1, 2, 4, 8; share vs rate
+    .venv/bin/python bench/bench_spark.py connectors            # the headline: keyrange k = 1 .. 32; share vs rate
+    .venv/bin/python bench/bench_spark.py connectors --records 2000 --ranges 1,4,16 --share-records 2000
 
 `check` generates share-partition traces (bench_check.py's generator, seeds 1..N) into a
 temporary directory and times, in one run, wall clock: the single-process checker
@@ -14,16 +15,20 @@ local[1] (one core to two), and the load average before and after: on a shared m
 cores are not all the checker's.
 
 `connectors` starts the reference broker, fills one-partition topics, and prints:
-(1) kipcheck-keyrange batch reads with keyRangesPerPartition k = 1, 2, 4, 8 and a processing-bound
-job (--work-ms per record, sleeping, as a call to another service would) on local[8], so up to
-8 tasks run at once, with broker-side key-range fetch (keyRangeFetch=broker: each task fetches
-its own records) and client-side filtering (keyRangeFetch=client: each of the k tasks fetches
-the whole partition), side by side: rows/s, the ratio to k=1 of the same mode, the record bytes
-the k tasks fetched (their read_slice run again in this process, counting its consumer's
-fetched bytes), and rows/s of the same reads without processing; (2) kipcheck-share as an
-availableNow stream into the noop sink beside Spark's built-in `rate` source into the same sink,
-the machine's ceiling (rows over the micro-batches' busy time). A share micro-batch is one poll, so it holds at most the
-partition's in-flight limit (group.share.partition.max.record.locks, Kafka's default 2,000).
+(1) kipcheck-keyrange batch reads with keyRangesPerPartition k = 1, 2, 4, 8, 16, 32 (--ranges) and a
+processing-bound job (--work-ms per record, sleeping, as a call to another service would: tasks may
+outnumber cores) on local[N], N the largest k, so k tasks run at once, with broker-side key-range fetch
+(keyRangeFetch=broker: each task fetches its own records) and client-side filtering
+(keyRangeFetch=client: each of the k tasks fetches the whole partition), side by side: rows/s, the
+ratio to k=1 of the same mode, the bound (all records over the largest slice's: the key hash's spread
+caps the speed-up), the record bytes the k tasks fetched (their read_slice run again in this process,
+counting its consumer's fetched bytes), rows/s of the same reads without processing, and the load
+average. Before each k a job holding k tasks a second starts the Python workers k tasks need (Spark
+keeps an idle worker a minute) and loads the connector in each: what is timed is the reading and the
+processing, not the workers' start-up. (2) kipcheck-share as an availableNow stream into the noop sink beside Spark's built-in
+`rate` source into the same sink, the machine's ceiling (rows over the micro-batches' busy time). A
+share micro-batch is one poll, so it holds at most the partition's in-flight limit
+(group.share.partition.max.record.locks, Kafka's default 2,000).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from kipcheck.oracle.spark_check import check_on_spark
 
 HERE = Path(__file__).resolve().parent
 SMALL_TRACE = HERE.parent / "oracle" / "examples" / "share-partition" / "kip-lock-expiry.jsonl"
+WORKERS_HELD_S = 1.0
 
 
 def trace_generator():
@@ -110,6 +116,18 @@ def slow(work_ms: float):
     return process
 
 
+def held(seconds: float):
+    """A mapInArrow function that loads the connector and holds its task `seconds` once, keeping nothing:
+    tasks overlap, so each starts its own Python workers, and every worker has the connector loaded."""
+    def process(batches):
+        import kipcheck.impl.spark.keyrange  # noqa: F401 (a worker may read a slice next: loaded already)
+        time.sleep(seconds)
+        for _ in batches:
+            pass
+        yield from ()
+    return process
+
+
 def rows_per_second(action) -> tuple[int, float]:
     started = time.perf_counter()
     rows = action()
@@ -129,15 +147,31 @@ def fetched_bytes(bootstrap: str, topic: str, ranges: int, fetch: str) -> int:
     return sum(counted)
 
 
-def bench_keyrange(spark, bootstrap: str, topic: str, records: int, work_ms: float) -> None:
-    print(f"kipcheck-keyrange, one partition of {records} records, batch reads, {work_ms} ms per record, local[8]:")
-    print(f"  {'fetch':7}{'k':>3}{'rows/s':>10}{'vs k=1':>8}{'fetched KiB':>13}{'read only rows/s':>18}")
+def balance_bound(keys: list[bytes], ranges: int) -> float:
+    """The speed-up k tasks can reach at most: all records over the largest slice's (the key hash's spread)."""
+    from kipcheck.model.key_hash import in_ranges, record_hash
+    from kipcheck.model.key_range_assign import split
+
+    hashes = [record_hash(key, offset) for offset, key in enumerate(keys)]
+    return len(keys) / max(sum(1 for value in hashes if in_ranges(value, [share])) for share in split(ranges))
+
+
+def bench_keyrange(spark, bootstrap: str, topic: str, keys: list[bytes], work_ms: float, all_ranges: list[int]) -> None:
+    records = len(keys)
+    print(f"kipcheck-keyrange, one partition of {records} records ({len(set(keys))} keys), batch reads, "
+          f"{work_ms} ms per record, {spark.sparkContext.master}; bound: records over the largest slice's")
+    print(f"  {'fetch':7}{'k':>3}{'rows/s':>10}{'vs k=1':>8}{'bound':>7}{'fetched KiB':>13}{'read only rows/s':>18}"
+          f"{'load':>6}")
     def reader(ranges, fetch):
         return (spark.read.format("kipcheck-keyrange").option("kafka.bootstrap.servers", bootstrap)
                 .option("subscribe", topic).option("keyRangesPerPartition", ranges).option("keyRangeFetch", fetch))
-    reader(8, "broker").load().mapInArrow(slow(0), "key binary").count()  # start the Python workers
     base: dict[str, float] = {}
-    for ranges in (1, 2, 4, 8):
+    bounds = {ranges: balance_bound(keys, ranges) for ranges in all_ranges}
+    for ranges in all_ranges:
+        # k tasks at once need k Python workers reading and k processing; Spark keeps an idle one a minute,
+        # so without this the timed job would start the ones the smaller k before it did not need, and a
+        # worker that only processed so far would load the connector (about 0.5 s of CPU) to read a slice.
+        reader(ranges, "broker").load().mapInArrow(held(WORKERS_HELD_S), "key binary").count()
         for fetch in ("broker", "client"):  # interleaved: both modes see the same machine load
             frame = reader(ranges, fetch).load()
             rows, rate = rows_per_second(lambda: frame.mapInArrow(slow(work_ms), frame.schema).count())
@@ -145,7 +179,9 @@ def bench_keyrange(spark, bootstrap: str, topic: str, records: int, work_ms: flo
             base.setdefault(fetch, rate)
             _, read_rate = rows_per_second(lambda: frame.count())
             kib = fetched_bytes(bootstrap, topic, ranges, fetch) / 1024
-            print(f"  {fetch:7}{ranges:>3}{rate:>10.0f}{rate / base[fetch]:>7.2f}x{kib:>13,.0f}{read_rate:>18.0f}")
+            print(f"  {fetch:7}{ranges:>3}{rate:>10.0f}{rate / base[fetch]:>7.2f}x{bounds[ranges]:>6.2f}x"
+                  f"{kib:>13,.0f}{read_rate:>18.0f}"
+                  f"{os.getloadavg()[0]:>6.1f}", flush=True)
 
 
 def streamed_rate(query, timeout_s: float = 600) -> tuple[int, float]:
@@ -180,14 +216,15 @@ def bench_connectors(options) -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         with EmbeddedBroker(Path(folder) / "broker", {"share.auto.offset.reset": "earliest"}, traced=False) as broker:
+            keys = [b"key-%d" % (index % options.keys) for index in range(options.records)]
             for topic, records in (("headline", options.records), ("share", options.share_records)):
                 create_topic(broker.bootstrap, topic, 1, configs={"accept.range.fetch": "true"})
                 for first in range(0, records, 10_000):
-                    produce(broker.bootstrap, topic, [(0, b"key-%d" % (index % 1000), b"x" * 100)
+                    produce(broker.bootstrap, topic, [(0, b"key-%d" % (index % options.keys), b"x" * 100)
                                                       for index in range(first, min(first + 10_000, records))])
-            spark = local_session("local[8]", "kipcheck-bench")
+            spark = local_session(f"local[{max(options.ranges)}]", "kipcheck-bench")
             register(spark)
-            bench_keyrange(spark, broker.bootstrap, "headline", options.records, options.work_ms)
+            bench_keyrange(spark, broker.bootstrap, "headline", keys, options.work_ms, options.ranges)
             bench_share_and_rate(spark, broker.bootstrap, "share", folder)
             spark.stop()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
@@ -203,10 +240,20 @@ def main() -> None:
                        help="one-core workers of the standalone cluster on loopback (0: no cluster)")
     check.add_argument("--repeat", type=int, default=1, help="time each Spark master this many times, keep the best")
     connectors = commands.add_parser("connectors")
-    connectors.add_argument("--records", type=int, default=4_000, help="records in the one-partition topic")
+    connectors.add_argument("--records", type=int, default=6_000, help="records in the one-partition topic")
+    connectors.add_argument("--keys", type=int, default=6_000,
+                            help="distinct keys, record i having key i modulo --keys (default: one a record)")
     connectors.add_argument("--work-ms", type=float, default=5.0, help="processing time per record")
     connectors.add_argument("--share-records", type=int, default=100_000)
+    connectors.add_argument("--ranges", default="1,2,4,8,16,32", help="keyRangesPerPartition values, comma-separated")
     options = parser.parse_args()
+    if options.command == "connectors":
+        try:
+            options.ranges = [int(ranges) for ranges in options.ranges.split(",")]
+        except ValueError:
+            parser.error(f"--ranges must be integers separated by commas, found {options.ranges!r}")
+        if min(options.ranges) < 1 or options.records < 1 or options.keys < 1:
+            parser.error("--ranges, --records and --keys must be positive")
     (bench_check if options.command == "check" else bench_connectors)(options)
 
 

@@ -126,14 +126,17 @@ def test_a_group_refusal_is_raised_by_the_next_poll(tmp_path):
 # -- groups: partitions move, nothing lost, traces judged --------------------------------------------------
 
 
-def run_apps(broker, topic: str, mode: str, trace_dir: Path, records: int) -> list[tuple[int, int]]:
-    """Two applications, a third joins, the first leaves; every record processed once it is all over."""
+def run_apps(broker, topic: str, mode: str, trace_dir: Path, records: int, flush_ms=None,
+             apps: list | None = None) -> list[tuple[int, int]]:
+    """Two applications, a third joins, the first leaves; every record processed once it is all over.
+    `flush_ms`: each partition's state flushed before its commit (the slow commit path); `apps` gets the apps."""
     create_topic(broker.bootstrap, topic, 6)
     produce(broker.bootstrap, topic, [(index % 6, None, b"%d" % index) for index in range(records)])
-    apps, threads = [], []
+    apps, threads = [] if apps is None else apps, []
 
     def start() -> None:
-        apps.append(ProcessingApp(broker.bootstrap, f"{topic}-group", topic, mode, 5, EventLog(), trace_dir))
+        apps.append(ProcessingApp(broker.bootstrap, f"{topic}-group", topic, mode, 5, EventLog(), trace_dir,
+                                  flush_ms=flush_ms))
         threads.append(threading.Thread(target=apps[-1].run, daemon=True))
         threads[-1].start()
 
@@ -162,6 +165,41 @@ def test_partitions_move_under_load_with_nothing_lost_or_processed_twice(broker,
     consumer_traces = list(broker.trace_dir.glob("revoke-delay.consumer.*"))
     assert len(consumer_traces) == (3 if mode == "delay" else 0)  # the callback mode is not KIP-983's
     assert not traces_disagree(broker.trace_dir)
+
+
+@pytest.mark.parametrize("mode", ["delay", "callback"])
+def test_a_slow_commit_path_commits_only_flushed_state(broker, mode):
+    """Each partition's state flushed (100 to 200 ms) before its commit: nothing processed twice, and no commit
+    covers a record whose state its member had not flushed."""
+    apps: list[ProcessingApp] = []
+    processed = run_apps(broker, f"flushing-{mode}", mode, broker.trace_dir, 3000, (100, 200), apps)
+    assert len(processed) == len(set(processed)) == 3000
+    assert any(event["event"] == "flushed" for app in apps for event in app.log.events)
+    assert [unflushed_commits(app) for app in apps] == [0, 0, 0]
+    assert not traces_disagree(broker.trace_dir)
+
+
+def test_the_naive_callback_commits_unflushed_state(broker):
+    """The control: on_revoke commits what the workers finished, unflushed; the check above sees it."""
+    apps: list[ProcessingApp] = []
+    run_apps(broker, "flushing-naive", "naive", broker.trace_dir, 3000, (100, 200), apps)
+    assert sum(unflushed_commits(app) for app in apps) > 0
+
+
+def unflushed_commits(app: ProcessingApp) -> int:
+    """Records `app` processed below an offset it committed, with no flush of its own covering them first."""
+    flushed: dict[int, int] = {}
+    processed: dict[int, list[int]] = {}
+    found = 0
+    for event in app.log.events:
+        if event["event"] == "record":
+            processed.setdefault(event["partition"], []).append(event["offset"])
+        elif event["event"] == "flushed":
+            flushed[event["partition"]] = max(flushed.get(event["partition"], 0), event["offset"])
+        elif event["event"] == "commit":
+            found += sum(1 for partition, offset in event["offsets"].items() for done in processed.get(partition, ())
+                         if flushed.get(partition, 0) <= done < offset)
+    return found
 
 
 def test_the_naive_callback_is_seen_processing_records_twice(broker):

@@ -5,8 +5,10 @@
 
 MODE is delay (KIP-983), callback or naive; SETTINGS are consumer settings,
 NAME=VALUE separated by commas (e.g. max.poll.interval.ms=2000), or `-`;
-TRACE_DIR `-` writes no trace. The setting `queue=HIGH:LOW` is the
-application's, not the consumer's: where a partition is paused and resumed. The log is revoke_app's event log; the
+TRACE_DIR `-` writes no trace. The settings `queue=HIGH:LOW` (where a
+partition is paused and resumed) and `flush=LOW_MS:HIGH_MS` (each partition's
+state flushed before its commit, each flush taking between LOW_MS and HIGH_MS)
+are the application's, not the consumer's. The log is revoke_app's event log; the
 consumer's revoke-delay trace goes to TRACE_DIR (delay mode). SIGTERM stops it
 cleanly (finish, commit, leave); SIGKILL is the crash a scenario wants.
 """
@@ -28,8 +30,10 @@ def main(argv: list[str]) -> int:
     bootstrap, group, topic, mode, processing_ms, trace_dir, settings, log_path = argv
     pairs = dict([] if settings == "-" else [setting.split("=", 1) for setting in settings.split(",")])
     high, _, low = pairs.pop("queue", f"{QUEUE_HIGH}:{QUEUE_LOW}").partition(":")
+    flush = pairs.pop("flush", None)
+    flush_ms = None if flush is None else tuple(float(bound) for bound in flush.split(":", 1))
     app = ProcessingApp(bootstrap, group, topic, mode, float(processing_ms), EventLog(log_path),
-                        None if trace_dir == "-" else trace_dir, (int(high), int(low)), **pairs)
+                        None if trace_dir == "-" else trace_dir, (int(high), int(low)), flush_ms, **pairs)
     runner = threading.Thread(target=app.run, daemon=True)
     runner.start()
     stop.wait(LIFETIME_S)
