@@ -106,6 +106,7 @@ class SharePartition:
         self._spso = self._speo = self._log_end = self._base = start_offset
         self.stored_start = StoredStart(start_offset)  # SP-47
         self._stored_by_request = RULES[profile].stored_by_request
+        self._acknowledges_beside_fetch = RULES[profile].acknowledges_beside_fetch  # SP-67
         self.speo_clause = "SP-24"  # the clause that put SPEO where it is (SP-42 after a record_limit acquisition)
         self.in_transition: frozenset[int] = frozenset()  # SP-67, as the model keeps it
         self._state: list[str] = []
@@ -544,7 +545,7 @@ class SharePartition:
             if uncached:
                 self._start_at_first_cached()
             return
-        self.in_transition = released_beside if self.kafka else frozenset()
+        self.in_transition = released_beside if self._acknowledges_beside_fetch else frozenset()
         try:
             self.check_acquisition(max_records, records, record_limit, archived)
         finally:
