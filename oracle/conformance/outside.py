@@ -20,7 +20,6 @@ choice), or, for real clients, whose ids are all random, by their place once sor
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -28,9 +27,7 @@ from kipcheck.impl.consumer.connection import BrokerConnection
 from kipcheck.impl.topic_partition import TopicPartition
 from kipcheck.impl.wire.errors import error_name
 from kipcheck.model.errors import Error
-from kipcheck.oracle.conformance.probes.routing import (
-    COORDINATOR_RETRIABLE, COORDINATOR_WAIT_S, FIND_COORDINATOR, GROUP_KEY, RETRY_PAUSE_S, RoutingError,
-)
+from kipcheck.oracle.conformance.probes.routing import find_coordinator
 
 LIST_OFFSETS, METADATA, OFFSET_FETCH = 2, 3, 9
 CONSUMER_GROUP_DESCRIBE, SHARE_GROUP_DESCRIBE, DESCRIBE_SHARE_GROUP_OFFSETS = 69, 77, 90
@@ -107,14 +104,7 @@ class _Wire:
     def coordinator(self, group: str) -> BrokerConnection:
         """The group's coordinator, asked with FindCoordinator v2 (the reference broker serves v0 to v2, Kafka 4.2 v1
         to v6) until the cluster has one."""
-        deadline = time.monotonic() + COORDINATOR_WAIT_S
-        while True:
-            found = self.admin.request(FIND_COORDINATOR, 2, key=group, key_type=GROUP_KEY)
-            if found.error_code.name == "none":
-                return self._connect((found.host, found.port))
-            if found.error_code.name not in COORDINATOR_RETRIABLE or time.monotonic() > deadline:
-                raise RoutingError(f"FindCoordinator for group {group}: {error_name(found.error_code)}")
-            time.sleep(RETRY_PAUSE_S)
+        return self._connect(find_coordinator(self.admin, group, version=2))
 
     def leader(self, tp: str) -> BrokerConnection:
         return self._connect(self.leaders.get(tp, next(iter(self.connections))))

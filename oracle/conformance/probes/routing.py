@@ -35,11 +35,16 @@ def cluster_brokers(connection: BrokerConnection) -> dict[int, tuple[str, int]]:
     return {broker.node_id: (broker.host, broker.port) for broker in answer.brokers}
 
 
-def find_coordinator(connection: BrokerConnection, group: str) -> tuple[str, int]:
-    """The address of `group`'s coordinator (FindCoordinator v4), asked until the cluster has one."""
+def find_coordinator(connection: BrokerConnection, group: str, version: int = 4) -> tuple[str, int]:
+    """The address of `group`'s coordinator (FindCoordinator v4, batched keys; or v2, one key, where a broker serves
+    no later one), asked until the cluster has one."""
     deadline = time.monotonic() + COORDINATOR_WAIT_S
     while True:
-        found = connection.request(FIND_COORDINATOR, 4, key_type=GROUP_KEY, coordinator_keys=[group]).coordinators[0]
+        if version >= 4:
+            found = connection.request(FIND_COORDINATOR, version, key_type=GROUP_KEY,
+                                       coordinator_keys=[group]).coordinators[0]
+        else:
+            found = connection.request(FIND_COORDINATOR, version, key=group, key_type=GROUP_KEY)
         if found.error_code.name == "none":
             return found.host, found.port
         if found.error_code.name not in COORDINATOR_RETRIABLE or time.monotonic() > deadline:
