@@ -3,6 +3,8 @@
     with StallProbe(port) as probe:
         attack()
     probe.longest_s      # the longest round trip of an ApiVersions request, sent every PERIOD_S
+    probe.longest_share  # longest_s over the time the attack ran: near 1 when the broker served the attack
+                         # on its event loop, whatever the machine's load (which stretches both alike)
     probe.unanswered     # requests that got no answer at all (a closed connection)
 
 One connection of its own, one ApiVersions request at a time, on a thread, so
@@ -31,13 +33,19 @@ class StallProbe:
 
     def __enter__(self) -> "StallProbe":
         self._client = RawClient(self.port, timeout_s=600)
+        self._entered = time.monotonic()
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
+        self.elapsed_s = time.monotonic() - self._entered
         self._stop.set()
         self._thread.join()
         self._client.close()
+
+    @property
+    def longest_share(self) -> float:
+        return self.longest_s / self.elapsed_s
 
     def _run(self) -> None:
         while not self._stop.is_set():

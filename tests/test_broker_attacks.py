@@ -38,6 +38,10 @@ from stall_probe import StallProbe  # noqa: E402
 pytestmark = pytest.mark.slow
 
 STALL_MAX_S = 1.0
+# Work taken off the event loop (decoding, filtering) leaves another client waiting a small share of the
+# attack's time; on the loop, nearly all of it. Measured at load 5: off the loop 0.03-0.08, on it 0.99. A share,
+# not seconds, since a loaded machine stretches the attack and the stall alike (1.0 s off the loop at load 7).
+OFF_LOOP_MAX_SHARE = 0.5
 
 
 def test_a_forged_abort_marker_is_refused_and_the_victims_commit_is_read(start_broker):
@@ -124,7 +128,7 @@ def test_a_compression_bomb_through_key_range_fetch_is_an_error_for_its_partitio
     assert answers is not None, "the fetching connection was closed"
     assert answers[0] == ("MESSAGE_TOO_LARGE", b"")
     assert answers[1][0] == "NONE" and len(split_batches(answers[1][1])) == 1
-    assert probe.unanswered == 0 and probe.longest_s < STALL_MAX_S, probe.longest_s
+    assert probe.unanswered == 0 and probe.longest_share < OFF_LOOP_MAX_SHARE, (probe.longest_s, probe.elapsed_s)
 
 
 @pytest.mark.parametrize("topic_ids, answered", [(80_000, True), (600_000, False)])
@@ -139,7 +143,7 @@ def test_a_large_request_is_decoded_off_the_event_loop_and_refused_when_too_cost
     with StallProbe(broker.port) as probe:
         size = send_and_read(broker.port, frame)
     assert (size is not None) == answered
-    assert probe.unanswered == 0 and probe.longest_s < STALL_MAX_S, probe.longest_s
+    assert probe.unanswered == 0 and probe.longest_share < OFF_LOOP_MAX_SHARE, (probe.longest_s, probe.elapsed_s)
     assert broker.peak_memory_bytes() - before < 20 * len(frame) + (32 << 20)
 
 
