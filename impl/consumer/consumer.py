@@ -36,8 +36,12 @@ fetched and starts again from there, so a key taken over is read from its
 first uncommitted record. A range commit larger than one request is split
 (impl/ic/client.py PendingCommits); a request refused with a retriable error
 waits for the next flush, any other refusal is raised by the next call.
+Records of a key range the consumer gave up are never committed by it
+afterwards (IC-16: their new owner processes them): whenever their offsets
+would be sent, a retried request's or a late commit_ranges', they are
+dropped, logged and traced (`drop`), until a poll returns them again.
 With `ic_traces` (KeySharingTraces, shared by the consumers of a process)
-the consumer writes its own, deliver and commit steps (impl/consumer/individual.py).
+the consumer writes its own, deliver, commit and drop steps (impl/consumer/individual.py).
 
 KIP-983 (seed 001, spec/revoke-delay.md), the default `rebalance.revoke.mode=delay`:
 every poll first completes the revoke of the revoke-next partitions (after
@@ -384,8 +388,9 @@ class Consumer:
                       ) -> dict[TopicPartition, str] | None:
         """Individual commit of processed offsets, `{tp: [(first, last), ...]}` (seed 000).
 
-        What is already committed is left out (gap amending, IC-11). Synchronous: every pending range is
-        sent (split into requests that fit) and the answers returned, {tp: "NONE" | error}; KafkaError if
+        What is already committed is left out (gap amending, IC-11), and so are records of a key range given
+        up (IC-16). Synchronous: every pending range is sent (split into requests that fit) and the answers
+        returned, {tp: "NONE" | error}, a partition left with nothing to send answering nothing; KafkaError if
         one failed. Asynchronous: the ranges wait until more than max.num.ranges.to.commit are pending
         (IC-18), or the next poll, commit_ranges or close; returns None."""
         self._check_usable()
