@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -142,24 +143,31 @@ def _sharing(broker: EmbeddedBroker) -> str:
     return f"{RECORDS} records over 4 key ranges: {[len(offsets) for offsets in processed]}"
 
 
+@contextmanager
+def _two_sharers(broker: EmbeddedBroker) -> Iterator[tuple[Consumer, Consumer]]:
+    """Two consumers of the group writing their ic trace; closed, and the trace with them, at the end."""
+    traces = KeySharingTraces(broker.trace_dir)
+    first, second = key_range_consumer(broker.bootstrap, traces), key_range_consumer(broker.bootstrap, traces)
+    try:
+        yield first, second
+    finally:
+        first.close()
+        second.close()
+        traces.close()
+
+
 def _handoff(broker: EmbeddedBroker) -> str:
     prepare(broker)
-    traces = KeySharingTraces(broker.trace_dir)
     lower, upper = split(2)
-    first, second = key_range_consumer(broker.bootstrap, traces), key_range_consumer(broker.bootstrap, traces)
     done_first: list[int] = []
     done_second: list[int] = []
-    try:
+    with _two_sharers(broker) as (first, second):
         first.assign({TP: []})
         consume(first, done_first, lambda: len(done_first) >= RECORDS // 3)
         first.assign({TP: [lower]})          # gives the upper half up, its processed offsets committed first
         second.assign({TP: [upper]})
         run_together([(first, done_first, lower), (second, done_second, upper)],
                      lambda: len(done_first) + len(done_second) >= RECORDS)
-    finally:
-        first.close()
-        second.close()
-        traces.close()
     _exactly_once(broker, done_first + done_second)
     check(len(done_second) >= RECORDS // 4, f"the new owner processed only {len(done_second)} records")
     return f"upper half handed over after {RECORDS // 3} records: {len(done_first)} + {len(done_second)}"
@@ -171,12 +179,10 @@ def _late_commit(broker: EmbeddedBroker) -> str:
     the others (IC-16), which the new owner gets, processes and commits."""
     records = RECORDS // 4
     prepare(broker, records)
-    traces = KeySharingTraces(broker.trace_dir)
     lower, upper = split(2)
-    first, second = key_range_consumer(broker.bootstrap, traces), key_range_consumer(broker.bootstrap, traces)
     done_first: list[int] = []
     done_second: list[int] = []
-    try:
+    with _two_sharers(broker) as (first, second):
         first.assign({TP: []})
         for _ in range(200):                 # processed, not committed; a liveness bound
             if len(done_first) >= records:
@@ -191,10 +197,6 @@ def _late_commit(broker: EmbeddedBroker) -> str:
         # Until it processed them all, or every record is committed (nothing is left for it).
         consume(second, done_second, lambda: len(done_second) >= len(given_up)
                 or second.committed([TP]) == {TP: records}, upper)
-    finally:
-        first.close()
-        second.close()
-        traces.close()
     check(sorted(done_second) == given_up, f"the new owner processed {len(done_second)} of the {len(given_up)} "
                                            "records given up: the old owner committed the others")
     committed = plain_committed(broker.bootstrap)
