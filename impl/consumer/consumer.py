@@ -438,7 +438,8 @@ class Consumer:
         for tp, ranges in request.items():
             dropped = self._individual.given_up(tp, ranges)
             if dropped:
-                log.warning("not committing offsets %s of %s: their key range was given up", dropped, tp)
+                log.warning("not committing %d offsets of %s from %d to %d: their key range was given up",
+                            sum(last - first + 1 for first, last in dropped), tp, dropped[0][0], dropped[-1][1])
                 if self._ic_traces is not None and self.config.group_id:
                     self._ic_traces.drop(self.config.group_id, tp, self.member_id, dropped, now_ms())
                 ranges = list(subtract(ranges, dropped))

@@ -22,7 +22,8 @@ Commits are unions (IC-2), so the committed set the judge rebuilds does not depe
 The view remembers the records a poll returned until they are known committed, with their key hashes, so
 that giving a key range up (`own` narrower, or `forget`) knows which of them it gave up; those offsets are
 never committed by this member again unless a poll returns them again (IC-16). They are kept as merged
-ranges: a few per handoff, since an at-least-once application commits what it processed before a range goes.
+ranges, at most the records delivered and not yet committed when a range goes: a poll's worth for an
+application that commits what it processed before it polls again.
 """
 
 from __future__ import annotations
