@@ -14,6 +14,8 @@ Library API (pure, deterministic), driven by the ic judge beside model/ic.py:
 - `.deliver(member, records, committed)`: records [(offset, key_hash)] given to the member;
   `committed(offset)` says whether an offset is already committed (IC-10).
 - `.commit(member, ranges)`: the member commits these offset ranges.
+- `.drop(member, ranges, uncommitted)`: the member leaves processed offsets uncommitted, having given them up;
+  `uncommitted(first, last)` gives the ranges of [first, last] not committed.
 - `.forget(committed)`: drop in-flight records whose offsets are now committed.
 Each raises Violation naming the clause it breaks.
 """
@@ -81,6 +83,17 @@ class KeyHandoff:
             if late:
                 raise Violation("IC-16", f"{member} commits none of the records it gave up",
                                 f"{member} commits offset {late[0]} after giving it up")
+
+    def drop(self, member: str, ranges: Iterable[Iterable[int]],
+             uncommitted: Callable[[int, int], Iterable[Iterable[int]]]) -> None:
+        given_up = self.given_up.get(member, set())
+        for first, last in ranges:
+            for low, high in uncommitted(first, last):
+                # IC-16: a member leaves uncommitted only records it gave up: any other processed record is lost.
+                kept = next((offset for offset in range(low, high + 1) if offset not in given_up), None)
+                if kept is not None:
+                    raise Violation("IC-16", f"{member} drops only records it gave up",
+                                    f"{member} drops offset {kept}, which it did not give up and is not committed")
 
     def forget(self, committed: Callable[[int], bool]) -> None:
         """Committed records are no longer in flight anywhere."""

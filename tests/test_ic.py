@@ -208,3 +208,27 @@ def test_ic_14_ic_15_ic_16_key_handoff_judged_across_a_rebalance():
     assert (committed.status, committed.clause) == ("violation", "IC-10")
     malformed = check_lines(_trace({"actor": "m1", "op": "deliver", "args": {"records": [[0, -1]]}}))
     assert malformed.status == "malformed"
+
+
+def test_ic_16_a_drop_leaves_uncommitted_only_records_given_up():
+    """IC-16: a member drops (leaves uncommitted) what it processed of records it gave up, or of committed ones;
+    a drop of a record it still owns would lose it, and a drop of a record delivered to it again is one too."""
+    lower = [[0, 2**62 - 1]]
+    a, b = 5 << 32, 3 << 61   # a's hash is in the lower half, b's in the upper
+    steps = [
+        {"actor": "m1", "op": "own", "args": {"ranges": [[0, 2**63 - 1]]}},
+        {"actor": "m1", "op": "deliver", "args": {"records": [[0, a], [1, b], [2, a]]}},
+        {"actor": "m1", "op": "commit", "args": {"ranges": [[2, 2]]}, "observed": {"error": "NONE"}},
+        {"actor": "m1", "op": "own", "args": {"ranges": lower}},
+    ]
+    assert check_lines(_trace(*steps, {"actor": "m1", "op": "drop", "args": {"ranges": [[1, 2]]}})).status == "ok"
+    owned = check_lines(_trace(*steps, {"actor": "m1", "op": "drop", "args": {"ranges": [[0, 1]]}}))
+    assert (owned.status, owned.clause) == ("violation", "IC-16")
+    back = [{"actor": "m1", "op": "own", "args": {"ranges": [[0, 2**63 - 1]]}},
+            {"actor": "m1", "op": "deliver", "args": {"records": [[1, b]]}}]
+    again = check_lines(_trace(*steps, *back, {"actor": "m1", "op": "drop", "args": {"ranges": [[1, 1]]}}))
+    assert (again.status, again.clause) == ("violation", "IC-16")
+    huge = check_lines(_trace(*steps, {"actor": "m1", "op": "drop", "args": {"ranges": [[1, 2**62]]}}))
+    assert (huge.status, huge.clause) == ("violation", "IC-16")
+    backwards = check_lines(_trace(*steps, {"actor": "m1", "op": "drop", "args": {"ranges": [[2, 1]]}}))
+    assert backwards.status == "malformed"

@@ -12,12 +12,15 @@ first argument, in this test-only process (the production path is untouched):
 - `early-handover`: the coordinator's reconciliation counts only whole partitions as held, so a key share
   goes to its new owner before the previous one gave it up (IC-15), judged in the ic traces.
 One more seeded bug is an assignment with an overlap given by hand: two sharers own one hash value (IC-15),
-judged in the consumers' ic trace; the shares are given in this process.
+judged in the consumers' ic trace; the shares are given in this process. And a client bug, seeded in this
+process too: a consumer that forgets which records it gave up commits them after the give-up (a zombie), judged
+in the consumers' ic trace (IC-16).
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -109,6 +112,17 @@ def test_an_assignment_with_an_overlap_is_caught(tmp_path, monkeypatch):
     monkeypatch.setattr(ic_scenarios, "split", overlapping)
     result = IC_SCENARIOS["ic-key-range-sharing"](tmp_path / "bug")
     assert_caught(result, "IC-15")
+
+
+def test_a_consumer_that_commits_records_it_gave_up_is_caught(tmp_path, monkeypatch):
+    from kipcheck.impl.consumer.individual import IndividualCommits
+
+    monkeypatch.setattr(IndividualCommits, "given_up", lambda self, tp, ranges: [])   # nothing is ever dropped
+    result = IC_SCENARIOS["ic-late-commit"](tmp_path / "bug")
+    caught = [verdict for verdict in result.violations() if verdict.machine == "ic"]
+    assert [verdict.clause for verdict in caught] == ["IC-16"], result.summary()   # the consumers' trace alone
+    assert Path(caught[0].name).name.startswith("ic-client."), result.summary()
+    assert not result.ok
 
 
 def test_a_key_range_assignment_with_an_overlap_is_caught(tmp_path):

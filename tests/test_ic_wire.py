@@ -72,10 +72,11 @@ def test_the_fields_ride_as_tagged_fields_that_only_the_extended_schemas_read():
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_scenario(tmp_path, name, kipcheck_check):
-    """KR-10, IC-2, IC-11, IC-21 (ic-key-range-sharing); IC-15, IC-16 (ic-key-handoff); IC-12 (ic-broker-killed);
-    KR-12 to KR-14 (ic-group-key-sharing):
-    every record processed exactly once by the owner of its key, the plain committed offset equal to the stable
-    offset + 1, and every ic trace (the coordinator's and the consumers') allowed."""
+    """KR-10, IC-2, IC-11, IC-21 (ic-key-range-sharing); IC-15, IC-16 (ic-key-handoff, ic-late-commit);
+    IC-12 (ic-broker-killed); KR-12 to KR-14 (ic-group-key-sharing):
+    every record processed by the owner of its key (exactly once, but for those ic-late-commit gives up), the plain
+    committed offset equal to the stable offset + 1, and every ic trace (the coordinator's and the consumers')
+    allowed."""
     result = SCENARIOS[name](tmp_path)
     assert result.ok, result.summary()
     # the group scenario's coordinator also judges its assignments and its members' partitions

@@ -36,8 +36,12 @@ fetched and starts again from there, so a key taken over is read from its
 first uncommitted record. A range commit larger than one request is split
 (impl/ic/client.py PendingCommits); a request refused with a retriable error
 waits for the next flush, any other refusal is raised by the next call.
+Records of a key range the consumer gave up are never committed by it
+afterwards (IC-16: their new owner processes them): whenever their offsets
+would be sent, a retried request's or a late commit_ranges', they are
+dropped, logged and traced (`drop`), until a poll returns them again.
 With `ic_traces` (KeySharingTraces, shared by the consumers of a process)
-the consumer writes its own, deliver and commit steps (impl/consumer/individual.py).
+the consumer writes its own, deliver, commit and drop steps (impl/consumer/individual.py).
 
 KIP-983 (seed 001, spec/revoke-delay.md), the default `rebalance.revoke.mode=delay`:
 every poll first completes the revoke of the revoke-next partitions (after
@@ -86,7 +90,7 @@ from kipcheck.impl.consumer.tracing import ConsumerTrace
 from kipcheck.impl.ic.client import PendingCommits
 from kipcheck.impl.topic_partition import TopicPartition
 from kipcheck.model.errors import Error
-from kipcheck.model.ic import merge
+from kipcheck.model.ic import merge, subtract
 from kipcheck.model.key_hash import is_whole, record_hash
 from kipcheck.model.key_range_assign import SERVER_ASSIGNOR
 
@@ -302,13 +306,14 @@ class Consumer:
         """Buffered records, without those of key-range partitions already committed (IC-10)."""
         records = [record for record in self.fetcher.take(fetchable, self.config.max_poll_records)
                    if not self._individual.committed(TopicPartition(record.topic, record.partition), record.offset)]
-        if self._ic_traces is not None and self.config.group_id:
-            delivered: dict[TopicPartition, list] = {}
-            for record in records:
-                tp = TopicPartition(record.topic, record.partition)
-                if tp in self._individual.key_ranges:
-                    delivered.setdefault(tp, []).append((record.offset, record_hash(record.key, record.offset)))
-            for tp, pairs in sorted(delivered.items()):
+        delivered: dict[TopicPartition, list] = {}
+        for record in records:
+            tp = TopicPartition(record.topic, record.partition)
+            if tp in self._individual.key_ranges:
+                delivered.setdefault(tp, []).append((record.offset, record_hash(record.key, record.offset)))
+        for tp, pairs in sorted(delivered.items()):
+            self._individual.delivered(tp, pairs)       # what a key range given up leaves behind (IC-16)
+            if self._ic_traces is not None and self.config.group_id:
                 self._ic_traces.deliver(self.config.group_id, tp, self.member_id, pairs, now_ms())
         return records
 
@@ -383,8 +388,9 @@ class Consumer:
                       ) -> dict[TopicPartition, str] | None:
         """Individual commit of processed offsets, `{tp: [(first, last), ...]}` (seed 000).
 
-        What is already committed is left out (gap amending, IC-11). Synchronous: every pending range is
-        sent (split into requests that fit) and the answers returned, {tp: "NONE" | error}; KafkaError if
+        What is already committed is left out (gap amending, IC-11), and so are records of a key range given
+        up (IC-16). Synchronous: every pending range is sent (split into requests that fit) and the answers
+        returned, {tp: "NONE" | error}, a partition left with nothing to send answering nothing; KafkaError if
         one failed. Asynchronous: the ranges wait until more than max.num.ranges.to.commit are pending
         (IC-18), or the next poll, commit_ranges or close; returns None."""
         self._check_usable()
@@ -413,9 +419,9 @@ class Consumer:
         error waits again; another refusal is kept for the next call to raise (`keep_failed`)."""
         if self._offsets is None:
             return {}
-        requests = self._pending_ranges.take()
+        requests = [self._without_given_up(request) for request in self._pending_ranges.take()]
         answers: dict[TopicPartition, str] = {}
-        for request, pending in [(request, self._offsets.send(request)) for request in requests]:
+        for request, pending in [(request, self._offsets.send(request)) for request in requests if request]:
             for tp, error in self._offsets.finish(pending).items():
                 answers[tp] = error if answers.get(tp, Error.NONE) == Error.NONE else answers[tp]
                 self._committed_ranges(tp, request[tp], error)
@@ -424,6 +430,22 @@ class Consumer:
                 elif error not in (Error.NONE, Error.INDIVIDUAL_COMMIT_TOO_OLD) and keep_failed:
                     self._ic_failure = KafkaError(error, f"individual commit of {tp} failed")
         return answers
+
+    def _without_given_up(self, request: dict[TopicPartition, list]) -> dict[TopicPartition, list]:
+        """IC-16: a member never commits a record it gave up (its new owner processes it): those offsets are
+        dropped, and the drop traced, whenever they would be sent (pending across the give-up, or later)."""
+        kept: dict[TopicPartition, list] = {}
+        for tp, ranges in request.items():
+            dropped = self._individual.given_up(tp, ranges)
+            if dropped:
+                log.warning("not committing %d offsets of %s from %d to %d: their key range was given up",
+                            sum(last - first + 1 for first, last in dropped), tp, dropped[0][0], dropped[-1][1])
+                if self._ic_traces is not None and self.config.group_id:
+                    self._ic_traces.drop(self.config.group_id, tp, self.member_id, dropped, now_ms())
+                ranges = list(subtract(ranges, dropped))
+            if ranges:
+                kept[tp] = ranges
+        return kept
 
     def _committed_ranges(self, tp: TopicPartition, sent: list, error: str) -> None:
         if error == Error.NONE:

@@ -103,3 +103,11 @@ class IcJudge(Judge):
         if not all(_is_pair(record) and record[0] >= 0 and 0 <= record[1] <= HASH_MAX for record in records):
             raise Malformed(step.line, f"args.records of 'deliver' must be [offset, key_hash] pairs, found {records!r}")
         self.handoff.deliver(step.actor, records, self.model.committed)
+
+    @op(args=["ranges"])
+    def op_drop(self, step: Step) -> None:
+        """Processed offsets the actor leaves uncommitted because it gave their records up (IC-16)."""
+        ranges = self._ranges_arg(step, "ranges")
+        if any(not 0 <= first <= last for first, last in ranges):
+            raise Malformed(step.line, f"args.ranges of 'drop' must be [first, last], 0 <= first <= last: {ranges!r}")
+        self.handoff.drop(step.actor, ranges, self.model.uncommitted)

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -142,27 +143,65 @@ def _sharing(broker: EmbeddedBroker) -> str:
     return f"{RECORDS} records over 4 key ranges: {[len(offsets) for offsets in processed]}"
 
 
+@contextmanager
+def _two_sharers(broker: EmbeddedBroker) -> Iterator[tuple[Consumer, Consumer]]:
+    """Two consumers of the group writing their ic trace; closed, and the trace with them, at the end."""
+    traces = KeySharingTraces(broker.trace_dir)
+    first, second = key_range_consumer(broker.bootstrap, traces), key_range_consumer(broker.bootstrap, traces)
+    try:
+        yield first, second
+    finally:
+        first.close()
+        second.close()
+        traces.close()
+
+
 def _handoff(broker: EmbeddedBroker) -> str:
     prepare(broker)
-    traces = KeySharingTraces(broker.trace_dir)
     lower, upper = split(2)
-    first, second = key_range_consumer(broker.bootstrap, traces), key_range_consumer(broker.bootstrap, traces)
     done_first: list[int] = []
     done_second: list[int] = []
-    try:
+    with _two_sharers(broker) as (first, second):
         first.assign({TP: []})
         consume(first, done_first, lambda: len(done_first) >= RECORDS // 3)
         first.assign({TP: [lower]})          # gives the upper half up, its processed offsets committed first
         second.assign({TP: [upper]})
         run_together([(first, done_first, lower), (second, done_second, upper)],
                      lambda: len(done_first) + len(done_second) >= RECORDS)
-    finally:
-        first.close()
-        second.close()
-        traces.close()
     _exactly_once(broker, done_first + done_second)
     check(len(done_second) >= RECORDS // 4, f"the new owner processed only {len(done_second)} records")
     return f"upper half handed over after {RECORDS // 3} records: {len(done_first)} + {len(done_second)}"
+
+
+def _late_commit(broker: EmbeddedBroker) -> str:
+    """A consumer gives the upper half up with its records processed and not committed, then commits every record
+    it processed (a processing thread that outlived the handoff): it must commit only those it still owns and drop
+    the others (IC-16), which the new owner gets, processes and commits."""
+    records = RECORDS // 4
+    prepare(broker, records)
+    lower, upper = split(2)
+    done_first: list[int] = []
+    done_second: list[int] = []
+    with _two_sharers(broker) as (first, second):
+        first.assign({TP: []})
+        for _ in range(200):                 # processed, not committed; a liveness bound
+            if len(done_first) >= records:
+                break
+            done_first += [record.offset for record in first.poll(200)]
+        check(sorted(done_first) == list(range(records)), f"{len(done_first)} of {records} records read")
+        first.assign({TP: [lower]})          # nothing committed yet: the upper half's records are given up
+        first.commit_ranges({TP: [(offset, offset) for offset in done_first]})
+        second.assign({TP: [upper]})
+        given_up = [offset for offset in done_first
+                    if in_ranges(record_hash(f"user-{offset % 37}".encode(), offset), [upper])]
+        # Until it processed them all, or every record is committed (nothing is left for it).
+        consume(second, done_second, lambda: len(done_second) >= len(given_up)
+                or second.committed([TP]) == {TP: records}, upper)
+    check(sorted(done_second) == given_up, f"the new owner processed {len(done_second)} of the {len(given_up)} "
+                                           "records given up: the old owner committed the others")
+    committed = plain_committed(broker.bootstrap)
+    check(committed == records, f"a plain consumer reads committed offset {committed}, not {records}")
+    return f"{len(given_up)} of {records} records given up processed, committed by their new owner only"
 
 
 def _broker_killed(broker: EmbeddedBroker) -> str:
@@ -307,6 +346,9 @@ SCENARIOS = {
     "ic-key-handoff": named_scenario("ic-key-handoff", _handoff,
                                 "A key range handed from one consumer to another (IC-15): nothing lost or "
                                 "processed twice, the handoff judged."),
+    "ic-late-commit": named_scenario("ic-late-commit", _late_commit,
+                                "A consumer commits records after giving their key range up (IC-16): it commits "
+                                "only those it still owns, and the new owner processes and commits the others."),
     "ic-broker-killed": named_scenario("ic-broker-killed", _broker_killed,
                                   "kill -9 of the broker between individual commits (IC-12): no answered commit "
                                   "lost, no committed record returned again."),
