@@ -341,7 +341,7 @@ class SharePartition:
         del self._batches[:gone]
         del self._firsts[:gone]
         while self._log_batches and self._log_batches[0][1] < offset:
-            self._log_batches.popleft()   # a batch the new start cuts stays whole: _new_records_start decides
+            self._log_batches.popleft()   # a batch the new start cuts stays whole: see _acquire_below_start
         self._cache_end = max(self._cache_end, offset)
         self._spso = offset
 
