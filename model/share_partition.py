@@ -1041,7 +1041,8 @@ def _archived_violation(partition, records: Sequence[Sequence[int]], archived: S
         violation = _log_end_violation(partition, first, last)
         if violation is not None:
             return violation
-        if first <= previous_last or first > last or partition.log.aborted_in(first, last) != [(first, last)]:
+        # Every record of the run aborted: its adjacent aborted batches may come as one run, as runs go.
+        if first <= previous_last or first > last or _merged(partition.log.aborted_in(first, last)) != [[first, last]]:
             return Violation("SP-63", f"archived runs of aborted transactions past SPEO {partition.speo}, ascending",
                              f"archived [{first}, {last}]")
         previous_last = last

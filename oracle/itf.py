@@ -303,7 +303,7 @@ class RevokeDelayReplayer(Replayer):
 
 
 class SharePartitionLogReplayer(Replayer):
-    """tla/share_partition_log.qnt through model/share_partition.py (kafka-4.2: SP-61..SP-65)."""
+    """tla/share_partition_log.qnt through model/share_partition.py (kafka-4.2: SP-61..SP-67)."""
 
     machine = SHARE_PARTITION_LOG
     model_class = share_partition.SharePartition
@@ -333,13 +333,21 @@ class SharePartitionLogReplayer(Replayer):
         self.model.advance(state["nowMs"])
         self.model.end_transaction(picks["producer"], "commit" if picks["commit"] else "abort")
 
-    def on_acquire(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+    def on_acquire(self, picks: dict[str, Any], state: dict[str, Any],
+                   released_beside: frozenset[int] = frozenset()) -> None:
         # The observed answer: what Quint acquired, with the counts it gave, and what it archived (SP-63).
         records = state["partition"]["records"]
         acquired = share_partition.runs_of(state["lastAcquired"], lambda offset: records[offset]["deliveryCount"])
         archived = [[first, last] for first, last, _ in share_partition.runs_of(state["lastArchived"], lambda _: 1)]
         self.model.acquire(state["nowMs"], picks["member"], picks["maxRecords"], [list(run) for run in acquired],
-                           archived=archived)
+                           archived=archived, released_beside=released_beside)
+
+    def on_fetchReleasing(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
+        # SP-67: the ShareFetch's release, then its acquisition, which may leave the released records out.
+        first, last = picks["releasedRun"]
+        self.error = self.model.acknowledge(state["nowMs"], picks["member"], [(first, last, "release")]).value
+        released = frozenset(range(max(first, self.model.spso), min(last + 1, self.model.speo)))
+        self.on_acquire(picks, state, released)
 
     def on_acknowledge(self, picks: dict[str, Any], state: dict[str, Any]) -> None:
         first, last = picks["heldRun"]

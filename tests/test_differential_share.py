@@ -4,7 +4,8 @@ Hypothesis drives the real engine (SharePartition + ShareSessionCache +
 ShareCoordinator on a data dir) with a virtual clock through random
 operations: several members, appends, acquires, acknowledgements of every type
 (bad ones included), time jumps past lock deadlines, session requests with
-right and wrong epochs, and coordinator failovers. The engine writes its traces
+right and wrong epochs, coordinator failovers, and (kafka-4.2) the log start offset
+moving below, inside and past the window (DeleteRecords, SP-64, SP-66). The engine writes its traces
 with TraceWriter; every trace must be allowed by the model of its machine
 under the engine's profile. Deliberately broken partitions must be caught by
 the same check.
@@ -49,10 +50,13 @@ class Scenario:
         self.sessions = ShareSessionCache(self.config, trace_writer=self.writer)
         self.epochs = dict.fromkeys(MEMBERS, 0)
         self.now_ms = 0
+        self.log_start = 0
 
     def run(self, steps: int) -> list:
         operations = [self.append, self.acquire, self.acquire, self.acknowledge, self.acknowledge,
                       self.share_fetch, self.share_acknowledge, self.wait, self.failover]
+        if self.config.profile == "kafka-4.2":   # kip has no log start movement (SP-60)
+            operations.append(self.delete_records)
         for _ in range(steps):
             self.now_ms += self.chooser.choice([0, 0, 1, 7])
             self.chooser.choice(operations)()
@@ -64,6 +68,11 @@ class Scenario:
 
     def append(self) -> None:
         self.partition.on_append(self.partition.log_end_offset, self.chooser.randint(1, 5), self.now_ms)
+
+    def delete_records(self) -> None:
+        """The log start offset moves forward, to anywhere up to the log end (SP-64)."""
+        self.log_start = self.chooser.randint(self.log_start, self.partition.log_end_offset)
+        self.partition.on_log_start(self.log_start, self.now_ms)
 
     def acquire(self) -> None:
         # Kafka 4.2's record_limit acquire mode, now and then (SP-42).
@@ -185,6 +194,18 @@ class StartPassesAcquired(SharePartition):
             self._spso = self._batches[0][0] if self._batches else self._cache_end
 
 
+class ArchivesWhatTheLogStartPasses(SharePartition):
+    """The log start moving archives the acquired records it passes at once and moves SPSO on past the terminal
+    records at the new start, as the reference broker did before it served SP-66 (SP-66 broken)."""
+
+    def on_log_start(self, offset, now_ms):
+        super().on_log_start(offset, now_ms)
+        for batch in self._stranded:
+            self._leave_acquired(batch, ARCHIVED)
+        self._stranded, self._cached_below = [], None
+        self._advance_start()
+
+
 class IgnoresRenew(SharePartition):
     """A renewal answers NONE but leaves the lock as it was (SP-41 broken)."""
 
@@ -221,10 +242,13 @@ class NeverThrottles(SharePartition):
     *((profile, ForgetsRedelivery, {"SP-4", "SP-25"}) for profile in PROFILES),
     # SPSO judged by SP-23 (kafka-4.2: SP-66, where it moves only at a state write).
     *((profile, StartPassesAcquired, {"SP-23", "SP-66", "SP-25", "SP-3"}) for profile in PROFILES),
-    # A record still locked delivered again (SP-3), or one whose group lock, shorter, should have expired (SP-20).
-    ("kafka-4.2", IgnoresRenew, {"SP-41", "SP-3", "SP-20"}),
+    # A record still locked delivered again (SP-3), or one whose group lock, shorter, should have expired (SP-20),
+    # or a renewal under the group's lock duration found expired (SP-46).
+    ("kafka-4.2", IgnoresRenew, {"SP-41", "SP-3", "SP-20", "SP-46"}),
     ("kafka-4.2", RecordLimitTakesWholeBatches, {"SP-42"}),
     ("kafka-4.2", NeverThrottles, {"SP-43"}),
+    # SPSO past records the next write would not pass, or a stranded record's expiry not written (SP-47).
+    ("kafka-4.2", ArchivesWhatTheLogStartPasses, {"SP-66", "SP-47"}),
     # A lock that expired too early (SP-46), or too late (SP-20), or a record still locked delivered again.
     *((profile, IgnoresGroupLockDuration, {"SP-46", "SP-20", "SP-3"}) for profile in PROFILES),
 ])

@@ -34,7 +34,18 @@ def install_seeded_bug(bug: str) -> None:
             self._tick(now_ms)
             self._record(now_ms, "log", "log_start", {"offset": offset})
 
-    chosen = {"aborted": DeliversAbortedRecords, "log-start": IgnoresLogStart}[bug]
+    class StrandsNothing(partition.SharePartition):
+        """The reference broker before it served SP-66: the log start archives the acquired records it passes at
+        once, and SPSO moves on past the terminal records at the new start without a write (SP-66 broken)."""
+
+        def on_log_start(self, offset, now_ms):
+            super().on_log_start(offset, now_ms)
+            for batch in self._stranded:
+                self._leave_acquired(batch, partition.ARCHIVED)
+            self._stranded, self._cached_below = [], None
+            self._advance_start()
+
+    chosen = {"aborted": DeliversAbortedRecords, "log-start": IgnoresLogStart, "strands-nothing": StrandsNothing}[bug]
     ShareEngine.partition_factory = staticmethod(chosen.load)
 
 
@@ -53,6 +64,17 @@ def test_ignoring_the_log_start_offset_fails_the_oracle(tmp_path):
     result = share_log_start(tmp_path / "bug", launcher=launcher("log-start"))
     clauses = {verdict.clause for verdict in result.violations()}
     assert clauses == {"SP-64"}, result.summary()
+
+
+def test_a_broker_that_strands_nothing_fails_kafkas_answers_and_the_oracle(tmp_path):
+    """SP-66's probe of Kafka (tests/profile_probes.py) against the reference broker with its old behaviour: the
+    second write carries SPSO 15, where Kafka's carried 7 (as the reference broker's does now:
+    tests/test_log_start_embedded.py)."""
+    from profile_probes import over_the_wire, reference_broker, stranded_by_the_log_start
+
+    with reference_broker(tmp_path / "broker", launcher("strands-nothing")) as broker:
+        with pytest.raises(AssertionError, match=r'"stored_spso": 15'):
+            stranded_by_the_log_start(over_the_wire(broker), "log-start")
 
 
 if __name__ == "__main__":

@@ -9,25 +9,25 @@ The log start offset moves by DeleteRecords and batches go by compaction (a comp
 after a second, the cleaner every 200 ms); the probe writes the `log_start` and `compact` steps the
 share-partition leader learns of at its next fetch (SP-64, SP-65). One Kafka of each line serves the module.
 
+The probing itself, shared with the same probes of the reference broker, is tests/profile_probes.py.
+
 Skipped, with the reason in pytest's summary, where Java 17 or Maven is missing; `make test` installs both.
 """
 
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from profile_probes import (
+    WAIT_MS, Broker, acknowledged, below_the_log_start, judged, one_partition, probe_of, rejected, step_after,
+    stranded_by_the_log_start, while_a_lock_holds,
+)
 
-from kipcheck.oracle.check import Verdict, check_file, check_lines
 from kipcheck.oracle.conformance.probes.probe import Probe
-from kipcheck.oracle.conformance.probes.tolerance import Timers
 from kipcheck.oracle.conformance.scenarios.clients import produce
-from kipcheck.oracle.conformance.targets import TargetOptions, resolve
 
 pytestmark = pytest.mark.slow
 
@@ -37,11 +37,7 @@ QUIET = {"log_level": 0}
 SETTINGS = {"group.share.record.lock.duration.ms": "2000", "group.share.min.record.lock.duration.ms": "1000",
             "group.share.heartbeat.interval.ms": "1000", "group.share.min.heartbeat.interval.ms": "1000",
             "log.cleaner.backoff.ms": "200"}
-WAIT_MS = 1000
 COMPACTION_WAIT_S = 30.0
-# No answer waits for the write of a lock's expiry (SP-47), and on a loaded machine Kafka's timer and that write
-# may come later than the probe's tolerance: a second for them before a write that should see SPSO moved.
-EXPIRY_WRITTEN_S = 1.0
 
 
 # Kafka 4.4 computes a share group's assignment at most once a second by default: a new member would be assigned
@@ -49,27 +45,19 @@ EXPIRY_WRITTEN_S = 1.0
 LINES = {"4.2": {}, "4.4": {"group.share.assignment.interval.ms": "0"}}
 
 
-@dataclass(frozen=True)
-class Kafka:
-    bootstrap: str
-    profile: str
-    settings: dict[str, str]
-    admin: AdminClient = field(compare=False)
-
-
 @pytest.fixture(scope="module", params=sorted(LINES))
-def kafka(request, start_kafka_once, tmp_path_factory) -> Kafka:
+def kafka(request, start_kafka_once, tmp_path_factory) -> Broker:
     """Kafka 4.2.2, judged under kafka-4.2, then Kafka 4.4.0 under kafka-4.4 (which keeps these corrections)."""
     settings = {**SETTINGS, **LINES[request.param]}
     cluster = start_kafka_once(request.param, name=f"kafka-{request.param}",
                                **{name.replace(".", "_"): value for name, value in settings.items()})
     bootstrap = f"127.0.0.1:{cluster.ports[0]}"
-    kafka = Kafka(bootstrap, f"kafka-{request.param}", settings, AdminClient({"bootstrap.servers": bootstrap, **QUIET}))
+    kafka = Broker(bootstrap, f"kafka-{request.param}", settings, AdminClient({"bootstrap.servers": bootstrap, **QUIET}))
     _warm_up(kafka, tmp_path_factory.mktemp("warm-up"))
     return kafka
 
 
-def _warm_up(kafka: Kafka, directory: Path) -> None:
+def _warm_up(kafka: Broker, directory: Path) -> None:
     """One share group's first requests, which a fresh Kafka answers slowly (over a second for the first
     DescribeShareGroupOffsets): a probe that met that while a lock ran would record no `check` there."""
     probe = probe_of(kafka, "warm-up")
@@ -80,56 +68,6 @@ def _warm_up(kafka: Kafka, directory: Path) -> None:
     probe.close(member, {f"{topic}:0": [(0, 0, "accept")]})
     probe.finish(directory)
     kafka.admin.list_topics(timeout=30)   # the admin client connected before any test times a lock
-
-
-def probe_of(kafka: Kafka, name: str) -> Probe:
-    return Probe(resolve(f"wire://{kafka.bootstrap}", TargetOptions(kafka.profile, kafka.settings)), name, Timers())
-
-
-def one_partition(kafka: Kafka, name: str, batch_sizes: list[int], *members: str) -> tuple[Probe, str, list]:
-    """A probe of a topic of one partition holding log batches of these sizes, and its members, joined."""
-    probe = probe_of(kafka, name)
-    topic = probe.topic(1)
-    probe.produce(topic, 0, batch_sizes)
-    return probe, f"{topic}:0", [probe.member(member) for member in members]
-
-
-def judged(probe: Probe, directory: Path) -> list[Path]:
-    """The probe's traces, each judged ok under its profile (with the fast acceptor and with the plain model)."""
-    paths = probe.finish(directory)
-    for path in paths:
-        for reference in (False, True):
-            verdict = check_file(path, reference=reference)
-            assert verdict.status == "ok", verdict.summary()
-    return [path for path in paths if "share-partition" in path.name]
-
-
-def changed(path: Path, pick, change) -> tuple[int, list[Verdict]]:
-    """The trace with its one step `pick` chooses changed in place by `change`: (that step, the verdicts of the
-    fast acceptor and of the plain model)."""
-    header, *lines = path.read_text().splitlines()
-    steps = [json.loads(line) for line in lines]
-    (chosen,) = [step for step in steps if pick(step)]
-    change(chosen)
-    text = [header, *map(json.dumps, steps)]
-    return chosen["step"], [check_lines(text, reference=reference) for reference in (False, True)]
-
-
-def rejected(path: Path, pick, change, clause: str) -> None:
-    """The judge rejects the trace changed so, at the changed step, naming `clause`."""
-    step, verdicts = changed(path, pick, change)
-    for verdict in verdicts:
-        assert (verdict.status, verdict.step, verdict.clause) == ("violation", step, clause), verdict.summary()
-
-
-def acknowledged(batches: list[tuple[int, int, str]]):
-    wanted = [{"first": first, "last": last, "type": kind} for first, last, kind in batches]
-    return lambda step: step["op"] == "acknowledge" and step["args"]["batches"] == wanted
-
-
-def stored(probe: Probe, tp: str) -> int:
-    """The start offset the share coordinator stored, as the probe's last `check` read it."""
-    return probe.partitions[tp].steps[-1]["observed"]["stored_spso"]
 
 
 def test_sp41_a_renewal_failing_part_way_keeps_the_records_before_it_renewed(kafka, tmp_path):
@@ -195,92 +133,17 @@ def test_sp43_a_throttled_record_in_the_same_cached_batch_is_acquired_after_othe
              "SP-43")
 
 
-def delete_records(kafka: Kafka, topic: str, offset: int, partition: int = 0) -> None:
-    """DeleteRecords: the partition of `topic` starts at `offset` (through the module's admin client, connected
-    already: a fresh one spends a lock's worth of time finding the broker on a loaded machine)."""
-    for future in kafka.admin.delete_records([TopicPartition(topic, partition, offset)], request_timeout=30).values():
-        future.result(30)
-
-
-class LockRanOut(Exception):
-    """The machine was too slow for a scenario: a lock it needs held had expired before the step that needs it."""
-
-
-def still_held(probe: Probe, lock_ends_ms: int) -> None:
-    """Raise LockRanOut unless the lock whose deadline window ends at `lock_ends_ms` surely still held when the
-    probe's last answer came (the window's low end: the deadline less the probe's tolerance)."""
-    if probe.timers.now_ms() >= lock_ends_ms - 2 * probe.timers.tolerance_ms:
-        raise LockRanOut
-
-
-ATTEMPTS = 3
-
-
-def while_a_lock_holds(scenario, name: str):
-    """The scenario run on a fresh topic and group until a run is not too slow for its lock (at most ATTEMPTS):
-    what a run that outlived the lock saw says nothing of the rule under test."""
-    for attempt in range(ATTEMPTS):
-        try:
-            return scenario(f"{name}-{attempt}")
-        except LockRanOut:
-            continue
-    pytest.fail(f"every one of {ATTEMPTS} runs of {name} outlived the lock it needs held: the machine is too slow")
-
-
-def log_start(probe: Probe, tp: str, offset: int) -> None:
-    """The trace's `log_start` step (SP-64), written before the fetch at which the leader learns of it."""
-    probe.partitions[tp].add(probe.timers.now_ms(), "delete-records", "log_start", {"offset": offset})
-
-
-def acquired_past_log_start(probe: Probe, member, tps: list[str]) -> dict[str, list]:
-    """What two fetches of `member` acquire once the log start moved: the leader learns of it from a read answered
-    OFFSET_OUT_OF_RANGE, and then answers that partition nothing, or reads again at once."""
-    held: dict[str, list] = {tp: [] for tp in tps}
-    for _ in range(2):
-        for tp, runs in probe.fetch(member, tps, max_records=20).items():
-            held[tp] += runs
-    return held
-
-
 def test_sp66_a_record_the_log_start_stranded_holds_spso_until_its_lock_expires(kafka, tmp_path):
     """SP-66, SP-64: alice holds 0-4; the log start moves to 7 (DeleteRecords) while 5-9 are available. Carol
     accepts 7-19, in two requests: the second write still carries SPSO 7, since alice's 0-4, acquired below SPSO,
     hold it. Once their lock expired, the next write carries 20. Alice's accept of 0-4 is skipped (below SPSO).
     Before the correction SPSO moved after every step, and the second write would carry 15."""
-    probe = while_a_lock_holds(lambda name: _stranded_by_the_log_start(kafka, name), "log-start")
+    probe = while_a_lock_holds(lambda name: stranded_by_the_log_start(kafka, name), "log-start")
     (trace,) = judged(probe, tmp_path)
     second_write = acknowledged([(15, 19, "accept")])
-    check_after = _step_after(trace, second_write)
+    check_after = step_after(trace, second_write)
     rejected(trace, lambda step: step["step"] == check_after,
              lambda step: step["observed"].update(stored_spso=15), "SP-47")
-
-
-def _stranded_by_the_log_start(kafka: Kafka, name: str) -> Probe:
-    probe, tp, (alice, bob, carol) = one_partition(kafka, name, [5, 5, 5, 5], "alice", "bob", "carol")
-    topic = tp.rpartition(":")[0]
-    assert probe.fetch(alice, [tp], max_records=5, wait_ms=WAIT_MS) == {tp: [[0, 4, 1]]}
-    _, alice_lock_ends = probe.timers.windows[-1]
-    assert probe.fetch(bob, [tp], max_records=5) == {tp: [[5, 9, 1]]}
-    assert probe.acknowledge(bob, {tp: [(5, 9, "release")]}) == {tp: "NONE"}
-    delete_records(kafka, topic, 7)
-    log_start(probe, tp, 7)
-    assert acquired_past_log_start(probe, carol, [tp]) == {tp: [[7, 9, 2], [10, 19, 1]]}
-    written = []
-    for batch in ((7, 14, "accept"), (15, 19, "accept"), (0, 4, "accept")):
-        who = alice if batch[0] == 0 else carol
-        assert probe.acknowledge(who, {tp: [batch]}) == {tp: "NONE"}
-        written.append(stored(probe, tp))
-    still_held(probe, alice_lock_ends)
-    probe.wait_for_lock_expiry()
-    time.sleep(EXPIRY_WRITTEN_S)
-    probe.produce(topic, 0, [5])
-    assert probe.fetch(carol, [tp], max_records=20) == {tp: [[20, 24, 1]]}
-    assert probe.acknowledge(carol, {tp: [(20, 24, "accept")]}) == {tp: "NONE"}
-    written.append(stored(probe, tp))
-    assert written == [7, 7, 7, 20], "\n".join(probe.partitions[tp].lines())
-    for member in (alice, bob, carol):
-        probe.close(member)
-    return probe
 
 
 def test_sp64_records_below_the_log_start_are_acquired_while_records_below_it_are_cached(kafka, tmp_path):
@@ -288,49 +151,13 @@ def test_sp64_records_below_the_log_start_are_acquired_while_records_below_it_ar
     SPEO. Where nothing is cached (partition 1) the fetch from SPEO acquires 12-14; where alice still holds 0-4
     (partition 0), stranded below SPSO, Kafka acquires 10-14: records below the log start offset. Accepted, their
     write carries SPSO 12; once every lock expired, the next write carries 15."""
-    probe = while_a_lock_holds(lambda name: _below_the_log_start(kafka, name), "below-log-start")
+    probe = while_a_lock_holds(lambda name: below_the_log_start(kafka, name), "below-log-start")
     stranded, plain = judged(probe, tmp_path)
     # Kafka starts at 12 where it caches nothing below: 10-14 there is rejected.
     rejected(plain, lambda step: step["op"] == "acquire" and step["observed"].get("records") == [[12, 14, 1]],
              lambda step: step["observed"].update(records=[[10, 14, 1]]), "SP-64")
     rejected(stranded, lambda step: step["op"] == "acquire" and step["observed"].get("records") == [[10, 14, 1]],
              lambda step: step["observed"].update(records=[[11, 14, 1]]), "SP-64")
-
-
-def _below_the_log_start(kafka: Kafka, name: str) -> Probe:
-    probe = probe_of(kafka, name)
-    topic = probe.topic(2)
-    tp0, tp1 = f"{topic}:0", f"{topic}:1"
-    for partition in (0, 1):
-        probe.produce(topic, partition, [5, 5, 5])
-    alice, bob = probe.member("alice"), probe.member("bob")
-    assert probe.fetch(alice, [tp0], max_records=5, wait_ms=WAIT_MS) == {tp0: [[0, 4, 1]]}
-    _, alice_lock_ends = probe.timers.windows[-1]
-    for partition, tp in enumerate((tp0, tp1)):
-        delete_records(kafka, topic, 12, partition)
-        log_start(probe, tp, 12)
-    acquired = acquired_past_log_start(probe, bob, [tp0, tp1])
-    still_held(probe, alice_lock_ends)
-    assert acquired == {tp0: [[10, 14, 1]], tp1: [[12, 14, 1]]}
-    assert probe.acknowledge(bob, {tp0: [(10, 14, "accept")], tp1: [(12, 14, "accept")]}) == {tp0: "NONE",
-                                                                                            tp1: "NONE"}
-    written = [stored(probe, tp0)]
-    probe.wait_for_lock_expiry()
-    time.sleep(EXPIRY_WRITTEN_S)
-    probe.produce(topic, 0, [5])
-    assert probe.fetch(bob, [tp0], max_records=20) == {tp0: [[15, 19, 1]], tp1: []}
-    assert probe.acknowledge(bob, {tp0: [(15, 19, "accept")]}) == {tp0: "NONE"}
-    written.append(stored(probe, tp0))
-    assert written == [12, 15]
-    for member in (alice, bob):
-        probe.close(member)
-    return probe
-
-
-def _step_after(trace: Path, pick) -> int:
-    steps = [json.loads(line) for line in trace.read_text().splitlines()[1:]]
-    (index,) = [index for index, step in enumerate(steps) if pick(step)]
-    return steps[index + 1]["step"]
 
 
 def compacted_topic(probe: Probe, bootstrap: str, partitions: int) -> str:

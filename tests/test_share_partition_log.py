@@ -114,6 +114,26 @@ def test_sp63_aborted_records_are_archived_with_count_one_observed_or_not(cls):
 
 
 @pytest.mark.parametrize("cls", CLASSES)
+def test_sp63_adjacent_aborted_batches_may_be_archived_as_one_run(cls):
+    """Two batches of one aborted transaction, archived by one acquisition, observed as the run [0, 2]."""
+    def partition_of_two_aborted_batches():
+        partition = cls(profile="kafka-4.2", isolation_level="read_committed")
+        partition.append(2, "p1")
+        partition.append(1, "p1")
+        partition.append(3)
+        partition.append(2, "p2")   # p2 stays open: the last stable offset is 6
+        partition.end_transaction("p1", "abort")
+        return partition
+
+    partition = partition_of_two_aborted_batches()
+    partition.acquire(0, "c1", 3, [], archived=[[0, 2]])
+    assert partition.snapshot() == [[0, 2, "archived", 1]]
+    with pytest.raises(Violation) as raised:   # a run reaching a record of no aborted transaction
+        partition_of_two_aborted_batches().acquire(0, "c1", 3, [], archived=[[0, 3]])
+    assert raised.value.clause == "SP-63"
+
+
+@pytest.mark.parametrize("cls", CLASSES)
 def test_sp64_log_start_moves_spso_past_available_and_acquired_records(cls):
     partition = cls(profile="kafka-4.2", record_lock_duration_ms=1000)
     partition.append(10)

@@ -12,8 +12,6 @@ IMPL_TAG = re.compile(r"\b((?:SP|SS|ST|IC|RD|KR|EX|XM)-\d+)(?!\d)")
 # Clauses the reference implementation should serve and does not: neither tagged in impl/ nor model-only.
 NOT_YET_SERVED = {
     "SP-65": "the reference broker has no compacted topics, so no batch of a share-partition is ever compacted away",
-    "SP-66": "the reference broker moves SPSO past terminal records when the log start moves, and archives the acquired "
-             "records the log start passes at once, where Kafka keeps them acquired below SPSO, holding it back",
 }
 
 

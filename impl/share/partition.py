@@ -25,6 +25,8 @@ API (all times are the caller's clock in ms, never decreasing per partition):
         last stable offset (SP-62) and the new records of aborted transactions
         are acquired and archived at once, count 1, not returned (SP-63).
     partition.on_log_start(offset, now_ms)   # kafka-4.2: the log start offset moved (DeleteRecords): SPSO jumps
+        to it (spec SP-64); records acquired below it stay acquired there, out of the window, until their lock
+        expires or their member's session ends (then archived, and written), and hold SPSO where it is (SP-66).
     partition.acquire(member_id, max_records, now_ms) -> list[(first, last, delivery_count)]
         Ascending, one entry per contiguous run of equal delivery count; [] if
         nothing is acquirable (or max_records < 1, which is not traced). kafka-4.2 acquires whole log batches (max_records
@@ -70,6 +72,12 @@ API (all times are the caller's clock in ms, never decreasing per partition):
 
 Every public operation first expires the locks whose deadline is <= now_ms,
 as the trace format's timers fire before a step's own op.
+
+SPSO (spec SP-23): kip moves it past terminal records after every step;
+kafka-4.2 moves it as Kafka 4.2 does (SP-66): once a state write completes
+(an acknowledgement, a release, a lock expiry), when the log start offset
+moves (to it), and never past records it archived at acquisition (SP-63)
+until the next write.
 
 Traces: with `trace=` (or `load(..., trace_writer=)`) every operation is a
 share-partition step (append by actor "log"; acquire, acknowledge, leave by
@@ -173,6 +181,12 @@ class SharePartition:
         self._firsts: list[int] = []            # their first offsets, for bisect
         self._log_batches: deque[list[int]] = deque()   # [first, last] of log batches at/after cache_end
         self._available_records = 0             # AVAILABLE records in the cache
+        # SP-66 (kafka-4.2): what Kafka's cache still holds below SPSO once the log start moved past it: the
+        # batches left acquired there (locked, owned), and the offset after the highest record cached below
+        # SPSO (None: none). Neither is in the window.
+        self._stranded: list[list] = []
+        self._cached_below: int | None = None
+        self._log_start = 0                     # the log start offset as far as on_log_start told it
         # (deadline_ms, lock_id) as a heap: a group's lock duration may change (SP-46), so a later
         # lock may expire first.
         self._locks: list[tuple[int, int]] = []
@@ -206,6 +220,7 @@ class SharePartition:
                 raise PersisterError(key, error)
         start_offset = max(start_offset, log_start_offset)
         partition = cls(config, start_offset, store=coordinator, key=key, state_epoch=state_epoch)
+        partition._log_start = log_start_offset
         partition._restore(batches)
         if trace_writer is not None:
             partition._trace = trace_writer.partition(key, config, partition._spso, partition.states())
@@ -299,35 +314,36 @@ class SharePartition:
             self._record(now_ms, "log", "append", {"count": 1})
 
     def on_log_start(self, offset: int, now_ms: int) -> None:
-        """The log start offset moved to `offset` (kafka-4.2, spec SP-64): SPSO jumps to it. Records below it
-        leave the cache: available ones as Kafka archives them, acquired ones too (an acknowledgement of them
-        is skipped below SPSO, SP-18, and they are never delivered again). Nothing is written until the next
-        write, which carries the new SPSO."""
+        """The log start offset moved to `offset` (kafka-4.2, spec SP-64): SPSO becomes it, whatever the record
+        there, and moves on only at the next write (SP-66). The records below leave the window: available ones
+        as Kafka archives them; acquired ones stay acquired below SPSO (SP-66), skipped by an acknowledgement
+        (SP-18), never delivered again, holding SPSO back until their lock expires or their member's session
+        ends. Nothing is written until the next write, which carries the new SPSO."""
         self._tick(now_ms)
         if not self._whole_batches:
             return  # kip has no log start movement (SP-60): the broker serves DeleteRecords only under kafka-4.2
         self._record(now_ms, "log", "log_start", {"offset": offset})
+        self._log_start = max(self._log_start, offset)
         if offset <= self._spso:
-            return
+            return   # Kafka ignores a log start offset at or below SPSO
+        if self._spso < self._cache_end:   # SP-66: Kafka's cache keeps what it held below the new SPSO
+            self._cached_below = max(self._cached_below or 0, min(offset, self._cache_end))
         gone = 0
         while gone < len(self._batches) and self._batches[gone][FIRST] < offset:
             batch = self._batches[gone]
             if batch[LAST] >= offset:
                 self._split_after(gone, offset - 1)
             if batch[STATE] == ACQUIRED:
-                self._leave_acquired(batch, ARCHIVED)
+                self._stranded.append(batch)   # SP-66: acquired below SPSO until its lock or session ends
             elif batch[STATE] == AVAILABLE:
                 self._available_records -= batch[LAST] - batch[FIRST] + 1
             gone += 1
         del self._batches[:gone]
         del self._firsts[:gone]
         while self._log_batches and self._log_batches[0][1] < offset:
-            self._log_batches.popleft()
-        if self._log_batches and self._log_batches[0][0] < offset:
-            self._log_batches[0][0] = offset  # new records start at the new SPSO (Kafka adjusts the base offset)
+            self._log_batches.popleft()   # a batch the new start cuts stays whole: see _acquire_below_start
         self._cache_end = max(self._cache_end, offset)
         self._spso = offset
-        self._advance_start()
 
     # -- acquire ---------------------------------------------------------------------------
 
@@ -347,13 +363,17 @@ class SharePartition:
         if self._whole_batches:
             # Kafka 4.2 (SP-6, SP-8): re-acquired records use up the in-flight room too.
             budget = room = min(max_records, room) - (max_records - budget)
+        if self._cache_end < self._log_start:
+            # SP-66: SPSO went back below the log start (see _advance_start); Kafka's fetch from there is answered
+            # OFFSET_OUT_OF_RANGE inside, acquires nothing and puts SPSO and SPEO at the log start again.
+            self._spso = self._cache_end = self._log_start
+            budget = 0
+        # SP-63: records archived at acquisition stay in the window until the next write moves SPSO (SP-66).
         archived: list[list[int]] = []
         if budget > 0 and room > 0:
             self._acquire_new(member_id, budget, room, lock_id, acquired, archived, record_limit)
         if acquired:
             self._lock(lock_id, acquired, now_ms, lock_duration_ms)
-        if archived:
-            self._advance_start()  # SP-63: archived at once; nothing is written until the next write
         records = _coalesce(acquired)
         args: dict = {"max_records": max_records}
         if record_limit:
@@ -424,6 +444,11 @@ class SharePartition:
         stable = transactions.last_stable_offset(self._log_end) if transactions.read_committed else self._log_end
         while budget > 0 and room > 0 and log_batches and log_batches[0][1] < stable:
             first, last = log_batches[0]
+            if first < self._cache_end:   # SP-64: a batch the log start offset cut
+                below = self._acquire_below_start(first, last, member_id, lock_id, acquired,
+                                                  record_limit or budget <= self._spso - first)
+                budget, room = budget - below, room - below   # they count, as Kafka counts them
+                first = log_batches[0][0] = self._cache_end
             if transactions.aborted_in(first, last):  # SP-63: a data batch of an aborted transaction
                 log_batches.popleft()
                 self._batches.append([first, last, ARCHIVED, 1, None, NO_LOCK, None])
@@ -456,6 +481,25 @@ class SharePartition:
             acquired.append((first, last, 1))
             budget -= size
             room -= size
+
+    def _acquire_below_start(self, first: int, last: int, member_id: str, lock_id: int, acquired: list,
+                             from_start: bool) -> int:
+        """SP-64: the log batch [first, last] starts below the log start offset (SPSO), which cut it; how many of
+        its records below SPSO this acquisition takes. Kafka's fetch from SPSO returns the whole batch, and Kafka
+        raises its base offset to SPSO only when its cache holds nothing below the batch. While it still caches
+        records below (stranded ones, SP-66, or others) and none reaching the batch, it acquires the batch from
+        `first`, and those below SPSO stay acquired there, stranded (SP-66). Starting at SPSO is allowed too,
+        and this broker does where Kafka's choice is not the model's own (`from_start`: under record_limit, or
+        when the records below use up the acquisition's budget), and for a batch of an aborted transaction."""
+        spso = self._spso
+        caches_below = bool(self._stranded) or self._cached_below is not None
+        if not caches_below or from_start or (self._cached_below or 0) > first \
+                or any(batch[LAST] >= first for batch in self._stranded) or self._transactions.aborted_in(first, last):
+            return 0
+        self._stranded.append([first, spso - 1, ACQUIRED, 1, member_id, lock_id, None])
+        self._cached_below = max(self._cached_below or 0, spso)
+        acquired.append((first, spso - 1, 1))
+        return spso - first
 
     # -- acknowledge -------------------------------------------------------------------------
 
@@ -502,8 +546,9 @@ class SharePartition:
         if self._whole_batches:                       # Kafka 4.2
             if last < self._spso:                     # wholly below SPSO: ignored
                 return Error.NONE
-            if last >= self._cache_end:               # SP-14; an empty cache finds no batch at all
-                return Error.INVALID_RECORD_STATE if self._spso == self._cache_end else Error.INVALID_REQUEST
+            if last >= self._cache_end:               # SP-14; an empty cache finds no batch at all (SP-66: the
+                empty = self._spso == self._cache_end and self._cached_below is None   # records below count)
+                return Error.INVALID_RECORD_STATE if empty else Error.INVALID_REQUEST
             if first == previous_last and first >= self._spso:   # SP-11: the shared offset is in a pending transition
                 return Error.INVALID_RECORD_STATE
             first = max(first, self._spso)
@@ -584,7 +629,8 @@ class SharePartition:
         self._tick(now_ms)
         ranges = [(batch[FIRST], batch[LAST]) for batch in self._batches
                   if batch[STATE] == ACQUIRED and batch[MEMBER] == member_id]
-        released = self._release_ranges(ranges, now_ms)
+        stranded = self._archive_stranded(lambda batch: batch[MEMBER] == member_id)
+        released = self._release_ranges(ranges, now_ms, stranded=stranded)
         self._record(now_ms, member_id, "leave", {})
         return released
 
@@ -596,13 +642,15 @@ class SharePartition:
         locks = self._locks
         if not locks or locks[0][0] > now_ms:
             return 0
-        ranges = []
+        ranges, expired = [], set()
         while locks and locks[0][0] <= now_ms:
             _, lock_id = heappop(locks)
             if self._lock_records.pop(lock_id, None) is not None:
                 ranges.extend(self._locked_ranges(lock_id))
+                expired.add(lock_id)
         ranges.sort()
-        return self._release_ranges(ranges, now_ms, expired=True)
+        stranded = self._archive_stranded(lambda batch: batch[LOCK] in expired) if self._stranded else []
+        return self._release_ranges(ranges, now_ms, expired=True, stranded=stranded)
 
     def _locked_ranges(self, lock_id: int) -> list[tuple[int, int]]:
         first, last = self._lock_ranges.pop(lock_id)
@@ -615,16 +663,27 @@ class SharePartition:
             index += 1
         return ranges
 
-    def _release_ranges(self, ranges: list[tuple[int, int]], now_ms: int, expired: bool = False) -> int:
-        if not ranges:
+    def _release_ranges(self, ranges: list[tuple[int, int]], now_ms: int, expired: bool = False,
+                        stranded: list[tuple[int, int, int, int]] = ()) -> int:
+        """Release the window's `ranges` (SP-20, SP-22) and write them with the `stranded` records archived."""
+        if not ranges and not stranded:
             return 0
-        planned = [run for first, last in ranges for run in self._planned(first, last, AVAILABLE)]
+        planned = [*stranded, *(run for first, last in ranges for run in self._planned(first, last, AVAILABLE))]
         spso = self._spso  # SP-47: as Kafka, the write carries SPSO as it was before the release moved it
         for first, last in ranges:
             self._transition(first, last, AVAILABLE, expired)
         self._advance_start()
         self._persist(planned, now_ms, spso)   # as Kafka: a release stands even if its write fails
-        return sum(last - first + 1 for first, last in ranges)
+        return sum(last - first + 1 for first, last, _, _ in planned)
+
+    def _archive_stranded(self, leaving) -> list[tuple[int, int, int, int]]:
+        """SP-66: the stranded batches `leaving` picks (their lock expired, their member's session ended) are
+        archived, below SPSO, and leave Kafka's cache; the runs (first, last, state, count) their write holds."""
+        archived = [batch for batch in self._stranded if leaving(batch)]
+        for batch in archived:
+            self._unlock(batch)
+        self._stranded = [batch for batch in self._stranded if not leaving(batch)]
+        return [(batch[FIRST], batch[LAST], ARCHIVED, batch[COUNT]) for batch in archived]
 
     # -- the state machine core --------------------------------------------------------------
 
@@ -680,8 +739,18 @@ class SharePartition:
         self._firsts.insert(index + 1, offset + 1)
 
     def _advance_start(self) -> None:
-        """SP-23: SPSO moves past the longest prefix of terminal (acknowledged or archived) records."""
+        """SP-23: SPSO moves past the longest prefix of terminal (acknowledged or archived) records. Under
+        kafka-4.2 only once a state write completed (SP-66, Kafka's maybeUpdateCachedStateAndOffsets), which
+        walks Kafka's cache from its first record, below SPSO too."""
+        if self._stranded:
+            return   # SP-66: a record still acquired below SPSO holds SPSO where it is
         batches = self._batches
+        if not batches and self._cached_below is not None:
+            # SP-66: Kafka caches records below SPSO and none from it on: its start offset goes back to the offset
+            # after the highest of those (a Kafka bug; the next fetch learns the log start again).
+            self._spso = self._cache_end = self._cached_below
+            self._cached_below = None
+            return
         done = 0
         while done < len(batches) and batches[done][STATE] in (ACKNOWLEDGED, ARCHIVED):
             done += 1
@@ -689,6 +758,7 @@ class SharePartition:
             del batches[:done]
             del self._firsts[:done]
             self._spso = batches[0][FIRST] if batches else self._cache_end   # SP-24: never past SPEO
+            self._cached_below = None   # SP-66: passing them, Kafka's cache lets the records below SPSO go
 
     def _persist(self, planned: list[tuple[int, int, int, int]], now_ms: int, spso: int | None = None) -> str:
         """Write the planned transitions with `spso` (default: SPSO now, before they are applied)."""
