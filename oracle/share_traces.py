@@ -231,18 +231,18 @@ def delivered_runs(records: bytes | None) -> list[list[int]] | None:
     batch; a batch that does not read (a bad CRC) delivers nothing. None when a batch is compressed with a codec
     this Python does not decode: what was delivered is then unknown."""
     from kipcheck.impl.consumer.errors import KafkaError
-    from kipcheck.impl.consumer.records import decode_batch, last_offset, split_batches
+    from kipcheck.impl.consumer.records import last_offset, record_offsets, split_batches
     from kipcheck.impl.wire.batches import ATTRIBUTES_OFFSET, CONTROL, InvalidBatch, read_header
 
     offsets: list[int] = []
     for batch in split_batches(bytes(records or b"")):
         (base_offset,) = struct.unpack_from(">q", batch, 0)
         try:
-            read_header(batch)
             if batch[ATTRIBUTES_OFFSET + 1] & CONTROL:
+                read_header(batch)
                 offsets += range(base_offset, last_offset(batch) + 1)
             else:
-                offsets += [record.offset for record in decode_batch("", 0, batch)]
+                offsets += record_offsets("", 0, batch)
         except InvalidBatch:
             continue
         except KafkaError as error:

@@ -7,10 +7,15 @@ share consumers' workload the tests run through it.
         recording.wait_for("VIOLATION")              # a line it printed, waited for
     recording.exit_code, recording.output           # after SIGTERM: its summary
     done, released = share_workload(bootstrap, topic, consumers, explicit)
+    tampering = TamperingBroker(broker.port, rewrite)   # a faulty broker: every ShareFetch answer's partitions
+                                                        # passed through rewrite(part) -> part on their way out
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -18,6 +23,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from kipcheck.oracle.conformance.scenarios.clients import poll_records, produce
 
@@ -96,6 +102,11 @@ class Recording:
     def traces(self, machine: str) -> list[Path]:
         return sorted(self.trace_dir.glob(f"{machine}.*.jsonl"))
 
+    def acquisitions(self) -> list[dict]:
+        """The acquire steps of its share-partition traces."""
+        return [step for path in self.traces("share-partition")
+                for step in map(json.loads, path.read_text().splitlines()[1:]) if step["op"] == "acquire"]
+
 
 def share_workload(bootstrap: str, topic: str, consumers: list, explicit, partitions: int = 2, batches: int = 10,
                    timeout_s: float = 120) -> tuple[set, set]:
@@ -126,3 +137,51 @@ def share_workload(bootstrap: str, topic: str, consumers: list, explicit, partit
     for consumer in consumers:
         consumer.close()
     return done, released
+
+
+class TamperingBroker:
+    """A tampering layer in front of a broker, faking a broker bug: the partitions of every ShareFetch answer
+    (kio's) go through `rewrite` on their way to the client. It is the proxy with no observer, in this process."""
+
+    def __init__(self, broker_port: int, rewrite: Callable):
+        from kipcheck.oracle.record.proxy import Proxy
+        from kipcheck.oracle.record.settings import RecordSettings
+
+        class Tampering(Proxy):
+            def _read_answer(self, exchange, frame):
+                frame = super()._read_answer(exchange, frame)
+                return _rewritten(exchange, frame, rewrite) if exchange.api_key == SHARE_FETCH else frame
+
+        self.loop = asyncio.new_event_loop()
+        self.proxy = Tampering([("127.0.0.1", broker_port)], "127.0.0.1", 0, RecordSettings(), NoObserver())
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        asyncio.run_coroutine_threadsafe(self.proxy.start(), self.loop).result(10)
+        time.sleep(0.2)  # the listener's server task
+        self.port = self.proxy.listening[0][0]
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.proxy.stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+SHARE_FETCH = 78
+
+
+class NoObserver:
+    def wants(self, api_key): return False
+    def sent(self, exchange): pass
+    def observe(self, exchange): pass
+    def missed(self, exchange, reason): pass
+    def closed(self, link, at_ms): pass
+    def settled(self, before_ms): pass
+
+
+def _rewritten(exchange, frame: bytes, rewrite: Callable) -> bytes:
+    from kipcheck.impl.consumer.connection import decode_response
+    from kipcheck.impl.wire.codec import encode_response
+
+    _, body = decode_response(SHARE_FETCH, exchange.api_version, frame)
+    responses = tuple(dataclasses.replace(topic, partitions=tuple(rewrite(part) for part in topic.partitions))
+                      for topic in body.responses)
+    return encode_response(SHARE_FETCH, exchange.api_version, exchange.correlation_id,
+                           dataclasses.replace(body, responses=responses))[4:]

@@ -6,6 +6,7 @@ import datetime
 import io
 import struct
 
+import crafted_batches
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,8 +18,9 @@ from kipcheck.impl.consumer.config import ConsumerConfig
 from kipcheck.impl.consumer.errors import KafkaError
 from kipcheck.impl.consumer.offsets import ProcessedOffsets
 from kipcheck.impl.consumer.ownership import ASSIGN, LOSE, REVOKE, Decision, Ownership
-from kipcheck.impl.consumer.records import decode_batch, split_batches
+from kipcheck.impl.consumer.records import decode_batch, record_offsets, split_batches
 from kipcheck.impl.topic_partition import TopicPartition
+from kipcheck.impl.wire.batches import COMMIT, marker_batch
 from kipcheck.model.revoke_delay import RevokeDelayConsumer
 
 PARTITIONS = [TopicPartition("orders", partition) for partition in range(3)] + [TopicPartition("audit", 0)]
@@ -113,6 +115,27 @@ def test_a_corrupt_batch_is_corrupt_message_not_garbage():
     with pytest.raises(KafkaError) as caught:
         decode_batch("orders", 0, split_batches(bytes(data))[0])
     assert caught.value.error == "CORRUPT_MESSAGE"
+
+
+@pytest.mark.parametrize("codec", [crafted_batches.NONE, crafted_batches.GZIP])
+def test_record_offsets_are_the_decoded_records_offsets_without_decoding_them(codec):
+    """The observer's cheap reading (keys, values and headers stepped over) against the full decoding: a batch
+    with keys, headers and a hole compaction left (deltas 0, 2, 3), compressed or not; then a batch cut inside
+    its last record, which neither reads; a control batch holds no data record for either."""
+    from crafted_batches import batch, record
+
+    payload = record(0, key=b"k" * 200, value=None, headers=((b"h", b"x" * 300),)) + record(2) + record(3, value=b"")
+    data = batch(payload, 3, last_offset_delta=3, codec=codec, base_offset=40)
+    [whole] = split_batches(data)
+    assert record_offsets("orders", 0, whole) == [record.offset for record in decode_batch("orders", 0, whole)] \
+        == [40, 42, 43]
+    [cut] = split_batches(batch(payload[:-2], 3, codec=codec))
+    for read in (record_offsets, decode_batch):
+        with pytest.raises(KafkaError) as caught:
+            read("orders", 0, cut)
+        assert caught.value.error == "CORRUPT_MESSAGE"
+    [marker] = split_batches(marker_batch(producer_id=7, producer_epoch=0, control_type=COMMIT))
+    assert record_offsets("orders", 0, marker) == decode_batch("orders", 0, marker) == []
 
 
 @pytest.mark.parametrize("properties, message", [

@@ -4,8 +4,7 @@ Clients: confluent-kafka's Producer, Consumer and ShareConsumer (Kafka's Java cl
 and a kio client for the requests an application gets wrong.
 """
 
-import asyncio
-import threading
+import dataclasses
 import json
 import time
 import uuid
@@ -18,7 +17,7 @@ from kipcheck.oracle.check import check_file
 from kipcheck.oracle.conformance.scenarios.clients import (
     create_topic, poll_records, produce, read_plain, share_consumer,
 )
-from record_support import Recording, share_workload
+from record_support import Recording, TamperingBroker, share_workload
 
 EARLIEST = {"share_auto_offset_reset": "earliest"}
 
@@ -64,6 +63,8 @@ def test_share_consumers_through_record_check_pass_with_no_violation(start_broke
     partitions = [path for path in paths if path.name.startswith("share-partition.")]
     assert partitions and all('"view"' not in path.read_text().splitlines()[0] for path in partitions), \
         "the proxy saw the group born and every member: full views"
+    acquired = [step for step in recording.acquisitions() if step["observed"]["records"]]
+    assert acquired and all("delivered" in step["observed"] for step in acquired), "SP-48 judged on every answer"
     assert "0 with a violation" in recording.output
 
 
@@ -175,59 +176,17 @@ def test_record_refuses_bad_flags(tmp_path):
                  "--set", "no.such.setting=1"]) == 2
 
 
-class ForgetfulBroker:
-    """A tampering layer in front of a broker, faking a broker bug: every record a ShareFetch acquires is
-    reported with delivery count 1, so a redelivered record looks delivered for the first time (SP-4)."""
-
-    def __init__(self, broker_port: int):
-        from kipcheck.oracle.record.proxy import Proxy
-        from kipcheck.oracle.record.settings import RecordSettings
-
-        class Tampering(Proxy):
-            def _read_answer(self, exchange, frame):
-                frame = super()._read_answer(exchange, frame)
-                return forget_delivery_counts(exchange, frame) if exchange.api_key == 78 else frame
-
-        self.loop = asyncio.new_event_loop()
-        self.proxy = Tampering([("127.0.0.1", broker_port)], "127.0.0.1", 0, RecordSettings(), NoObserver())
-        threading.Thread(target=self.loop.run_forever, daemon=True).start()
-        asyncio.run_coroutine_threadsafe(self.proxy.start(), self.loop).result(10)
-        time.sleep(0.2)  # the listener's server task
-        self.port = self.proxy.listening[0][0]
-
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.proxy.stop(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-
-
-class NoObserver:
-    def wants(self, api_key): return False
-    def sent(self, exchange): pass
-    def observe(self, exchange): pass
-    def missed(self, exchange, reason): pass
-    def closed(self, link, at_ms): pass
-    def settled(self, before_ms): pass
-
-
-def forget_delivery_counts(exchange, frame: bytes) -> bytes:
-    import dataclasses
-
-    from kipcheck.impl.consumer.connection import decode_response
-    from kipcheck.impl.wire.codec import encode_response
-
-    _, body = decode_response(78, exchange.api_version, frame)
-    responses = tuple(dataclasses.replace(topic, partitions=tuple(
-        dataclasses.replace(part, acquired_records=tuple(dataclasses.replace(run, delivery_count=type(run.delivery_count)(1))
-                                                         for run in part.acquired_records))
-        for part in topic.partitions)) for topic in body.responses)
-    return encode_response(78, exchange.api_version, exchange.correlation_id,
-                           dataclasses.replace(body, responses=responses))[4:]
+def forget_delivery_counts(part):
+    """A faulty broker: every record a ShareFetch acquires is reported with delivery count 1, so a redelivered
+    record looks delivered for the first time (SP-4)."""
+    return dataclasses.replace(part, acquired_records=tuple(
+        dataclasses.replace(run, delivery_count=type(run.delivery_count)(1)) for run in part.acquired_records))
 
 
 def test_a_broker_that_forgets_delivery_counts_is_caught(start_broker, tmp_path):
     """The faulty broker (a tampering layer) hands a released record out again with count 1: SP-4."""
     broker = start_broker(**EARLIEST)
-    forgetful = ForgetfulBroker(broker.port)
+    forgetful = TamperingBroker(broker.port, forget_delivery_counts)
     try:
         with Recording([("127.0.0.1", forgetful.port)], tmp_path / "traces") as recording:
             topic, group = f"t-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"

@@ -5,12 +5,13 @@ share group at the log end unless its group config says otherwise, so each test 
 to earliest for its group (IncrementalAlterConfigs, GROUP resource), through the proxy.
 """
 
+import time
 import uuid
 
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from kipcheck.oracle.check import check_file
-from kipcheck.oracle.conformance.scenarios.clients import create_topic, share_consumer
+from kipcheck.oracle.conformance.scenarios.clients import create_topic, poll_records, produce, share_consumer
 from record_support import Recording, share_workload
 
 
@@ -38,6 +39,8 @@ def run_and_judge(recording: Recording, partitions: int) -> list:
     partitions = [path for path in paths if path.name.startswith("share-partition.")]
     assert all('"view"' not in path.read_text().splitlines()[0] for path in partitions), \
         f"the proxy saw the group born and every member: full views\n{recording.output}"
+    acquired = [step for step in recording.acquisitions() if step["observed"]["records"]]
+    assert acquired and all("delivered" in step["observed"] for step in acquired), "SP-48 judged on every answer"
     return paths
 
 
@@ -63,3 +66,25 @@ def test_a_three_broker_cluster_behind_one_proxy(start_kafka, tmp_path):
         paths = run_and_judge(recording, 3)
     sessions = {path.name.split(".")[1] for path in paths if path.name.startswith("share-session.")}
     assert len(sessions) > 1, f"sessions with several brokers: {sessions}"
+
+
+def test_a_compacted_topic_is_traced_as_partial_views(start_kafka, tmp_path):
+    """The proxy does not follow compaction (SP-65): a batch the cleaner removed would look like one Kafka did not
+    send (SP-48). Kafka describes the topic's cleanup.policy, and its traces are partial views from the start."""
+    kafka = start_kafka("4.2")
+    with Recording([("127.0.0.1", kafka.ports[0])], tmp_path / "traces") as recording:
+        topic, group = f"t-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+        create_topic(recording.bootstrap, topic, 1, configs={"cleanup.policy": "compact"})
+        earliest(recording.bootstrap, group)
+        produce(recording.bootstrap, topic, [(0, b"key-%d" % (index % 5), b"v%d" % index) for index in range(20)])
+        consumer = share_consumer(recording.bootstrap, group, [topic])
+        given, deadline = set(), time.monotonic() + 60
+        while len(given) < 20 and time.monotonic() < deadline:
+            given.update(message.offset() for message in poll_records(consumer, 0.5))
+        consumer.close()
+        assert given == set(range(20))
+    assert recording.exit_code == 0 and "VIOLATION" not in recording.output, recording.output
+    assert f"topic {topic}: partial views (it is compacted" in recording.output
+    [path] = recording.traces("share-partition")
+    assert '"view": "partial"' in path.read_text().partition("\n")[0]
+    assert check_file(path)

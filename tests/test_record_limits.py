@@ -63,6 +63,6 @@ def test_batch_spans_read_offsets_from_headers_and_leave_out_a_batch_cut_short()
     marker = marker_batch(producer_id=7, producer_epoch=0, control_type=1)
     marker = (5).to_bytes(8, "big") + marker[8:]
     records = first + second + marker
-    assert batch_spans(records) == [(0, 2, False), (3, 4, False), (5, 5, True)]
-    assert batch_spans(records[:-1]) == [(0, 2, False), (3, 4, False)], "a fetch answer may end inside a batch"
+    assert batch_spans(records) == [(0, 2, False, 3), (3, 4, False, 2), (5, 5, True, 1)]
+    assert batch_spans(records[:-1]) == [(0, 2, False, 3), (3, 4, False, 2)], "a fetch answer may end inside a batch"
     assert batch_spans(b"") == []

@@ -3,7 +3,7 @@
     batch, header = produced_batch(records, version, max_message_bytes)   # a Produce partition's one batch
     header = read_header(data, position)      # BatchHeader of the batch at `position`; InvalidBatch if it is not
     for batch, header in split_batches(records): ...   # a record set (a fetch's, a log's), every batch validated
-    batch_spans(records)                      # [(first, last, transactional or control)]: offsets only, unvalidated
+    batch_spans(records)                      # [(first, last, transactional or control, record count)]: unvalidated
     marker_batch(producer_id, producer_epoch, COMMIT)   # a transaction marker, as Kafka writes one
 
 A batch is valid when its length fits the bytes given, its magic is 2 and its
@@ -219,9 +219,10 @@ def split_batches(records: bytes) -> list[tuple[bytes, BatchHeader]]:
     return batches
 
 
-def batch_spans(records: bytes | memoryview) -> list[tuple[int, int, bool]]:
-    """(first offset, last offset, transactional or control) of each whole batch of a fetched record set, read
-    from the batch headers alone (no CRC, no records): what an observer of the wire needs. A last batch cut
+def batch_spans(records: bytes | memoryview) -> list[tuple[int, int, bool, int]]:
+    """(first offset, last offset, transactional or control, record count) of each whole batch of a fetched record
+    set, read from the batch headers alone (no CRC, no records): what an observer of the wire needs. A count below
+    the batch's offsets says records were removed from it (compaction keeps a batch's offsets). A last batch cut
     short (a fetch answer may end inside one) is left out."""
     spans, position = [], 0
     while len(records) - position >= BATCH_HEADER_BYTES:
@@ -231,6 +232,7 @@ def batch_spans(records: bytes | memoryview) -> list[tuple[int, int, bool]]:
             break
         (attributes,) = struct.unpack_from(">h", records, position + ATTRIBUTES_OFFSET)
         (last_delta,) = struct.unpack_from(">i", records, position + LAST_OFFSET_DELTA_OFFSET)
-        spans.append((base_offset, base_offset + last_delta, bool(attributes & (TRANSACTIONAL | CONTROL))))
+        (count,) = struct.unpack_from(">i", records, position + RECORDS_COUNT_OFFSET)
+        spans.append((base_offset, base_offset + last_delta, bool(attributes & (TRANSACTIONAL | CONTROL)), count))
         position += length
     return spans

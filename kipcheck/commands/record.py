@@ -27,8 +27,9 @@ how they are written and judged):
       broker (a partial view of the broker's cache, SS-41; its epochs judged, SS-40)
   share-partition.GROUP.TOPIC:PARTITION.jsonl   from the first acquisition seen; a
       full view when the proxy saw the group born and sees every member (judged by
-      every clause), a partial view otherwise (SP-80); acknowledgements of records
-      never delivered are judged too (SP-85)
+      every clause, among them SP-48: the record bytes of each answer hold exactly
+      the records it acquired), a partial view otherwise (SP-80) and for compacted
+      topics; acknowledgements of records never delivered are judged too (SP-85)
   ic.GROUP.TOPIC:PARTITION.jsonl    individual commits (OffsetCommit with ranges),
       with what each client fetched: a range committed that it never fetched is IC-22
 

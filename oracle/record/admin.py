@@ -4,6 +4,7 @@
     admin.topic_names([topic_id])                 # {topic_id: name} (Metadata by id)
     admin.share_group("g")                        # (group epoch, {member_id: client_id}), or None when it cannot tell
     admin.start_offsets("g", [("orders", 0)])     # {("orders", 0): the start offset the share coordinator stored}
+    admin.compacted("orders")                     # its cleanup.policy compacts (False when the cluster does not say)
 
 Each call is one or two blocking round trips: the observer asks only when it opens a trace, confirms a full
 view, or polls SPSO. A broker that cannot answer gives None (the caller treats what it cannot tell as not
@@ -19,7 +20,8 @@ from kipcheck.impl.consumer.connection import BrokerConnection, ConnectionFailed
 
 log = logging.getLogger("kipcheck.record")
 
-METADATA, FIND_COORDINATOR, SHARE_GROUP_DESCRIBE, DESCRIBE_SHARE_GROUP_OFFSETS = 3, 10, 77, 90
+METADATA, FIND_COORDINATOR, DESCRIBE_CONFIGS, SHARE_GROUP_DESCRIBE, DESCRIBE_SHARE_GROUP_OFFSETS = 3, 10, 32, 77, 90
+TOPIC_RESOURCE = 2  # ConfigResource.Type
 TIMEOUT_MS = 10_000
 MAX_RESPONSE_BYTES = 100_000_000
 
@@ -81,6 +83,16 @@ class Admin:
             return {}
         return {(topic.topic_name, part.partition_index): part.start_offset for topic in answer.groups[0].topics
                 for part in topic.partitions if part.error_code.name == "none"}
+
+    def compacted(self, topic: str) -> bool:
+        """Whether the topic's `cleanup.policy` includes `compact`, as DescribeConfigs (v1, served by Kafka and the
+        reference broker) answers it; False when the cluster does not describe it."""
+        answer = self._request(self.brokers[0], DESCRIBE_CONFIGS, 1, include_synonyms=False, resources=[
+            {"resource_type": TOPIC_RESOURCE, "resource_name": topic, "configuration_keys": ["cleanup.policy"]}])
+        if not answer or answer.results[0].error_code.name != "none":
+            return False
+        return any(config.name == "cleanup.policy" and "compact" in (config.value or "").split(",")
+                   for config in answer.results[0].configs)
 
     def close(self) -> None:
         for connection in self._connections.values():

@@ -38,7 +38,7 @@ class Commits:
         for topic in exchange.response.responses:
             name = topic.topic if hasattr(topic, "topic") else self.name_of(topic.topic_id)
             for part in topic.partitions:
-                ranges = [(first, last) for first, last, _ in batch_spans(part.records or b"")]
+                ranges = [(first, last) for first, last, _, _ in batch_spans(part.records or b"")]
                 if ranges:
                     self._given(client, f"{name}:{part.partition_index}", ranges, exchange.received_ms)
 

@@ -13,13 +13,15 @@ The traces (spec/conformance.md says how a client's view becomes steps; SP-80 an
   A member is followed from a session it opened through the proxy (epoch 0); one whose session began before
   is not seen until it opens one.
 - share-partition, one per group and topic-partition (`share-partition.<group>.<topic>:<partition>.jsonl`),
-  from its first acquisition by a seen member, with conduct judged (SP-85). It is a full view when the proxy
-  saw the group born (its first member joined through it, answered member epoch 1), the group's description
-  names no member the proxy has not seen join, and the group's epoch moved no more often than members joined
-  and left through the proxy; otherwise a partial view. A full view becomes
-  partial (LiveTrace.demote) when a violation cannot be confirmed as one: the group then has a member the
-  proxy never saw, the step's request overlapped another request on the partition (their order at the
-  broker is unknown), or it came near a lock's expiry (the broker's timer and the trace's may disagree).
+  from its first acquisition by a seen member, with conduct judged (SP-85), and the records each acquisition's
+  bytes held (`delivered`, SP-48). It is a full view when the topic is not compacted (the proxy follows neither
+  compaction nor transactions), the proxy saw the group born (its first member joined through it, answered
+  member epoch 1), the group's description names no member the proxy has not seen join, and the group's epoch
+  moved no more often than members joined and left through the proxy; otherwise a partial view. A full view
+  becomes partial (LiveTrace.demote) when its answers show a compacted or a transactional batch, and when a
+  violation cannot be confirmed as one: the group then has a member the proxy never saw, the step's request
+  overlapped another request on the partition (their order at the broker is unknown), or it came near a
+  lock's expiry (the broker's timer and the trace's may disagree).
 """
 
 from __future__ import annotations
@@ -85,9 +87,11 @@ class Observer:
         self.members: dict[tuple, Member] = {}
         self.partitions: dict[tuple[str, str], Partition] = {}
         self.not_observed: dict[str, int] = {}
+        self.compacted_topics: dict[str, bool] = {}
         self.commits = Commits(shelf, self._name)
         self.steps = ShareSteps(profile, sessions=lambda member: shelf.sink(member.trace),
-                                partitions=self._partition_sink, held=lambda member: sorted(member.held))
+                                partitions=self._partition_sink, held=lambda member: sorted(member.held),
+                                read_records=True)
         shelf.confirm = self.confirm
 
     def wants(self, api_key: int) -> bool:
@@ -291,14 +295,14 @@ class Observer:
                 partition.broker = exchange.link.broker
             self._mark_ambiguous(partition, exchange)
             if acquired and not partition.trace.partial:
-                self._append(partition, exchange, part)
+                self._append(partition, exchange, part, max(run.last_offset for run in acquired))
 
     def _open_partition(self, member: Member, exchange: Exchange, tp: str, acquired: list) -> Partition:
         """A share-partition's trace from its first acquisition (a full view if fresh and fully seen), or from
         an acknowledgement of a member that never acquired there (a partial view: nothing is known of it)."""
         start = min((run.first_offset for run in acquired), default=0)
         fresh = bool(acquired) and all(run.delivery_count == 1 for run in acquired)
-        full = fresh and self.full_view(member.group)
+        full = fresh and not self._compacted(tp) and self.full_view(member.group)
         config = {**self.settings.share.partition_config(), "start_offset": start, "kafka_ranges": "waive",
                   "min_lock_duration_ms": self.settings.min_lock_duration_ms}
         header = {"machine": "share-partition", "profile": self.profile, "conduct": True, "config": config}
@@ -308,21 +312,39 @@ class Observer:
         partition = self.partitions[(member.group, tp)] = Partition(trace, member.group, exchange.link.broker, start)
         return partition
 
-    def _append(self, partition: Partition, exchange: Exchange, part) -> None:
-        """`append` steps for the batches of the answer past what the trace has of the log (SP-2). A trace that
-        meets a transaction's batches becomes a partial view: it does not follow transactions (SP-61)."""
+    def _compacted(self, tp: str) -> bool:
+        """The topic is compacted: its traces are partial views, as they do not follow compaction (SP-65: a batch
+        compaction removed looks like one the broker did not send)."""
+        topic = tp.rpartition(":")[0]
+        if topic not in self.compacted_topics:
+            self.compacted_topics[topic] = self.admin.compacted(topic)
+            if self.compacted_topics[topic]:
+                log.info("topic %s: partial views (it is compacted: the traces do not follow compaction)", topic)
+        return self.compacted_topics[topic]
+
+    def _append(self, partition: Partition, exchange: Exchange, part, last_acquired: int) -> None:
+        """`append` steps for the batches of the answer past what the trace has of the log (SP-2), then for the
+        records it acquired past them (their batches were not sent: SP-48 judges that, from the records the
+        answer held). A trace that meets a transaction's batches, or a batch compaction removed records from,
+        becomes a partial view: it follows neither (SP-61, SP-65)."""
         sink = self.shelf.sink(partition.trace)
         spans = batch_spans(part.records or b"")
-        if any(transactional for _, _, transactional in spans):
+        if any(transactional for _, _, transactional, _ in spans):
             self._moved(partition, exchange.sent_ms, "transactional batches (the trace does not follow transactions)")
             return
-        for first, last, _ in spans:
+        if any(count < last + 1 - first for first, last, _, count in spans):
+            self._moved(partition, exchange.sent_ms, "a compacted batch (the trace does not follow compaction)")
+            return
+        for first, last, _, _ in spans:
             if last < partition.log_end:
                 continue
             if first > partition.log_end:  # records between: never seen acquired, their batches unknown
                 sink.add(exchange.sent_ms, "log", "append", {"count": first - partition.log_end})
             sink.add(exchange.sent_ms, "log", "append", {"count": last + 1 - max(first, partition.log_end)})
             partition.log_end = last + 1
+        if last_acquired >= partition.log_end:  # acquired, their batches not sent: one append, batches unknown
+            sink.add(exchange.sent_ms, "log", "append", {"count": last_acquired + 1 - partition.log_end})
+            partition.log_end = last_acquired + 1
 
     def _mark_ambiguous(self, partition: Partition, exchange: Exchange) -> None:
         """A request overlapping another on the partition, or a window in which a lock it saw may expire."""
