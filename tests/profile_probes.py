@@ -20,7 +20,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kipcheck.oracle.check import Verdict, check_file, check_lines
-from kipcheck.oracle.conformance.probes.probe import Probe
+from kipcheck.oracle.conformance.probes.probe import DESCRIBE_OFFSETS, Probe
 from kipcheck.oracle.conformance.probes.tolerance import Timers
 from kipcheck.oracle.conformance.targets import TargetOptions, resolve
 from kipcheck.oracle.conformance.targets.embedded import EmbeddedBroker
@@ -209,6 +209,38 @@ def below_the_log_start(broker: Broker, name: str) -> Probe:
     for member in (alice, bob):
         probe.close(member)
     return probe
+
+def stored_from_subscription(broker: Broker, name: str) -> Probe:
+    """ST-2: a share-partition's state is initialized when a member subscribes, with no start offset (-1), and the
+    reset is the leader's, in memory: the share coordinator answers -1 until the first write, though the log start
+    moved to 12 before the first fetch (which acquires from 12), and a describe of all the group's offsets lists
+    the partition from the subscription on."""
+    probe = probe_of(broker, name)
+    topic = probe.topic(1)   # a member subscribes and is assigned the partition, initialized
+    tp = f"{topic}:0"
+    probe.produce(topic, 0, [5, 5, 5])
+    assert all_stored_offsets(probe) == {tp: -1}
+    probe.check(tp)
+    delete_records(broker, topic, 12)
+    log_start(probe, tp, 12)
+    bob = probe.member("bob")
+    assert acquired_past_log_start(probe, bob, [tp]) == {tp: [[12, 14, 1]]}   # each fetch followed by a check
+    assert probe.acknowledge(bob, {tp: [(12, 14, "accept")]}) == {tp: "NONE"}
+    checks = [step["observed"]["stored_spso"] for step in probe.partitions[tp].steps if step["op"] == "check"]
+    assert len(checks) >= 2 and checks == [-1] * (len(checks) - 1) + [12], "\n".join(probe.partitions[tp].lines())
+    probe.close(bob)
+    return probe
+
+
+def all_stored_offsets(probe: Probe) -> dict[str, int]:
+    """DescribeShareGroupOffsets naming no topics: every share-partition the group has a state for, and its start
+    offset."""
+    answer = probe.coordinator.request(DESCRIBE_OFFSETS, 0, groups=[{"group_id": probe.group, "topics": None}])
+    (group,) = answer.groups
+    assert group.error_code.name == "none", group.error_code
+    return {f"{topic.topic_name}:{part.partition_index}": part.start_offset
+            for topic in group.topics for part in topic.partitions}
+
 
 def step_after(trace: Path, pick) -> int:
     steps = [json.loads(line) for line in trace.read_text().splitlines()[1:]]

@@ -23,7 +23,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from profile_probes import (
     WAIT_MS, Broker, acknowledged, below_the_log_start, judged, one_partition, probe_of, rejected, step_after,
-    stranded_by_the_log_start, while_a_lock_holds,
+    stored_from_subscription, stranded_by_the_log_start, while_a_lock_holds,
 )
 
 from kipcheck.oracle.conformance.probes.probe import Probe
@@ -158,6 +158,13 @@ def test_sp64_records_below_the_log_start_are_acquired_while_records_below_it_ar
              lambda step: step["observed"].update(records=[[10, 14, 1]]), "SP-64")
     rejected(stranded, lambda step: step["op"] == "acquire" and step["observed"].get("records") == [[10, 14, 1]],
              lambda step: step["observed"].update(records=[[11, 14, 1]]), "SP-64")
+
+
+def test_st2_the_share_state_is_initialized_at_subscription_without_a_start_offset(kafka, tmp_path):
+    """ST-2: the group coordinator initializes a subscribed share-partition with start offset -1, and the leader
+    applies the reset in memory: -1 stored (and the partition listed by a describe of all offsets) until the first
+    write, though the log start moved to 12 before the first fetch; then 12."""
+    judged(stored_from_subscription(kafka, "from-subscription"), tmp_path)
 
 
 def compacted_topic(probe: Probe, bootstrap: str, partitions: int) -> str:

@@ -16,7 +16,8 @@ import json
 from pathlib import Path
 
 from profile_probes import (
-    below_the_log_start, judged, over_the_wire, reference_broker, stranded_by_the_log_start, while_a_lock_holds,
+    below_the_log_start, judged, over_the_wire, reference_broker, stored_from_subscription, stranded_by_the_log_start,
+    while_a_lock_holds,
 )
 
 from kipcheck.oracle.check import check_file
@@ -42,18 +43,15 @@ def test_a_record_the_log_start_stranded_holds_spso_until_its_lock_expires(tmp_p
 
 def test_records_below_the_log_start_are_acquired_while_records_below_it_are_cached(tmp_path):
     """SP-64: the scenario asserts Kafka's answers: 10-14 acquired where alice's 0-4 are stranded, 12-14 where
-    nothing is cached, the stored SPSO 12 then 15. One difference is not SP-64's: Kafka's group coordinator
-    initializes a share-partition's state when a member subscribes (start offset -1, the reset applied in memory),
-    where the reference broker initializes it at its first fetch, writing the reset offset; so where that fetch
-    came after the log start moved, DescribeShareGroupOffsets answers 12 before the first write, not -1."""
+    nothing is cached, the stored SPSO 12 then 15. Before the first write the share coordinator holds no start
+    offset (-1), as Kafka's, though the log start moved before the first fetch (ST-2: the reset is the leader's,
+    in memory)."""
     with reference_broker(tmp_path / "broker") as broker:
         probe = while_a_lock_holds(lambda name: below_the_log_start(over_the_wire(broker), name), "below-log-start")
         paths = probe.finish(tmp_path / "probe")
     judged_broker_traces(broker)
     stranded, plain = [path for path in paths if "share-partition" in path.name]
-    before_any_write = _checks_before_the_first_write(plain)
-    assert [step["observed"]["stored_spso"] for step in before_any_write] == [12]
-    _drop_steps(plain, before_any_write)
+    assert [step["observed"]["stored_spso"] for step in _checks_before_the_first_write(plain)] == [-1]
     for path in paths:
         for reference in (False, True):
             verdict = check_file(path, reference=reference)
@@ -66,10 +64,9 @@ def _checks_before_the_first_write(path: Path) -> list[dict]:
     return [step for step in steps[:first_write] if step["op"] == "check"]
 
 
-def _drop_steps(path: Path, dropped: list[dict]) -> None:
-    """The trace without the `dropped` steps, the others numbered again from 1."""
-    header, *lines = path.read_text().splitlines()
-    kept = [step for step in map(json.loads, lines) if step not in dropped]
-    for number, step in enumerate(kept, start=1):
-        step["step"] = number
-    path.write_text("\n".join([header, *map(json.dumps, kept)]) + "\n")
+def test_the_share_state_is_initialized_at_subscription_without_a_start_offset(tmp_path):
+    """ST-2: the scenario asserts Kafka's answers: -1 stored (and the partition listed) from the subscription until
+    the first write, though the log start moved before the first fetch; then 12."""
+    with reference_broker(tmp_path / "broker") as broker:
+        judged(stored_from_subscription(over_the_wire(broker), "from-subscription"), tmp_path / "probe")
+    judged_broker_traces(broker)

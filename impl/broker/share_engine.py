@@ -4,8 +4,10 @@ The share-group rules themselves are impl/share's; this adapter only wires
 them to the broker:
 - one ShareCoordinator on `<data dir>/share-state/`, one ShareSessionCache,
   and one SharePartition per (group, "topic:partition"), loaded on first use
-  with SharePartition.load (reads the persisted state, or initializes it at
-  the log end or start, or by_duration at the first batch with a record that
+  with SharePartition.load (reads the persisted state, or initializes it; a
+  state without a start offset, as a member's subscription initializes it
+  under kafka-4.2 (`initialize_subscribed`, spec ST-2), starts at the log end
+  or start, or by_duration at the first batch with a record that
   recent, per `share.auto.offset.reset`; where Kafka 4.2 fails to initialize
   when no record is that recent, the broker starts at the log end) and then told about
   every stored log batch past what it knows, so it can replay the log. A load
@@ -59,7 +61,7 @@ from kipcheck.impl.broker.clock import now_ms
 from kipcheck.impl.share.config import ShareConfig
 from kipcheck.impl.share.coordinator import ShareCoordinator, StateSummary
 from kipcheck.impl.share.group_configs import GroupConfigs
-from kipcheck.impl.share.partition import PersisterError, SharePartition
+from kipcheck.impl.share.partition import NO_START_OFFSET, PersisterError, SharePartition
 from kipcheck.impl.share.sessions import SessionAnswer, ShareSessionCache
 from kipcheck.impl.share.tracing import TraceWriter
 from kipcheck.impl.storage import Storage
@@ -136,6 +138,17 @@ class ShareEngine:
             self.partitions[(group, tp)] = share_partition
             self.groups_of_tp.setdefault(tp, set()).add(group)
         return share_partition
+
+    def initialize_subscribed(self, group: str, partitions: list[TopicPartition], at_ms: int) -> None:
+        """kafka-4.2: a member of the group subscribes to the topics of `partitions`: each share-partition without a
+        state gets one with no start offset (-1), as Kafka's group coordinator sends InitializeShareGroupState after
+        the heartbeat; the leader applies share.auto.offset.reset when it first loads it (SharePartition.load). A
+        write the disk refuses is tried again at the next heartbeat."""
+        for tp in partitions:
+            key = f"{group}:{tp}"
+            if not self.coordinator.holds(key) and \
+                    self.coordinator.initialize(key, 0, NO_START_OFFSET, at_ms) == Error.NONE:
+                self.persisted_keys.add(key)
 
     def loaded(self, group: str, tp: TopicPartition) -> bool:
         """Whether the group's share-partition is in this leader's cache (a ShareFetch of it loaded it, and the

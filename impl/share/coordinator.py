@@ -130,6 +130,10 @@ class ShareCoordinator:
     def keys(self) -> list[str]:
         return sorted(self._states)
 
+    def holds(self, key: str) -> bool:
+        """Whether `key` has a state (it was initialized and not deleted since)."""
+        return key in self._states
+
     def trace_config(self) -> dict[str, int]:
         """The share-state trace header's config for this coordinator."""
         return {"deltas_per_checkpoint": self._per_snapshot}

@@ -133,6 +133,7 @@ _PROFILE_ACK_TYPES = {"kafka-4.2": frozenset(_ACK_TARGETS), "kip": frozenset({"a
 # set on expiry, cleared on the next acquisition.
 FIRST, LAST, STATE, COUNT, MEMBER, LOCK, EXPIRED = range(7)
 NO_LOCK = 0
+NO_START_OFFSET = -1   # a share state initialized without a start offset (Kafka's group coordinator, ST-2)
 
 
 class PersisterError(Exception):
@@ -205,19 +206,25 @@ class SharePartition:
         A new share-partition starts at the log end (share.auto.offset.reset=latest)
         or the log start (earliest), or at `reset_offset` when the caller gives
         it (by_duration: the first offset of the records that recent); a persisted
-        start offset always wins. `trace_writer` (a tracing.TraceWriter) gets a
-        share-partition trace for this incarnation, headed by the loaded SPSO and
-        in-flight records (config start_offset and initial_state, spec SP-26).
+        start offset always wins. Under `kip` the initialization stores that start
+        offset; under Kafka's profiles it stores -1 (no start offset, as Kafka's
+        group coordinator initializes a subscribed share-partition) and the reset
+        applies in memory until the first write carries SPSO (spec ST-2).
+        `trace_writer` (a tracing.TraceWriter) gets a share-partition trace for
+        this incarnation, headed by the loaded SPSO and in-flight records (config
+        start_offset and initial_state, spec SP-26).
         """
+        if reset_offset is None:
+            reset_offset = log_end_offset if config.auto_offset_reset == "latest" else log_start_offset
         error, state_epoch, start_offset, batches = coordinator.read(key, now_ms)
         if error != Error.NONE:
             state_epoch, batches = 0, []
-            if reset_offset is None:
-                reset_offset = log_end_offset if config.auto_offset_reset == "latest" else log_start_offset
-            start_offset = reset_offset
+            start_offset = reset_offset if config.profile == "kip" else NO_START_OFFSET
             error = persister_answer(coordinator.initialize(key, state_epoch, start_offset, now_ms))
             if error != Error.NONE:
                 raise PersisterError(key, error)
+        if start_offset == NO_START_OFFSET:
+            start_offset = reset_offset   # ST-2: Kafka's SharePartition startOffsetDuringInitialization
         start_offset = max(start_offset, log_start_offset)
         partition = cls(config, start_offset, store=coordinator, key=key, state_epoch=state_epoch)
         partition._log_start = log_start_offset

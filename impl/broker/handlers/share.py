@@ -24,7 +24,9 @@ and SharePartitionManager.acknowledge into UNKNOWN_TOPIC_OR_PARTITION for its
 acknowledgements. In the kafka-4.2 profile the broker answers the same: a
 stranger reads nothing from a group nobody subscribed to that topic, and
 reads like a member once somebody has (as in Kafka, where authorization, not
-membership, guards the fetch). The `kip` profile keeps serving any member:
+membership, guards the fetch); its heartbeat initializes the state of the
+subscribed topics' share-partitions as Kafka's does, with start offset -1
+(spec ST-2). The `kip` profile keeps serving any member:
 seed 002 initializes state at a partition's first assignment but does not say
 what a fetch before it gets (spec/share-session.md, "Membership").
 
@@ -75,6 +77,8 @@ def handlers(broker) -> dict:
         answer = broker.groups.heartbeat(
             body.group_id, body.member_id, body.member_epoch, body.subscribed_topic_names, now_ms(),
             body.rack_id, request.header.client_id or "", connection.client_host)
+        if answer.error == Error.NONE and broker.share_config.profile != "kip":
+            _initialize_subscribed(broker, body.group_id, answer.member_id)
         assignment = None
         if answer.assignment is not None:
             assignment = {"topic_partitions": [{"topic_id": topic_id_of(topic), "partitions": partitions}
@@ -255,6 +259,17 @@ def _share_fetch_reply(broker, request, error: str, results: dict, unknown: list
                                                         "acquired_records": []})
     return reply(request, throttle_time=0, error_code=error,
                  acquisition_lock_timeout=lock_ms if error == Error.NONE else 0, responses=responses, node_endpoints=[])
+
+
+def _initialize_subscribed(broker, group_id: str, member_id: str) -> None:
+    """kafka-4.2: the share-partitions of the topics the member subscribes to get a state (start offset -1) where
+    they have none, as Kafka's group coordinator initializes them after the heartbeat (ShareEngine)."""
+    member = broker.groups.groups[group_id].members.get(member_id)   # None: the member left
+    if member is None:
+        return
+    partitions = [TopicPartition(name, index) for name in member.subscribed if (topic := broker.topics.get(name))
+                  for index in range(topic.partitions)]
+    broker.engine.initialize_subscribed(group_id, partitions, now_ms())
 
 
 def _fetched_partition(broker, tp: TopicPartition, result: dict) -> dict:

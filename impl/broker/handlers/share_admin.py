@@ -7,7 +7,8 @@ before that write moved it, not the leader's SPSO in memory: spec SP-47, as Apac
 conformance runner reads it after every step that may write state): every share-partition the group has a
 state for when the request names no topics, else the partitions named. A partition without a state (of a group
 no one knows, of a topic that does not exist, or past its partitions) is answered NONE with -1, Kafka's "no
-offset", as Kafka 4.2 answers it. Its lag is Kafka's: the log end offset, less the start offset, less the
+offset", as Kafka 4.2 answers it, and so is one whose state has no start offset yet (kafka-4.2: initialized when a
+member subscribed, not written since). Its lag is Kafka's: the log end offset, less the start offset, less the
 records at or above it acknowledged or archived (ReadShareGroupStateSummary's DeliveryCompleteCount); -1
 without a state.
 
@@ -115,7 +116,8 @@ def _describe(broker, group_id: str, topics) -> dict:
 def _partition_offsets(broker, group_id: str, tp: TopicPartition) -> dict:
     topic = broker.topics.get(tp.topic)
     stored = broker.engine.stored_summary(group_id, tp)
-    if stored is None or topic is None or not 0 <= tp.partition < topic.partitions:
+    # A state initialized at subscription and not written since has no start offset (-1) and so no lag either.
+    if stored is None or stored.start_offset == UNKNOWN or topic is None or not 0 <= tp.partition < topic.partitions:
         return {"partition_index": tp.partition, "start_offset": UNKNOWN, "leader_epoch": 0, "lag": UNKNOWN,
                 "error_code": Error.NONE, "error_message": None}
     end = broker.partition_log(tp.topic, tp.partition).end_offset
