@@ -16,9 +16,9 @@ A batch's records are decompressed up to `receive_message_max_bytes`
 (librdkafka's receive.message.max.bytes, 100 MB, which caps what its
 decompressors return too): a batch that decompresses past it raises
 MESSAGE_TOO_LARGE, decompression stopping at the first chunk (CHUNK_BYTES at
-most) beyond it, so a compression bomb costs bounded time and memory. Control batches (transaction
-markers) hold no records. Record fields are read with kio's varint readers;
-timestamps keep their milliseconds.
+most) beyond it, so a compression bomb costs bounded time and memory.
+Control batches (transaction markers) hold no records. Record fields are read
+with kio's varint readers; timestamps keep their milliseconds.
 """
 
 from __future__ import annotations
@@ -131,8 +131,8 @@ def _decompressed(where: str, batch: memoryview, codec: int, max_bytes: int) -> 
         for chunk in decompressed_chunks(codec, bytes(batch[BATCH_HEADER_BYTES:]), CHUNK_BYTES):
             size += len(chunk)
             if size > max_bytes:
-                raise KafkaError(Error.MESSAGE_TOO_LARGE, f"{where}: the {CODEC_NAMES[codec]} batch's records "
-                                                          f"decompress past receive.message.max.bytes ({max_bytes})")
+                raise KafkaError(Error.MESSAGE_TOO_LARGE, f"{where}: the batch's records ({CODEC_NAMES[codec]}) "
+                                                          f"come to more than receive.message.max.bytes ({max_bytes})")
             chunks.append(chunk)
     except Undecompressable as error:
         raise KafkaError(Error.CORRUPT_MESSAGE, f"{where}: {CODEC_NAMES[codec]} payload does not decompress: "
