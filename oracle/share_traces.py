@@ -130,7 +130,7 @@ class ShareSteps:
                 args["wait_ms"] = wait_ms  # SP-28: a lone fetcher of a one-partition session that waited
             step_observed = {"records": [list(run) for run in runs]}
             if self.read_records and part is not None:
-                delivered = delivered_runs(part.records)  # None: a codec this Python cannot read, not judged
+                delivered = delivered_runs(part.records)  # None: records that cannot be read, not judged
                 if delivered is not None and (delivered or runs):
                     step_observed["delivered"] = delivered
             book.add(received_ms, member.name, "acquire", args, step_observed)
@@ -228,8 +228,9 @@ def answer_lock_ms(answer) -> int | None:
 def delivered_runs(records: bytes | None) -> list[list[int]] | None:
     """The offsets of the records in a ShareFetch answer's record bytes, as runs [first, last] in the order the
     records come (a record sent twice makes runs overlap). A transaction marker is the one record of its control
-    batch; a batch that does not read (a bad CRC) delivers nothing. None when a batch is compressed with a codec
-    this Python does not decode: what was delivered is then unknown."""
+    batch; a batch that does not read (a bad CRC, a payload its codec cannot decompress) delivers nothing. Every
+    codec Kafka has is read. None when what was delivered is unknown: a batch with a compression type Kafka does
+    not have (5 to 7), or one decompressing past receive.message.max.bytes (impl/consumer/records.py)."""
     from kipcheck.impl.consumer.errors import KafkaError
     from kipcheck.impl.consumer.records import last_offset, record_offsets, split_batches
     from kipcheck.impl.wire.batches import ATTRIBUTES_OFFSET, CONTROL, InvalidBatch, read_header
@@ -246,7 +247,7 @@ def delivered_runs(records: bytes | None) -> list[list[int]] | None:
         except InvalidBatch:
             continue
         except KafkaError as error:
-            if error.error == Error.UNSUPPORTED_COMPRESSION_TYPE:
+            if error.error in (Error.UNSUPPORTED_COMPRESSION_TYPE, Error.MESSAGE_TOO_LARGE):
                 return None
     runs: list[list[int]] = []
     for offset in offsets:

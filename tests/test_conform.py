@@ -16,6 +16,7 @@ import sys
 import time
 import xml.etree.ElementTree as ElementTree
 
+import crafted_batches
 import pytest
 from kio.records.schema import NewRecordBatch, Record
 from kio.records.writers import write_new_batch
@@ -335,6 +336,21 @@ def test_the_records_of_an_answer_are_read_as_sent():
     corrupt[-1] ^= 0xFF
     assert delivered_runs(data(0, 3) + bytes(corrupt)) == [[0, 2]]
     assert delivered_runs(None) == delivered_runs(b"") == []
+
+
+@pytest.mark.parametrize("codec", crafted_batches.CODECS)
+def test_the_records_of_a_compressed_answer_are_read_as_sent(codec):
+    """SP-48 on every codec Kafka has: the records of compressed batches by their offsets, a payload that does not
+    decompress as nothing; what cannot be known (a compression type Kafka does not have) is None, not judged."""
+    from crafted_batches import batch, good_records
+
+    first, second = batch(good_records(3), 3, codec=codec), batch(good_records(2), 2, codec=codec, base_offset=3)
+    assert delivered_runs(first + second) == [[0, 4]]
+    if codec != crafted_batches.NONE:
+        garbled = batch(good_records(2), 2, codec=codec, compressed=b"\x00not compressed", base_offset=3)
+        assert delivered_runs(first + garbled) == [[0, 2]]
+    unknown = batch(good_records(2), 2, compressed=b"whatever", attributes=6, base_offset=3)
+    assert delivered_runs(first + unknown) is None
 
 
 def test_librdkafka_mock_is_probed_and_its_known_difference_found(tmp_path, capsys):

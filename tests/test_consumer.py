@@ -5,8 +5,10 @@ from __future__ import annotations
 import datetime
 import io
 import struct
+from pathlib import Path
 
 import crafted_batches
+import cramjam
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,7 +20,7 @@ from kipcheck.impl.consumer.config import ConsumerConfig
 from kipcheck.impl.consumer.errors import KafkaError
 from kipcheck.impl.consumer.offsets import ProcessedOffsets
 from kipcheck.impl.consumer.ownership import ASSIGN, LOSE, REVOKE, Decision, Ownership
-from kipcheck.impl.consumer.records import decode_batch, record_offsets, split_batches
+from kipcheck.impl.consumer.records import RECEIVE_MESSAGE_MAX_BYTES, decode_batch, record_offsets, split_batches
 from kipcheck.impl.topic_partition import TopicPartition
 from kipcheck.impl.wire.batches import COMMIT, marker_batch
 from kipcheck.model.revoke_delay import RevokeDelayConsumer
@@ -117,7 +119,7 @@ def test_a_corrupt_batch_is_corrupt_message_not_garbage():
     assert caught.value.error == "CORRUPT_MESSAGE"
 
 
-@pytest.mark.parametrize("codec", [crafted_batches.NONE, crafted_batches.GZIP])
+@pytest.mark.parametrize("codec", crafted_batches.CODECS)
 def test_record_offsets_are_the_decoded_records_offsets_without_decoding_them(codec):
     """The observer's cheap reading (keys, values and headers stepped over) against the full decoding: a batch
     with keys, headers and a hole compaction left (deltas 0, 2, 3), compressed or not; then a batch cut inside
@@ -136,6 +138,80 @@ def test_record_offsets_are_the_decoded_records_offsets_without_decoding_them(co
         assert caught.value.error == "CORRUPT_MESSAGE"
     [marker] = split_batches(marker_batch(producer_id=7, producer_epoch=0, control_type=COMMIT))
     assert record_offsets("orders", 0, marker) == decode_batch("orders", 0, marker) == []
+
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_librdkafka_compressed_batches_decode_to_the_uncompressed_ones_records(codec):
+    """The same 300 records produced by librdkafka uncompressed and with each codec (tests/data): each codec's
+    batches decode to the uncompressed batches' records, keys, values and offsets, and record_offsets agrees."""
+    def read(name: str) -> list[tuple]:
+        found = []
+        for batch in split_batches((DATA / f"librdkafka-{name}.batches").read_bytes()):
+            records = decode_batch("orders", 0, batch)
+            assert record_offsets("orders", 0, batch) == [record.offset for record in records]
+            found += [(record.offset, record.key, record.value, record.headers) for record in records]
+        return found
+
+    reference = read("none")
+    assert len(reference) == 300 and read(codec) == reference
+
+
+def test_xerial_framed_snappy_as_the_java_client_writes_it_decodes():
+    from crafted_batches import SNAPPY, batch, record
+
+    payload = b"".join(record(delta, value=b"value %d " % delta * 20) for delta in range(40))
+    halves = (payload[:1000], payload[1000:])
+    framed = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1) + b"".join(
+        struct.pack(">i", len(raw)) + raw for raw in (bytes(cramjam.snappy.compress_raw(half)) for half in halves))
+    [data] = split_batches(batch(payload, 40, codec=SNAPPY, compressed=framed, base_offset=7))
+    assert [record.value for record in decode_batch("orders", 0, data)] == [b"value %d " % delta * 20
+                                                                           for delta in range(40)]
+    assert record_offsets("orders", 0, data) == list(range(7, 47))
+
+
+@pytest.mark.parametrize("codec", crafted_batches.CODECS[1:])
+def test_a_compressed_payload_that_does_not_decompress_is_corrupt_message(codec):
+    """Under a correct CRC: garbage, and the codec's own output cut short."""
+    from crafted_batches import batch, compress, good_records
+
+    payload = good_records(5)
+    for compressed in (b"\x00garbage that no codec reads" * 3, compress(codec, payload)[:-6]):
+        [data] = split_batches(batch(payload, 5, codec=codec, compressed=compressed))
+        for read in (decode_batch, record_offsets):
+            with pytest.raises(KafkaError) as caught:
+                read("orders", 3, data)
+            assert caught.value.error == "CORRUPT_MESSAGE", caught.value
+            assert "orders:3 at offset 0" in str(caught.value)
+
+
+@pytest.mark.parametrize("codec", crafted_batches.CODECS)
+def test_records_decompress_no_further_than_receive_message_max_bytes(codec):
+    """A batch whose records decompress past the bound (a compression bomb: 4 MiB of zeros in a value) is
+    MESSAGE_TOO_LARGE naming receive.message.max.bytes; the same batch reads under a bound that holds it."""
+    from crafted_batches import batch, record
+
+    payload = record(0, value=bytes(4 << 20))
+    [data] = split_batches(batch(payload, 1, codec=codec))
+    for read in (decode_batch, record_offsets):
+        with pytest.raises(KafkaError) as caught:
+            read("orders", 0, data, receive_message_max_bytes=1 << 20)
+        assert caught.value.error == "MESSAGE_TOO_LARGE"
+        assert "receive.message.max.bytes (1048576)" in str(caught.value)
+    [whole] = decode_batch("orders", 0, data, receive_message_max_bytes=len(payload))
+    assert whole.value == bytes(4 << 20)
+    assert ConsumerConfig().receive_message_max_bytes == RECEIVE_MESSAGE_MAX_BYTES
+
+
+def test_a_compression_type_kafka_does_not_have_is_unsupported():
+    from crafted_batches import batch, good_records
+
+    [data] = split_batches(batch(good_records(2), 2, compressed=b"whatever", attributes=5))
+    with pytest.raises(KafkaError) as caught:
+        decode_batch("orders", 0, data)
+    assert caught.value.error == "UNSUPPORTED_COMPRESSION_TYPE" and "compression type id 5" in str(caught.value)
 
 
 @pytest.mark.parametrize("properties, message", [

@@ -76,14 +76,34 @@ def test_assign_reads_plain_and_gzip_batches_from_the_committed_offset(broker):
         assert reader.position(tp) == 10 and reader.committed([tp]) == {tp: 3}
 
 
-def test_a_codec_the_consumer_cannot_decode_is_an_error_not_silence(broker):
-    create_topic(broker.bootstrap, "lz4", 1)
-    produce(broker.bootstrap, "lz4", [(0, None, b"x" * 100) for _ in range(5)], **{"compression.type": "lz4"})
-    with consumer(broker, "lz4-readers") as reader:
-        reader.assign([("lz4", 0)])
+def test_every_codec_a_producer_compresses_with_is_read_back(broker):
+    """confluent-kafka producing with each compression.type, one batch each: the consumer reads every record
+    back with its key, value and offset."""
+    codecs = ("gzip", "snappy", "lz4", "zstd")
+    create_topic(broker.bootstrap, "compressed", 1)
+    expected = []
+    for codec in codecs:
+        records = [(0, b"%s-key-%d" % (codec.encode(), index), b"%s-value-%d " % (codec.encode(), index) * 20)
+                   for index in range(50)]
+        produced = produce(broker.bootstrap, "compressed", records, **{"compression.type": codec})
+        expected += [(offset, key, value) for (_, offset), (_, key, value) in zip(produced, records)]
+    assert [offset for offset, _, _ in expected] == list(range(len(codecs) * 50))
+    with consumer(broker, "compressed-readers") as reader:
+        reader.assign([("compressed", 0)])
+        records = []
+        wait_for(lambda: records.extend(reader.poll(200)) or len(records) >= len(expected), "every record")
+    assert [(record.offset, record.key, record.value) for record in records] == expected
+
+
+def test_a_batch_decompressing_past_receive_message_max_bytes_is_an_error_not_silence(broker):
+    create_topic(broker.bootstrap, "bomb", 1)
+    produce(broker.bootstrap, "bomb", [(0, None, bytes(200_000))], **{"compression.type": "zstd"})
+    with consumer(broker, "bomb-readers", fetch_max_bytes=10_000, receive_message_max_bytes=100_000) as reader:
+        reader.assign([("bomb", 0)])
         with pytest.raises(KafkaError) as caught:
             wait_for(lambda: reader.poll(200), "a poll that fails")
-    assert caught.value.error == "UNSUPPORTED_COMPRESSION_TYPE" and "lz4:0" in str(caught.value)
+    assert caught.value.error == "MESSAGE_TOO_LARGE" and "bomb:0" in str(caught.value)
+    assert "receive.message.max.bytes (100000)" in str(caught.value)
 
 
 def test_bad_calls_get_clear_errors(broker):

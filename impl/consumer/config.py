@@ -6,8 +6,9 @@
 Values may be strings (as a properties file gives them) or ints; an unknown
 name or a bad value raises ValueError naming the setting. Defaults are the Java
 consumer's, except `receive.message.max.bytes`, librdkafka's bound on one
-answer from the broker (the Java client has none), which must leave room for a
-whole fetch, as librdkafka requires (fetch.max.bytes + 512).
+answer from the broker and on the records one batch decompresses to (the Java
+client has none), which must leave room for a whole fetch, as librdkafka
+requires (fetch.max.bytes + 512).
 
 `rebalance.revoke.mode` is kipcheck's own: `delay` (the default) is KIP-983
 (seed 001): a revoke requested in one poll completes at the start of the next,
@@ -27,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Mapping
 
+from kipcheck.impl.consumer.records import RECEIVE_MESSAGE_MAX_BYTES
 from kipcheck.impl.ic.client import ConsumerIcConfig
 from kipcheck.impl.settings import field_of, kafka_name, parse_integer
 
@@ -73,7 +75,7 @@ class ConsumerConfig:
     auto_offset_reset: str = "latest"
     request_timeout_ms: int = 30000
     default_api_timeout_ms: int = 60000
-    receive_message_max_bytes: int = 100000000
+    receive_message_max_bytes: int = RECEIVE_MESSAGE_MAX_BYTES
     retry_backoff_ms: int = 100
     revoke_mode: str = DELAY
     ic: ConsumerIcConfig = field(default_factory=ConsumerIcConfig)

@@ -9,7 +9,8 @@
     fetcher.reset(partitions, "earliest" | "latest")       # ListOffsets
 
 Limits: the buffer holds raw batches, decoded one batch at a time as records
-are taken, so decoded records stay within a batch and max.poll.records; a
+are taken, so decoded records stay within a batch (decompressed no further
+than receive.message.max.bytes) and max.poll.records; a
 partition with buffered records is not fetched again, and no fetch is sent
 while the buffer holds fetch.max.bytes, so buffered bytes stay within about one
 fetch (a broker may answer one batch above the byte limits, KIP-74); one Fetch
@@ -99,8 +100,8 @@ class Fetcher:
             if not buffer.records:
                 batch = buffer.batches.popleft()
                 buffer.size_bytes -= len(batch)
-                buffer.records.extend(record for record in decode_batch(tp.topic, tp.partition, batch)
-                                      if record.offset >= self.positions[tp])
+                decoded = decode_batch(tp.topic, tp.partition, batch, self.config.receive_message_max_bytes)
+                buffer.records.extend(record for record in decoded if record.offset >= self.positions[tp])
                 buffer.batch_end = last_offset(batch) + 1
             if buffer.records:
                 record = buffer.records.popleft()

@@ -4,19 +4,26 @@
         last_offset(batch)                            # its last offset, without decoding it
         decode_batch("orders", 0, batch)              # -> [ConsumerRecord, ...]
         record_offsets("orders", 0, batch)            # -> [offset, ...]: the records' offsets alone, cheaply
+        decode_batch("orders", 0, batch, receive_message_max_bytes=1 << 20)   # a tighter bound on decompression
 
 Batch headers are checked as the broker checks produced ones (CRC-32C, magic 2:
 impl/wire/batches.py read_header); a batch that fails raises KafkaError
-CORRUPT_MESSAGE. Uncompressed and gzip batches are decoded (zlib is in every
-Python); snappy, lz4 and zstd raise UNSUPPORTED_COMPRESSION_TYPE rather than
-return nothing. Control batches (transaction markers) hold no records. Record
-fields are read with kio's varint readers; timestamps keep their milliseconds.
+CORRUPT_MESSAGE. Every codec Kafka has is decoded (gzip, snappy in xerial
+framing or raw, lz4 frames, zstd) through the broker's own decompressor,
+impl/wire/compression.py: a payload it cannot decompress is CORRUPT_MESSAGE,
+a compression type Kafka does not have (5 to 7) UNSUPPORTED_COMPRESSION_TYPE.
+A batch's records are decompressed up to `receive_message_max_bytes`
+(librdkafka's receive.message.max.bytes, 100 MB, which caps what its
+decompressors return too): a batch that decompresses past it raises
+MESSAGE_TOO_LARGE, decompression stopping at the first chunk (CHUNK_BYTES at
+most) beyond it, so a compression bomb costs bounded time and memory.
+Control batches (transaction markers) hold no records. Record fields are read
+with kio's varint readers; timestamps keep their milliseconds.
 """
 
 from __future__ import annotations
 
 import struct
-import zlib
 from dataclasses import dataclass
 
 from kio.serial.errors import DecodeError
@@ -26,10 +33,11 @@ from kipcheck.impl.consumer.errors import KafkaError
 from kipcheck.impl.wire.batches import (
     BASE_TIMESTAMP_OFFSET, BATCH_HEADER_BYTES, COMPRESSION_MASK, CONTROL, LENGTH_PREFIX_BYTES, BatchHeader,
     InvalidBatch, read_header)
+from kipcheck.impl.wire.compression import CODEC_NAMES, Undecompressable, decompressed_chunks
+from kipcheck.impl.wire.records import CHUNK_BYTES
 from kipcheck.model.errors import Error
 
-NO_COMPRESSION, GZIP = 0, 1
-COMPRESSION_NAMES = {2: "snappy", 3: "lz4", 4: "zstd"}
+RECEIVE_MESSAGE_MAX_BYTES = 100000000  # librdkafka's default receive.message.max.bytes
 UNREADABLE = (ValueError, IndexError, struct.error, DecodeError)  # records that do not read: CORRUPT_MESSAGE
 
 
@@ -62,8 +70,9 @@ def last_offset(batch: memoryview) -> int:
     return base_offset + last_delta
 
 
-def decode_batch(topic: str, partition: int, batch: memoryview) -> list[ConsumerRecord]:
-    header, body = _opened(topic, partition, batch)
+def decode_batch(topic: str, partition: int, batch: memoryview,
+                 receive_message_max_bytes: int = RECEIVE_MESSAGE_MAX_BYTES) -> list[ConsumerRecord]:
+    header, body = _opened(topic, partition, batch, receive_message_max_bytes)
     if header.attributes & CONTROL:
         return []
     base_offset, base_timestamp = _bases(batch)
@@ -73,11 +82,12 @@ def decode_batch(topic: str, partition: int, batch: memoryview) -> list[Consumer
         raise KafkaError(Error.CORRUPT_MESSAGE, f"{topic}:{partition} at offset {base_offset}: {error}") from None
 
 
-def record_offsets(topic: str, partition: int, batch: memoryview) -> list[int]:
+def record_offsets(topic: str, partition: int, batch: memoryview,
+                   receive_message_max_bytes: int = RECEIVE_MESSAGE_MAX_BYTES) -> list[int]:
     """The offsets of a data batch's records, as decode_batch gives them, read from each record's length and offset
     delta alone (what an observer of the wire needs, several times cheaper: keys, values and headers are stepped
     over, not read); none for a control batch. The same KafkaError as decode_batch for a batch that does not read."""
-    header, body = _opened(topic, partition, batch)
+    header, body = _opened(topic, partition, batch, receive_message_max_bytes)
     if header.attributes & CONTROL:
         return []
     base_offset, _ = _bases(batch)
@@ -99,7 +109,7 @@ def record_offsets(topic: str, partition: int, batch: memoryview) -> list[int]:
     return offsets
 
 
-def _opened(topic: str, partition: int, batch: memoryview) -> tuple[BatchHeader, bytes]:
+def _opened(topic: str, partition: int, batch: memoryview, max_bytes: int) -> tuple[BatchHeader, bytes]:
     """The batch's checked header and its records' bytes, decompressed (none for a control batch: it holds no
     data records)."""
     try:
@@ -108,15 +118,26 @@ def _opened(topic: str, partition: int, batch: memoryview) -> tuple[BatchHeader,
         raise KafkaError(Error.CORRUPT_MESSAGE, f"{topic}:{partition}: {error}") from None
     if header.attributes & CONTROL:
         return header, b""
-    body = bytes(batch[BATCH_HEADER_BYTES:])
-    compression = header.attributes & COMPRESSION_MASK
-    if compression == GZIP:
-        body = zlib.decompress(body, 16 + zlib.MAX_WBITS)
-    elif compression != NO_COMPRESSION:
-        name = COMPRESSION_NAMES.get(compression, f"codec {compression}")
-        (base_offset,) = struct.unpack_from(">q", batch, 0)
-        raise KafkaError(Error.UNSUPPORTED_COMPRESSION_TYPE, f"{topic}:{partition} at offset {base_offset}: {name}")
-    return header, body
+    return header, _decompressed(f"{topic}:{partition} at offset {_bases(batch)[0]}", batch,
+                                 header.attributes & COMPRESSION_MASK, max_bytes)
+
+
+def _decompressed(where: str, batch: memoryview, codec: int, max_bytes: int) -> bytes:
+    """The records' bytes of a data batch compressed with `codec`, held only up to `max_bytes`."""
+    if codec not in CODEC_NAMES:
+        raise KafkaError(Error.UNSUPPORTED_COMPRESSION_TYPE, f"{where}: compression type id {codec}")
+    chunks, size = [], 0
+    try:
+        for chunk in decompressed_chunks(codec, bytes(batch[BATCH_HEADER_BYTES:]), CHUNK_BYTES):
+            size += len(chunk)
+            if size > max_bytes:
+                raise KafkaError(Error.MESSAGE_TOO_LARGE, f"{where}: the batch's records ({CODEC_NAMES[codec]}) "
+                                                          f"come to more than receive.message.max.bytes ({max_bytes})")
+            chunks.append(chunk)
+    except Undecompressable as error:
+        raise KafkaError(Error.CORRUPT_MESSAGE, f"{where}: {CODEC_NAMES[codec]} payload does not decompress: "
+                                                f"{error}") from None
+    return b"".join(chunks)
 
 
 def _bases(batch: memoryview) -> tuple[int, int]:
