@@ -541,22 +541,24 @@ class SharePartition:
                     or (first == previous_last and not self._whole_batches) or (ack_type == "renew" and not renew):
                 return Error.INVALID_REQUEST, 0
             previous_last = last
-        previous_last = -1
-        for index, (first, last, _) in enumerate(batches):
-            error = self._batch_error(member_id, first, last, previous_last)
+        previous_last, previous_type = -1, None
+        for index, (first, last, ack_type) in enumerate(batches):
+            error = self._batch_error(member_id, first, last, previous_last, previous_type)
             if error != Error.NONE:
                 return error, index
-            previous_last = last
+            previous_last, previous_type = last, ack_type
         return Error.NONE, len(batches)
 
-    def _batch_error(self, member_id: str, first: int, last: int, previous_last: int) -> str:
+    def _batch_error(self, member_id: str, first: int, last: int, previous_last: int, previous_type: str | None) -> str:
         if self._whole_batches:                       # Kafka 4.2
             if last < self._spso:                     # wholly below SPSO: ignored
                 return Error.NONE
             if last >= self._cache_end:               # SP-14; an empty cache finds no batch at all (SP-66: the
                 empty = self._spso == self._cache_end and self._cached_below is None   # records below count)
                 return Error.INVALID_RECORD_STATE if empty else Error.INVALID_REQUEST
-            if first == previous_last and first >= self._spso:   # SP-11: the shared offset is in a pending transition
+            # SP-11: the shared offset is in a pending transition, unless the batch before renewed it (SP-41: a
+            # renewal starts no transition)
+            if first == previous_last and first >= self._spso and previous_type != "renew":
                 return Error.INVALID_RECORD_STATE
             first = max(first, self._spso)
         else:
