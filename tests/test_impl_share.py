@@ -155,6 +155,20 @@ def test_a_batch_sharing_its_first_offset_with_a_renewal_before_it_is_judged_as_
     assert partition.states() == [(0, 1, "acquired", 1), (2, 2, "available", 1), (3, 4, "available", 1)]
 
 
+def test_a_renewal_failing_part_way_keeps_the_records_before_it_renewed():
+    """SP-41 (kafka-4.2, as a live Kafka 4.2 answers it): m1 holds 0-4 and releases 3-4; its RENEW of 0-4 fails at 3
+    (INVALID_RECORD_STATE), yet 0-2 stay renewed, with the renewal's lock. (Found by the differential test's
+    random scenarios: the broker renewed none of a failing batch.)"""
+    partition = SharePartition(ShareConfig(record_lock_duration_ms=100))
+    partition.on_append(0, 5, 0)
+    assert partition.acquire("m1", 5, 0) == [(0, 4, 1)]
+    assert partition.acknowledge("m1", [(3, 4, "release")], 10) == "NONE"
+    assert partition.acknowledge("m1", [(0, 4, "renew")], 90, renew=True, lock_duration_ms=500) == \
+        "INVALID_RECORD_STATE"
+    assert partition.expire_locks(100) == 0 and partition.next_deadline_ms() == 590
+    assert partition.acknowledge("m1", [(0, 2, "accept")], 120) == "NONE"
+
+
 def test_kip_acquires_exactly_max_records():
     partition = SharePartition(ShareConfig(profile="kip"))
     partition.on_append(0, 10, 0)

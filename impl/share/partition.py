@@ -518,11 +518,14 @@ class SharePartition:
         self._tick(now_ms)
         if any(first < 0 or last < 0 or ack_type not in _ACK_TARGETS for first, last, ack_type in batches):
             return Error.INVALID_REQUEST   # not expressible in a trace (a trace names offsets >= 0, known types)
-        error, handled = self._validate(member_id, batches, renew)
+        error, handled, held_until = self._validate(member_id, batches, renew)
         # A renewal is no transition: it takes effect at once, so the renewals of the batches before a
-        # failing one, or of a request whose write fails, stand (Kafka 4.2).
-        self._renew([batch for batch in (batches if error == Error.NONE else batches[:handled]) if batch[2] == "renew"],
-                    now_ms, lock_duration_ms)
+        # failing one, of the records a failing renewal met before one not held (SP-41), or of a request whose
+        # write fails, stand (Kafka 4.2).
+        renewals = [batch for batch in (batches if error == Error.NONE else batches[:handled]) if batch[2] == "renew"]
+        if held_until is not None and batches[handled][2] == "renew":
+            renewals.append((batches[handled][0], held_until, "renew"))
+        self._renew(renewals, now_ms, lock_duration_ms)
         if error == Error.NONE:   # SP-19: the transitions of every batch, or of none
             error = self._apply_acknowledgements(member_id, [batch for batch in batches if batch[2] != "renew"], now_ms)
         args: dict = {"batches": [{"first": first, "last": last, "type": ack_type} for first, last, ack_type in batches]}
@@ -532,46 +535,51 @@ class SharePartition:
         self._record(now_ms, member_id, "acknowledge", args, {"error": error})
         return error
 
-    def _validate(self, member_id: str, batches: list[tuple[int, int, str]], renew: bool) -> tuple[str, int]:
-        """The request's error and how many batches passed before the one that failed."""
+    def _validate(self, member_id: str, batches: list[tuple[int, int, str]],
+                  renew: bool) -> tuple[str, int, int | None]:
+        """The request's error, how many batches passed before the one that failed, and, when it failed at a
+        record not held, the last offset before that record (None: it failed before its records)."""
         # Request validation (KafkaApis) first, over every batch; then the records, batch by batch.
         previous_last = -1
         for first, last, ack_type in batches:
             if ack_type not in self._ack_types or first > last or first < previous_last \
                     or (first == previous_last and not self._whole_batches) or (ack_type == "renew" and not renew):
-                return Error.INVALID_REQUEST, 0
+                return Error.INVALID_REQUEST, 0, None
             previous_last = last
         previous_last, previous_type = -1, None
         for index, (first, last, ack_type) in enumerate(batches):
-            error = self._batch_error(member_id, first, last, previous_last, previous_type)
+            error, held_until = self._batch_error(member_id, first, last, previous_last, previous_type)
             if error != Error.NONE:
-                return error, index
+                return error, index, held_until
             previous_last, previous_type = last, ack_type
-        return Error.NONE, len(batches)
+        return Error.NONE, len(batches), None
 
-    def _batch_error(self, member_id: str, first: int, last: int, previous_last: int, previous_type: str | None) -> str:
+    def _batch_error(self, member_id: str, first: int, last: int, previous_last: int,
+                     previous_type: str | None) -> tuple[str, int | None]:
+        """The batch's error and, when it is a record not held, the last offset before that record."""
         if self._whole_batches:                       # Kafka 4.2
             if last < self._spso:                     # wholly below SPSO: ignored
-                return Error.NONE
+                return Error.NONE, None
             if last >= self._cache_end:               # SP-14; an empty cache finds no batch at all (SP-66: the
                 empty = self._spso == self._cache_end and self._cached_below is None   # records below count)
-                return Error.INVALID_RECORD_STATE if empty else Error.INVALID_REQUEST
+                return (Error.INVALID_RECORD_STATE if empty else Error.INVALID_REQUEST), None
             # SP-11: the shared offset is in a pending transition, unless the batch before renewed it (SP-41: a
             # renewal starts no transition)
             if first == previous_last and first >= self._spso and previous_type != "renew":
-                return Error.INVALID_RECORD_STATE
+                return Error.INVALID_RECORD_STATE, None
             first = max(first, self._spso)
         else:
             if last >= self._cache_end:               # SP-13
-                return Error.INVALID_REQUEST
+                return Error.INVALID_REQUEST, None
             if first < self._spso:                    # below SPSO every record is terminal
-                return Error.INVALID_RECORD_STATE
+                return Error.INVALID_RECORD_STATE, None
         batch = self._first_not_held(member_id, first, last)
         if batch is None:
-            return Error.NONE
+            return Error.NONE, None
+        held_until = batch[FIRST] - 1 if batch[FIRST] > first else None
         if batch[STATE] == AVAILABLE and batch[EXPIRED] == member_id and not self._whole_batches:
-            return Error.REQUEST_TIMED_OUT               # SP-16 (kip): the seed's TimeoutException
-        return Error.INVALID_RECORD_STATE                # SP-15; an expired lock under kafka-4.2: SP-17
+            return Error.REQUEST_TIMED_OUT, held_until   # SP-16 (kip): the seed's TimeoutException
+        return Error.INVALID_RECORD_STATE, held_until    # SP-15; an expired lock under kafka-4.2: SP-17
 
     def _first_not_held(self, member_id: str, first: int, last: int) -> list | None:
         index = self._index_of(first)
