@@ -130,10 +130,11 @@ def _speo_inclusive(base):
     class Bug(base):
         """SPEO treated as inclusive: an acknowledgement ending at SPEO is accepted (for the records below it)."""
 
-        def _batch_error(self, member_id, first, last, previous_last):
+        def _batch_error(self, member_id, first, last, previous_last, previous_type):
             if last == self._cache_end:
-                return "NONE" if first == last else super()._batch_error(member_id, first, last - 1, previous_last)
-            return super()._batch_error(member_id, first, last, previous_last)
+                return ("NONE", None) if first == last else \
+                    super()._batch_error(member_id, first, last - 1, previous_last, previous_type)
+            return super()._batch_error(member_id, first, last, previous_last, previous_type)
 
         def _apply_acknowledgements(self, member_id, batches, now_ms):
             clipped = [(first, min(last, self._cache_end - 1), kind) for first, last, kind in batches]
