@@ -148,9 +148,11 @@ def test_share_apis_answer_coordinator_not_available_when_the_share_state_cannot
     client = raw_client(broker)
     assert create_once(client, "s").error_code == ErrorCode.none
     produce_once(client, "s", record_batch(5))
-    join(client, "g", "m1", "s")
+    # The disk refuses before the member subscribes: neither its heartbeat's initialization of the share state
+    # (kafka-4.2, spec ST-2) nor the first fetch's can be written, so the share-partition cannot start.
     faulty_disk.fail("write", path=LOG_NAME, times=None)
-    refused = share_fetch(client, "m1", 0, "s").responses[0].partitions[0]     # the share-partition cannot start
+    join(client, "g", "m1", "s")
+    refused = share_fetch(client, "m1", 0, "s").responses[0].partitions[0]
     assert refused.error_code == ErrorCode.coordinator_not_available and not refused.acquired_records
     faulty_disk.heal()
     fetched = share_fetch(client, "m1", 1, "s").responses[0].partitions[0]
