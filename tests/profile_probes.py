@@ -219,7 +219,7 @@ def stored_from_subscription(broker: Broker, name: str) -> Probe:
     topic = probe.topic(1)   # a member subscribes and is assigned the partition, initialized
     tp = f"{topic}:0"
     probe.produce(topic, 0, [5, 5, 5])
-    assert all_stored_offsets(probe) == {tp: -1}
+    assert stored_once_initialized(probe) == {tp: -1}
     probe.check(tp)
     delete_records(broker, topic, 12)
     log_start(probe, tp, 12)
@@ -230,6 +230,18 @@ def stored_from_subscription(broker: Broker, name: str) -> Probe:
     assert len(checks) >= 2 and checks == [-1] * (len(checks) - 1) + [12], "\n".join(probe.partitions[tp].lines())
     probe.close(bob)
     return probe
+
+
+INITIALIZED_WITHIN_S = 30.0
+
+
+def stored_once_initialized(probe: Probe) -> dict[str, int]:
+    """all_stored_offsets once the group lists a share-partition: Kafka's group coordinator initializes the
+    subscribed partitions after the heartbeat that assigned them, asynchronously (seconds on a loaded machine)."""
+    deadline = time.monotonic() + INITIALIZED_WITHIN_S
+    while not (stored := all_stored_offsets(probe)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return stored
 
 
 def all_stored_offsets(probe: Probe) -> dict[str, int]:
