@@ -145,6 +145,19 @@ def log_start(probe: Probe, tp: str, offset: int) -> None:
     probe.partitions[tp].add(probe.timers.now_ms(), "delete-records", "log_start", {"offset": offset})
 
 
+FETCHES_TO_FIRST_RECORDS = 5
+
+
+def first_acquired(probe: Probe, member, tp: str) -> list:
+    """What the first of `member`'s fetches (each waiting up to WAIT_MS) that acquires anything acquires: besides
+    the read that meets the moved log start, a leader loading a share-partition the group coordinator initialized
+    a moment ago answers nothing (Kafka 4.4 on a loaded machine)."""
+    for _ in range(FETCHES_TO_FIRST_RECORDS):
+        if runs := probe.fetch(member, [tp], max_records=20, wait_ms=WAIT_MS).get(tp):
+            return runs
+    return []
+
+
 def acquired_past_log_start(probe: Probe, member, tps: list[str]) -> dict[str, list]:
     """What two fetches of `member` acquire once the log start moved: the leader learns of it from a read answered
     OFFSET_OUT_OF_RANGE, and then answers that partition nothing, or reads again at once."""
@@ -224,7 +237,7 @@ def stored_from_subscription(broker: Broker, name: str) -> Probe:
     delete_records(broker, topic, 12)
     log_start(probe, tp, 12)
     bob = probe.member("bob")
-    assert acquired_past_log_start(probe, bob, [tp]) == {tp: [[12, 14, 1]]}   # each fetch followed by a check
+    assert first_acquired(probe, bob, tp) == [[12, 14, 1]]   # each fetch followed by a check
     assert probe.acknowledge(bob, {tp: [(12, 14, "accept")]}) == {tp: "NONE"}
     checks = [step["observed"]["stored_spso"] for step in probe.partitions[tp].steps if step["op"] == "check"]
     assert len(checks) >= 2 and checks == [-1] * (len(checks) - 1) + [12], "\n".join(probe.partitions[tp].lines())
