@@ -119,10 +119,10 @@ class LockRanOut(Exception):
     """The machine was too slow for a scenario: a lock it needs held had expired before the step that needs it."""
 
 
-def still_held(probe: Probe, lock_ends_ms: int) -> None:
-    """Raise LockRanOut unless the lock whose deadline window ends at `lock_ends_ms` surely still held when the
-    probe's last answer came (the window's low end: the deadline less the probe's tolerance)."""
-    if probe.timers.now_ms() >= lock_ends_ms - 2 * probe.timers.tolerance_ms:
+def still_held(probe: Probe, earliest_expiry_ms: int) -> None:
+    """Raise LockRanOut unless the probe's last answer came before `earliest_expiry_ms`, the low end of the
+    lock's deadline window: the lock surely still held then."""
+    if probe.timers.now_ms() >= earliest_expiry_ms:
         raise LockRanOut
 
 
@@ -171,7 +171,7 @@ def stranded_by_the_log_start(broker: Broker, name: str) -> Probe:
     probe, tp, (alice, bob, carol) = one_partition(broker, name, [5, 5, 5, 5], "alice", "bob", "carol")
     topic = tp.rpartition(":")[0]
     assert probe.fetch(alice, [tp], max_records=5, wait_ms=WAIT_MS) == {tp: [[0, 4, 1]]}
-    _, alice_lock_ends = probe.timers.windows[-1]
+    alice_expires_from, _ = probe.timers.windows[-1]
     assert probe.fetch(bob, [tp], max_records=5) == {tp: [[5, 9, 1]]}
     assert probe.acknowledge(bob, {tp: [(5, 9, "release")]}) == {tp: "NONE"}
     delete_records(broker, topic, 7)
@@ -182,7 +182,7 @@ def stranded_by_the_log_start(broker: Broker, name: str) -> Probe:
         who = alice if batch[0] == 0 else carol
         assert probe.acknowledge(who, {tp: [batch]}) == {tp: "NONE"}
         written.append(stored(probe, tp))
-    still_held(probe, alice_lock_ends)
+    still_held(probe, alice_expires_from)
     probe.wait_for_lock_expiry()
     time.sleep(EXPIRY_WRITTEN_S)
     probe.produce(topic, 0, [5])
@@ -202,12 +202,12 @@ def below_the_log_start(broker: Broker, name: str) -> Probe:
         probe.produce(topic, partition, [5, 5, 5])
     alice, bob = probe.member("alice"), probe.member("bob")
     assert probe.fetch(alice, [tp0], max_records=5, wait_ms=WAIT_MS) == {tp0: [[0, 4, 1]]}
-    _, alice_lock_ends = probe.timers.windows[-1]
+    alice_expires_from, _ = probe.timers.windows[-1]
     for partition, tp in enumerate((tp0, tp1)):
         delete_records(broker, topic, 12, partition)
         log_start(probe, tp, 12)
     acquired = acquired_past_log_start(probe, bob, [tp0, tp1])
-    still_held(probe, alice_lock_ends)
+    still_held(probe, alice_expires_from)
     assert acquired == {tp0: [[10, 14, 1]], tp1: [[12, 14, 1]]}
     assert probe.acknowledge(bob, {tp0: [(10, 14, "accept")], tp1: [(12, 14, "accept")]}) == {tp0: "NONE",
                                                                                             tp1: "NONE"}
